@@ -1,0 +1,148 @@
+# fence -- top-level Makefile.
+#
+#   make                     libraries (static + shared with SONAME), .pc files, CLI
+#   make test                the whole test suite against real servers (installs deps if missing)
+#   make check SANITIZER=address|undefined|thread   the same suite under a sanitizer
+#   make valgrind            the core suites under valgrind memcheck
+#   make bench               the benchmarks (never part of make test)
+#   make demo                the paused-holder race, shown and defeated
+#   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR
+#
+# Your CFLAGS/LDFLAGS add to the project's flags; they never replace them.
+
+VERSION    := 0.1.0
+SOVERSION  := 0
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR    ?=
+CC         ?= cc
+
+SANITIZER ?=
+ifeq ($(SANITIZER),)
+B := build
+SAN_FLAGS :=
+else
+B := build/$(SANITIZER)
+SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wpointer-arith -Wformat=2 -Wvla -Wcast-qual -Wundef
+OPT  ?= -O2
+REAL_CFLAGS  := -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC -pthread $(WARN) $(SAN_FLAGS) -Ilib $(CFLAGS)
+REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
+
+# pkg-config answers are read lazily (=) so a fresh machine can run the
+# install step first; fallbacks keep the build going without pkg-config.
+HIREDIS_LIBS = $(or $(shell pkg-config --libs hiredis 2>/dev/null),-lhiredis)
+PQ_CFLAGS    = $(or $(shell pkg-config --cflags libpq 2>/dev/null),-I/usr/include/postgresql)
+PQ_LIBS      = $(or $(shell pkg-config --libs libpq 2>/dev/null),-lpq)
+SQLITE_LIBS  = $(or $(shell pkg-config --libs sqlite3 2>/dev/null),-lsqlite3)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lrt -lm)
+
+# Filled in by the fragments below.
+LIBS_STATIC :=
+LIBS_SHARED :=
+PC_FILES    :=
+HEADERS     :=
+BINS        :=
+TEST_BINS   :=
+TEST_SCRIPTS :=
+BENCH_BINS  :=
+EXAMPLE_BINS :=
+
+.PHONY: all test check valgrind bench demo examples install uninstall clean deps
+all:
+
+include lib/core.mk
+-include lib/pg/module.mk
+-include lib/sqlite/module.mk
+-include lib/gate/module.mk
+-include cli/module.mk
+-include examples/module.mk
+include tests/module.mk
+
+all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS)
+examples: $(EXAMPLE_BINS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(REAL_CFLAGS) $(MOD_CFLAGS) -MMD -MP -c -o $@ $<
+
+# Generic rules for a library's .a, .so (with SONAME and symlinks) and .pc.
+$(B)/lib%.a:
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+deps:
+	scripts/install-deps
+
+# make test: install what is missing, build, start throwaway servers, run every suite.
+test:
+	@scripts/install-deps --if-missing
+	@$(MAKE) --no-print-directory all tests-build
+	@scripts/run-tests $(B)
+
+check:
+	@if [ -z "$(SANITIZER)" ]; then echo "usage: make check SANITIZER=address|undefined|thread" >&2; exit 64; fi
+	@scripts/install-deps --if-missing
+	@$(MAKE) --no-print-directory SANITIZER=$(SANITIZER) OPT=-O1 all tests-build
+	@FENCE_SANITIZER=$(SANITIZER) scripts/run-tests build/$(SANITIZER)
+
+valgrind:
+	@scripts/install-deps --if-missing
+	@$(MAKE) --no-print-directory OPT=-O1 B=build/valgrind all tests-build
+	@FENCE_VALGRIND=1 CK_FORK=no scripts/run-tests build/valgrind
+
+bench:
+	@scripts/install-deps --if-missing
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@scripts/run-bench $(B)
+
+demo:
+	@scripts/install-deps --if-missing
+	@$(MAKE) --no-print-directory all examples
+	@scripts/demo $(B)
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR)
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(LIBS_STATIC) $(DESTDIR)$(LIBDIR)/
+	for so in $(LIBS_SHARED); do \
+	  base=$$(basename $$so); \
+	  install -m 755 $$so.$(VERSION) $(DESTDIR)$(LIBDIR)/ && \
+	  ln -sf $$base.$(VERSION) $(DESTDIR)$(LIBDIR)/$$base.$(SOVERSION) && \
+	  ln -sf $$base.$(VERSION) $(DESTDIR)$(LIBDIR)/$$base; \
+	done
+	install -m 644 $(PC_FILES) $(DESTDIR)$(PKGCONFIGDIR)/
+	$(if $(BINS),install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/)
+
+uninstall:
+	for h in $(notdir $(HEADERS)); do rm -f $(DESTDIR)$(INCLUDEDIR)/$$h; done
+	for l in $(notdir $(LIBS_STATIC) $(LIBS_SHARED)); do rm -f $(DESTDIR)$(LIBDIR)/$$l $(DESTDIR)$(LIBDIR)/$$l.*; done
+	for p in $(notdir $(PC_FILES)); do rm -f $(DESTDIR)$(PKGCONFIGDIR)/$$p; done
+	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b; done
+
+clean:
+	rm -rf build
+
+# Turn a .pc.in into a .pc with this build's paths.
+define make_pc
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+endef
+
+# Link a shared library: $(call link_so,objects,libs)
+define link_so
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(notdir $@).$(SOVERSION) -o $@.$(VERSION) $(1) $(REAL_LDFLAGS) $(2)
+	ln -sf $(notdir $@).$(VERSION) $@.$(SOVERSION)
+	ln -sf $(notdir $@).$(VERSION) $@
+endef
+
+-include $(shell find $(B) -name "*.d" 2>/dev/null)

@@ -1,0 +1,324 @@
+/*
+ * fence.h -- Redis leases that carry a monotonic fencing token.
+ *
+ * A lease is a lock kept in Redis with a time-to-live and a random owner
+ * value.  Every successful acquisition also returns a *fencing token*: a
+ * 64-bit number strictly greater than every token issued before for that
+ * lease name, by any client.  Attach the token to every write; the storage
+ * modules (fence_pg.h, fence_sqlite.h, fence_gate.h) reject writes whose
+ * token is older than the newest one they have seen.  A lease alone cannot
+ * stop a holder that pauses past its TTL; the token is what does.
+ *
+ * Threads and ownership (the one rule, stated once):
+ *   - A fence_client may be shared by any number of threads; its calls are
+ *     serialised internally.  A fence_lease may be used from any thread but
+ *     belongs to the client that acquired it and must be released (which
+ *     frees it) before that client is closed; fence_client_close() releases
+ *     and frees any lease still open.
+ *   - Whatever a fence_* call returns through an out-pointer is owned by
+ *     the caller and freed by the matching close/release call.  Strings a
+ *     handle returns (names, messages) belong to the handle: they stay
+ *     valid until the next call on that handle from the same thread, or
+ *     until it is freed.
+ *   - Status codes are only ever appended, never renumbered.
+ */
+#ifndef FENCE_H
+#define FENCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define FENCE_API __attribute__((visibility("default")))
+#else
+#define FENCE_API
+#endif
+
+#define FENCE_VERSION_MAJOR 0
+#define FENCE_VERSION_MINOR 1
+#define FENCE_VERSION_PATCH 0
+#define FENCE_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------ */
+/* Status codes                                                         */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Every fence_* function that can fail returns one of these.  FENCE_OK is
+ * success; FENCE_BUSY and FENCE_TIMEOUT are expected outcomes of acquiring
+ * a contended lease, FENCE_LOST and FENCE_STALE are the outcomes the
+ * toolkit exists to report.  One table (an X-macro) gives both the codes
+ * and their strings, so they cannot drift apart.
+ */
+#define FENCE_STATUS_MAP(X)                                                  \
+    X(FENCE_OK, 0, "success")                                                \
+    X(FENCE_EINVAL, 1, "invalid argument")                                   \
+    X(FENCE_ENOMEM, 2, "out of memory")                                      \
+    X(FENCE_ECONN, 3, "cannot reach the server, or the connection failed")   \
+    X(FENCE_EAUTH, 4, "authentication refused by the server")                \
+    X(FENCE_EPROTO, 5, "unexpected reply or error from the server")          \
+    X(FENCE_BUSY, 6, "lease is held by another owner")                       \
+    X(FENCE_TIMEOUT, 7, "deadline passed before the lease was acquired")     \
+    X(FENCE_LOST, 8, "lease was lost: expired or taken by another owner")    \
+    X(FENCE_STALE, 9, "write rejected: fencing token older than the newest") \
+    X(FENCE_ESTATE, 10, "call not valid in the handle's current state")      \
+    X(FENCE_ESYS, 11, "operating system error")                              \
+    X(FENCE_EDB, 12, "database error")                                       \
+    X(FENCE_ENOTOKEN, 13, "no valid fencing token: missing, malformed or <= 0")
+
+typedef enum fence_status {
+#define FENCE_STATUS_ENUM_(name, code, text) name = code,
+    FENCE_STATUS_MAP(FENCE_STATUS_ENUM_)
+#undef FENCE_STATUS_ENUM_
+} fence_status;
+
+/* Static English text for a status code; never NULL (unknown codes get
+ * "unknown status"). */
+FENCE_API const char *fence_strerror(int status);
+
+/* The name of a status code, e.g. "FENCE_LOST"; never NULL. */
+FENCE_API const char *fence_status_name(int status);
+
+/* ------------------------------------------------------------------ */
+/* Limits                                                               */
+/* ------------------------------------------------------------------ */
+
+#define FENCE_NAME_MAX 512                 /* bytes in a lease name */
+#define FENCE_TTL_MIN_MS 10                /* shortest lease TTL */
+#define FENCE_TTL_MAX_MS (7LL * 86400000)  /* longest lease TTL: 7 days */
+#define FENCE_WAIT_MAX_MS (7LL * 86400000) /* longest acquire wait */
+#define FENCE_OWNER_BYTES 16               /* random bytes in an owner id */
+
+/* ------------------------------------------------------------------ */
+/* Client                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct fence_client fence_client;
+typedef struct fence_lease fence_lease;
+
+enum fence_heartbeat_mode {
+    FENCE_HEARTBEAT_THREAD = 0, /* one background thread per client (default) */
+    FENCE_HEARTBEAT_MANUAL = 1  /* no threads: call fence_heartbeat_run() */
+};
+
+/*
+ * Options for fence_client_open().  Initialise with
+ * fence_client_options_init(), then set what you need; zero means "the
+ * default" for every numeric field.
+ */
+typedef struct fence_client_options {
+    /* redis://[user:password@]host[:port][/db] or unix:///path[?db=N].
+     * Required.  Percent-escapes are decoded in user and password. */
+    const char *url;
+    /* Overrides for the URL's credentials (NULL: take them from the URL).
+     * Credentials never appear in messages. */
+    const char *username;
+    const char *password;
+    int connect_timeout_ms; /* default 2000 */
+    int io_timeout_ms;      /* default 2000 */
+    /* Key prefix: owner key "<prefix>{NAME}", counter "<prefix>{NAME}:token".
+     * Default "fence:". At most 64 bytes. */
+    const char *prefix;
+    int heartbeat_mode; /* enum fence_heartbeat_mode; default THREAD */
+    /* Leases renewed in one script call by the heartbeat (default 500);
+     * all batches of a pass go out in one pipelined round trip. */
+    int renew_batch;
+} fence_client_options;
+
+FENCE_API void fence_client_options_init(fence_client_options *opts);
+
+/*
+ * Open a client.  On success returns FENCE_OK and *out is a connected
+ * client.  On failure returns the status and, where memory allowed, still
+ * sets *out to a handle whose fence_client_errmsg() says why; it must be
+ * closed with fence_client_close() either way.  *out is NULL only when
+ * out itself was NULL or memory ran out.
+ */
+FENCE_API int fence_client_open(fence_client **out, const fence_client_options *opts);
+
+/* fence_client_open() with default options and the given URL. */
+FENCE_API int fence_client_open_url(fence_client **out, const char *url);
+
+/* Release every lease still open on the client (best effort), stop its
+ * heartbeat thread, close its connections and free it.  NULL is a no-op. */
+FENCE_API void fence_client_close(fence_client *c);
+
+/* Detail of the last failure of a call on this client made by the calling
+ * thread (or "" if none).  Never NULL; valid until that thread's next call
+ * on the client.  Never contains credentials. */
+FENCE_API const char *fence_client_errmsg(const fence_client *c);
+
+/* The URL the client talks to, with any credentials removed. */
+FENCE_API const char *fence_client_url(const fence_client *c);
+
+/* ------------------------------------------------------------------ */
+/* Leases                                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Called exactly once when a held lease is lost: the renewal was refused
+ * (FENCE_LOST: the owner key expired, was deleted or now holds another
+ * owner), or the lease's local validity ran out while Redis could not be
+ * reached (FENCE_ECONN).  From then on the lease reports lost everywhere
+ * and is no longer renewed.  It runs on the heartbeat thread (or inside
+ * fence_heartbeat_run() or fence_renew()), with no lock held; it may call
+ * any fence_* function, including fence_release() on this lease.  Never
+ * called for a lease released by the user, and never after
+ * fence_release() returns.
+ */
+typedef void (*fence_lost_cb)(fence_lease *lease, int reason, void *user);
+
+typedef struct fence_lease_options {
+    int64_t ttl_ms;   /* required: FENCE_TTL_MIN_MS..FENCE_TTL_MAX_MS */
+    /* How long fence_acquire() may keep trying: 0 tries once (FENCE_BUSY
+     * when held), >0 waits up to that long (FENCE_TIMEOUT when it ends).
+     * Waiters are woken by the holder's release (Redis pub/sub), with
+     * jittered polling as the fallback. */
+    int64_t wait_ms;
+    /* Renewal period; default ttl/3.  Must be < ttl. */
+    int64_t renew_every_ms;
+    /* 0 (default): the heartbeat renews this lease.  1: never renewed
+     * automatically; call fence_renew() yourself. */
+    int no_heartbeat;
+    fence_lost_cb on_lost; /* optional */
+    void *user;            /* handed to on_lost */
+} fence_lease_options;
+
+FENCE_API void fence_lease_options_init(fence_lease_options *opts, int64_t ttl_ms);
+
+/*
+ * Acquire the lease NAME.  In one round trip (one Lua script) the owner key
+ * is set with NX and the TTL, and only then the name's counter is
+ * incremented; its new value is the lease's fencing token.
+ * Returns FENCE_OK and sets *out, or FENCE_BUSY (held by another owner and
+ * wait_ms == 0), FENCE_TIMEOUT (still held when wait_ms ran out), or an
+ * error; *out is NULL on anything but FENCE_OK.
+ */
+FENCE_API int fence_acquire(fence_client *c, const char *name,
+                            const fence_lease_options *opts, fence_lease **out);
+
+/* fence_acquire() with default options: try once, heartbeat on. */
+FENCE_API int fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms,
+                                fence_lease **out);
+
+/*
+ * Renew now: extend the TTL only if Redis still holds this lease's owner
+ * value.  FENCE_OK, or FENCE_LOST (expired or taken; the lease becomes lost
+ * and its on_lost fires), or FENCE_ECONN etc. (the lease stays held until
+ * its local validity runs out).  Works in every heartbeat mode.
+ */
+FENCE_API int fence_renew(fence_lease *lease);
+
+/*
+ * Release the lease and free the handle (always, whatever the outcome).
+ * Compare-and-delete: the owner key is deleted only if it still holds this
+ * lease's owner value, and waiters are woken.  FENCE_OK when deleted,
+ * FENCE_LOST when the lease had already been lost (the new owner's key is
+ * left untouched), FENCE_ECONN etc. when Redis could not be told (the key
+ * then expires by its TTL).  NULL is a no-op returning FENCE_EINVAL.
+ */
+FENCE_API int fence_release(fence_lease *lease);
+
+/* The fencing token issued with this lease (>= 1). */
+FENCE_API uint64_t fence_lease_token(const fence_lease *lease);
+
+/* The lease's name (owned by the lease). */
+FENCE_API const char *fence_lease_name(const fence_lease *lease);
+
+/* The owner value stored in Redis for this lease, "<32 hex>:<token>". */
+FENCE_API const char *fence_lease_owner(const fence_lease *lease);
+
+/* Nonzero once the lease is lost (renewal refused or validity ran out). */
+FENCE_API int fence_lease_lost(const fence_lease *lease);
+
+/*
+ * Milliseconds the lease is still surely held, from CLOCK_MONOTONIC:
+ * measured from when the last successful acquire/renew request was *sent*,
+ * plus the TTL, minus a safety margin (1% of the TTL + 2 ms, for clock
+ * drift).  0 when lost or expired.  Check it before a critical step; the
+ * fencing token is what protects the write if the check goes stale.
+ */
+FENCE_API int64_t fence_lease_valid_ms(const fence_lease *lease);
+
+/* The client a lease belongs to. */
+FENCE_API fence_client *fence_lease_client(const fence_lease *lease);
+
+/*
+ * Manual heartbeat (FENCE_HEARTBEAT_MANUAL, or to force a pass): renew
+ * every lease whose renewal is due, in one pipelined round trip, firing
+ * on_lost for any that are lost.  *next_ms (optional) receives the
+ * milliseconds until the next renewal is due (-1 when no lease is held).
+ * Returns FENCE_OK, or the connection error (leases stay held until their
+ * validity runs out, and the next call tries again).  With the thread mode
+ * it returns FENCE_ESTATE.
+ */
+FENCE_API int fence_heartbeat_run(fence_client *c, int64_t *next_ms);
+
+/*
+ * Raise NAME's token counter to at least `floor` (never lowers it), so
+ * that the next token is > floor.  For retrofitting a store whose version
+ * column already holds numbers.  *token_out (optional) gets the counter's
+ * value afterwards.
+ */
+FENCE_API int fence_token_raise(fence_client *c, const char *name, uint64_t floor,
+                                uint64_t *token_out);
+
+/* The last token issued for NAME (0 if none yet), without acquiring. */
+FENCE_API int fence_token_last(fence_client *c, const char *name, uint64_t *token_out);
+
+/*
+ * Inspect NAME: *held is 1 if the owner key exists, *pttl_ms its remaining
+ * TTL (-1 when free), *holder_token the token of the current holder (0 when
+ * free), *last_token the last token issued.  Any out-pointer may be NULL.
+ */
+FENCE_API int fence_lease_inspect(fence_client *c, const char *name, int *held,
+                                  int64_t *pttl_ms, uint64_t *holder_token,
+                                  uint64_t *last_token);
+
+/* ------------------------------------------------------------------ */
+/* Metrics                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Upper bounds (seconds) of heartbeat_latency's buckets; the last bucket
+ * is +Inf. */
+#define FENCE_LATENCY_BUCKETS                                                \
+    {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5}
+#define FENCE_LATENCY_NBUCKETS 13 /* 12 bounds + Inf */
+
+/* A snapshot of one client's counters since it was opened. */
+typedef struct fence_metrics {
+    uint64_t lease_acquired;    /* successful acquisitions */
+    uint64_t lease_lost;        /* leases lost (each counted once) */
+    uint64_t lease_released;    /* releases that deleted the key */
+    uint64_t acquire_attempts;  /* acquire script calls */
+    uint64_t acquire_contended; /* attempts that found the lease held */
+    uint64_t acquire_timeouts;  /* waits that ran out */
+    uint64_t renew_ok;          /* lease renewals that succeeded */
+    uint64_t renew_failed;      /* renewals refused or not answered */
+    uint64_t reconnects;        /* connections re-established */
+    uint64_t leases_held;       /* gauge: leases currently held */
+    /* heartbeat_latency: the round-trip time of each heartbeat pass. */
+    uint64_t heartbeat_latency_bucket[FENCE_LATENCY_NBUCKETS]; /* not cumulative */
+    uint64_t heartbeat_latency_count;
+    double heartbeat_latency_sum_s;
+} fence_metrics;
+
+FENCE_API int fence_client_metrics(const fence_client *c, fence_metrics *out);
+
+/*
+ * Write a snapshot in the Prometheus text exposition format (version
+ * 0.0.4): fence_lease_acquired_total, fence_lease_lost_total,
+ * fence_heartbeat_latency_seconds (histogram) and the rest.  Like
+ * snprintf: writes at most `size` bytes including the NUL and returns the
+ * length the whole text needs (excluding the NUL), or -1 on bad arguments.
+ */
+FENCE_API int fence_metrics_prometheus(const fence_metrics *m, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FENCE_H */

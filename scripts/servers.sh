@@ -1,0 +1,106 @@
+# servers.sh -- sourced by scripts/with-servers: start and stop throwaway
+# redis-server and PostgreSQL instances on free loopback ports in temporary
+# folders.  Nothing here listens on anything but 127.0.0.1.
+
+fence_die() { echo "servers: $*" >&2; exit 1; }
+
+# A port nobody is listening on, in 20000..59999.
+fence_free_port() {
+  local p i
+  for i in $(seq 1 200); do
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+  return 1
+}
+
+# fence_start_redis VAR_PREFIX [extra redis.conf lines...]
+# Starts redis-server; sets ${VAR_PREFIX}_PORT and ${VAR_PREFIX}_DIR.
+# The folder holds redis.conf so scripts/redis-ctl can stop and restart it.
+fence_start_redis() {
+  local var=$1; shift
+  command -v redis-server >/dev/null || fence_die "redis-server not found: run scripts/install-deps"
+  command -v redis-cli >/dev/null || fence_die "redis-cli not found: run scripts/install-deps"
+  local dir port try
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-redis.XXXXXX")
+  for try in 1 2 3 4 5; do
+    port=$(fence_free_port) || fence_die "no free port"
+    {
+      echo "bind 127.0.0.1"
+      echo "port $port"
+      echo "dir $dir"
+      echo "daemonize yes"
+      echo "pidfile $dir/redis.pid"
+      echo "logfile $dir/redis.log"
+      echo "save \"\""
+      echo "appendonly no"
+      echo "protected-mode yes"
+      local line; for line in "$@"; do echo "$line"; done
+    } > "$dir/redis.conf"
+    echo "$port" > "$dir/port"
+    if redis-server "$dir/redis.conf" >/dev/null 2>&1 && \
+       scripts/redis-ctl "$dir" wait; then
+      printf -v "${var}_PORT" '%s' "$port"
+      printf -v "${var}_DIR" '%s' "$dir"
+      FENCE__REDIS_DIRS+=("$dir")
+      return 0
+    fi
+    scripts/redis-ctl "$dir" stop >/dev/null 2>&1 || true
+  done
+  cat "$dir/redis.log" >&2 2>/dev/null || true
+  fence_die "redis-server would not start"
+}
+
+fence_pg_bindir() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$d" ] && [ -x "$d/initdb" ] || return 1
+  echo "$d"
+}
+
+# Run a PostgreSQL program as the postgres user when we are root
+# (PostgreSQL refuses to run as root).
+fence_as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# fence_start_postgres: sets FENCE_PG_PORT, FENCE_PG_DIR, FENCE_PG_BINDIR.
+fence_start_postgres() {
+  local bindir dir port try
+  bindir=$(fence_pg_bindir) || fence_die "PostgreSQL server binaries not found: run scripts/install-deps"
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-pg.XXXXXX")
+  chmod 755 "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
+  fence_as_pg "$bindir/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 \
+      --locale=C >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; fence_die "initdb failed"; }
+  FENCE__PG_DIRS+=("$dir")
+  for try in 1 2 3 4 5; do
+    port=$(fence_free_port) || fence_die "no free port"
+    if fence_as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100" \
+        start >/dev/null 2>&1; then
+      FENCE_PG_PORT=$port; FENCE_PG_DIR=$dir; FENCE_PG_BINDIR=$bindir
+      return 0
+    fi
+  done
+  cat "$dir/server.log" >&2 2>/dev/null || true
+  fence_die "PostgreSQL would not start"
+}
+
+fence_stop_all() {
+  local d
+  for d in "${FENCE__REDIS_DIRS[@]:-}"; do
+    [ -n "$d" ] || continue
+    scripts/redis-ctl "$d" stop >/dev/null 2>&1 || true
+    rm -rf "$d"
+  done
+  for d in "${FENCE__PG_DIRS[@]:-}"; do
+    [ -n "$d" ] || continue
+    fence_as_pg "$(fence_pg_bindir)/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$d"
+  done
+}
+FENCE__REDIS_DIRS=()
+FENCE__PG_DIRS=()

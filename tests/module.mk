@@ -1,0 +1,21 @@
+# Tests: one Check suite per module.  Each module's fragment adds its own
+# binaries to TEST_BINS; the core suites are here.  Shell suites are
+# tests/*.sh and print TAP-style "ok"/"not ok" lines.
+TESTUTIL_OBJ := $(B)/tests/testutil.o
+
+CORE_TESTS := lease client heartbeat badinput
+CORE_TEST_BINS := $(CORE_TESTS:%=$(B)/tests/test_%)
+TEST_BINS += $(CORE_TEST_BINS)
+
+$(CORE_TEST_BINS): $(B)/tests/test_%: $(B)/tests/test_%.o $(TESTUTIL_OBJ) $(B)/libfence.a
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS)
+
+$(B)/tests/%.o: MOD_CFLAGS += $(CHECK_CFLAGS)
+
+# Benchmarks: separate programs, never run by make test.
+BENCH_BINS += $(B)/tests/bench/bench_lease
+$(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(B)/libfence.a
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) -lm
+
+.PHONY: tests-build
+tests-build: $(TEST_BINS)
