@@ -1,8 +1,6 @@
 # libfence: the Redis lease core.  Links hiredis only (never libpq or SQLite).
-CORE_SRC := lib/status.c lib/errmsg.c lib/url.c lib/owner.c lib/clock.c lib/conn.c \
-            lib/scripts.c lib/client.c lib/lease.c lib/wait.c lib/heartbeat.c lib/metrics.c
-CORE_LUA := lib/acquire.lua lib/renew.lua lib/renew_batch.lua lib/release.lua \
-            lib/token_raise.lua lib/inspect.lua
+CORE_SRC := $(wildcard lib/*.c)
+CORE_LUA := $(wildcard lib/*.lua)
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/%.o) $(B)/lib/lua_embed.o
 
 LIBS_STATIC += $(B)/libfence.a
