@@ -32,7 +32,7 @@ endif
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wpointer-arith -Wformat=2 -Wvla -Wcast-qual -Wundef
 OPT  ?= -O2
-REAL_CFLAGS  := -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC -pthread $(WARN) $(SAN_FLAGS) -Ilib $(CFLAGS)
+REAL_CFLAGS  := -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC -fvisibility=hidden -pthread $(WARN) $(SAN_FLAGS) -Ilib $(CFLAGS)
 REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 # pkg-config answers are read lazily (=) so a fresh machine can run the
