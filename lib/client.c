@@ -1,0 +1,170 @@
+/* client.c -- opening and closing a client. */
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TIMEOUT_MS 2000
+#define DEFAULT_RENEW_BATCH 500
+#define MAX_RENEW_BATCH 5000
+#define MAX_TIMEOUT_MS 600000
+#define MAX_PREFIX 64
+
+void fence_client_options_init(fence_client_options *o)
+{
+    if (o != NULL) {
+        memset(o, 0, sizeof *o);
+    }
+}
+
+static char *dup_secret(const char *s, int *nomem)
+{
+    char *d = strdup(s);
+    *nomem |= d == NULL;
+    return d;
+}
+
+static int setup(fence_client *c, const fence_client_options *o)
+{
+    char err[256];
+    if (o->connect_timeout_ms < 0 || o->connect_timeout_ms > MAX_TIMEOUT_MS ||
+        o->io_timeout_ms < 0 || o->io_timeout_ms > MAX_TIMEOUT_MS) {
+        return fence__fail(c, FENCE_EINVAL, "timeouts must be 0 (default) to %d ms",
+                           MAX_TIMEOUT_MS);
+    }
+    if (o->heartbeat_mode != FENCE_HEARTBEAT_THREAD && o->heartbeat_mode != FENCE_HEARTBEAT_MANUAL) {
+        return fence__fail(c, FENCE_EINVAL, "heartbeat_mode must be FENCE_HEARTBEAT_THREAD or "
+                           "FENCE_HEARTBEAT_MANUAL");
+    }
+    if (o->renew_batch < 0 || o->renew_batch > MAX_RENEW_BATCH) {
+        return fence__fail(c, FENCE_EINVAL, "renew_batch must be 0 (default %d) to %d",
+                           DEFAULT_RENEW_BATCH, MAX_RENEW_BATCH);
+    }
+    const char *prefix = o->prefix != NULL ? o->prefix : "fence:";
+    if (strlen(prefix) > MAX_PREFIX) {
+        return fence__fail(c, FENCE_EINVAL, "prefix longer than %d bytes", MAX_PREFIX);
+    }
+    if (strchr(prefix, '{') != NULL || strchr(prefix, '}') != NULL) {
+        return fence__fail(c, FENCE_EINVAL, "prefix must not contain '{' or '}' (the lease "
+                           "name is the hash tag)");
+    }
+    int st = fence__url_parse(&c->url, o->url, err, sizeof err);
+    if (st != FENCE_OK) {
+        return fence__fail(c, st, "%s", st == FENCE_ENOMEM ? "out of memory" : err);
+    }
+    int nomem = 0;
+    if (o->username != NULL) {
+        free(c->url.user);
+        c->url.user = dup_secret(o->username, &nomem);
+    }
+    if (o->password != NULL) {
+        free(c->url.password);
+        c->url.password = dup_secret(o->password, &nomem);
+    }
+    c->prefix = strdup(prefix);
+    if (nomem || c->prefix == NULL) {
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    if (c->url.user != NULL && c->url.password == NULL) {
+        return fence__fail(c, FENCE_EINVAL, "a user name needs a password");
+    }
+    c->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->io_timeout_ms = o->io_timeout_ms ? o->io_timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->heartbeat_mode = o->heartbeat_mode;
+    c->renew_batch = o->renew_batch ? o->renew_batch : DEFAULT_RENEW_BATCH;
+    return FENCE_OK;
+}
+
+int fence_client_open(fence_client **out, const fence_client_options *o)
+{
+    if (out == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_client_open: out is NULL");
+    }
+    *out = NULL;
+    fence_client *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return fence__fail(NULL, FENCE_ENOMEM, "out of memory");
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->cmd_lock, NULL);
+    pthread_mutex_init(&c->hb_lock, NULL);
+    *out = c;
+    if (o == NULL) {
+        return fence__fail(c, FENCE_EINVAL, "fence_client_open: options are NULL");
+    }
+    int st = setup(c, o);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    pthread_mutex_lock(&c->cmd_lock);
+    st = fence__conn_open(c, &c->cmd, 0);
+    if (st == FENCE_OK) {
+        fence__scripts_load(c, c->cmd);
+        if (c->cmd->err) {
+            st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
+                             c->cmd->errstr);
+            fence__conn_drop(&c->cmd);
+        }
+    }
+    pthread_mutex_unlock(&c->cmd_lock);
+    if (st == FENCE_OK) {
+        /* A server that wants a password we did not give answers NOAUTH
+         * only now: ask it something harmless to find out. */
+        const char *args[2] = {"fence:{probe}", "fence:{probe}:token"};
+        void *r = NULL;
+        st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, NULL, &r);
+        if (r != NULL) {
+            freeReplyObject(r);
+        }
+    }
+    if (st == FENCE_OK) {
+        fence__clear(c);
+    }
+    return st;
+}
+
+int fence_client_open_url(fence_client **out, const char *url)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = url;
+    return fence_client_open(out, &o);
+}
+
+void fence_client_close(fence_client *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    fence__heartbeat_stop(c);
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        fence_lease *l = c->leases;
+        pthread_mutex_unlock(&c->lock);
+        if (l == NULL) {
+            break;
+        }
+        fence_release(l); /* best effort; it unlinks and frees */
+    }
+    fence__conn_drop(&c->cmd);
+    fence__conn_drop(&c->hb);
+    fence__url_free(&c->url);
+    free(c->prefix);
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->cmd_lock);
+    pthread_mutex_destroy(&c->hb_lock);
+    pthread_cond_destroy(&c->cond);
+    fence__clear(c);
+    free(c);
+}
+
+const char *fence_client_url(const fence_client *c)
+{
+    return c != NULL ? c->url.display : "";
+}

@@ -1,0 +1,227 @@
+/* conn.c -- connections to Redis: connect with timeouts, AUTH, SELECT,
+ * script loading and EVALSHA with the NOSCRIPT fallback. */
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct timeval tv_ms(int64_t ms)
+{
+    if (ms < 1) {
+        ms = 1;
+    }
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+    return tv;
+}
+
+void fence__conn_timeout(redisContext *rc, int64_t ms)
+{
+    if (rc != NULL) {
+        redisSetTimeout(rc, tv_ms(ms));
+    }
+}
+
+void fence__conn_drop(redisContext **rc)
+{
+    if (*rc != NULL) {
+        redisFree(*rc);
+        *rc = NULL;
+    }
+}
+
+/* An error reply that means "who are you?": map it to FENCE_EAUTH. */
+static int is_auth_error(const char *s)
+{
+    return strncmp(s, "NOAUTH", 6) == 0 || strncmp(s, "WRONGPASS", 9) == 0 ||
+           strncmp(s, "ERR invalid password", 20) == 0 ||
+           strncmp(s, "ERR AUTH", 8) == 0 || strncmp(s, "NOPERM", 6) == 0;
+}
+
+static int simple(fence_client *c, redisContext *rc, int argc, const char **argv, int is_auth)
+{
+    redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
+    if (r == NULL) {
+        return fence__fail(c, FENCE_ECONN, "%s: %s failed: %s", c->url.display,
+                           is_auth ? "AUTH" : argv[0], rc->errstr);
+    }
+    int st = FENCE_OK;
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (is_auth || is_auth_error(r->str)) {
+            /* The server's text names no secret; ours neither. */
+            st = fence__fail(c, FENCE_EAUTH, "%s: authentication refused: %.200s",
+                             c->url.display, r->str);
+        } else {
+            st = fence__fail(c, FENCE_EPROTO, "%s: %s refused: %.200s", c->url.display,
+                             argv[0], r->str);
+        }
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
+{
+    *out = NULL;
+    int64_t ct = c->connect_timeout_ms;
+    if (timeout_ms > 0 && timeout_ms < ct) {
+        ct = timeout_ms;
+    }
+    redisContext *rc = c->url.is_unix ? redisConnectUnixWithTimeout(c->url.path, tv_ms(ct))
+                                      : redisConnectWithTimeout(c->url.host, c->url.port, tv_ms(ct));
+    if (rc == NULL) {
+        return fence__fail(c, FENCE_ENOMEM, "out of memory connecting to %s", c->url.display);
+    }
+    if (rc->err) {
+        int st = fence__fail(c, FENCE_ECONN, "cannot connect to %s: %s", c->url.display,
+                             rc->errstr);
+        redisFree(rc);
+        return st;
+    }
+    int64_t io = c->io_timeout_ms;
+    if (timeout_ms > 0 && timeout_ms < io) {
+        io = timeout_ms;
+    }
+    redisSetTimeout(rc, tv_ms(io));
+    if (!c->url.is_unix) {
+        redisEnableKeepAlive(rc);
+    }
+    int st = FENCE_OK;
+    if (c->url.password != NULL) {
+        const char *argv[3] = {"AUTH", c->url.user, c->url.password};
+        if (c->url.user != NULL) {
+            st = simple(c, rc, 3, argv, 1);
+        } else {
+            argv[1] = c->url.password;
+            st = simple(c, rc, 2, argv, 1);
+        }
+    }
+    if (st == FENCE_OK && c->url.db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", c->url.db);
+        const char *argv[2] = {"SELECT", db};
+        st = simple(c, rc, 2, argv, 0);
+    }
+    if (st != FENCE_OK) {
+        redisFree(rc);
+        return st;
+    }
+    *out = rc;
+    return FENCE_OK;
+}
+
+int fence__conn_ensure(fence_client *c, redisContext **rc, int64_t timeout_ms)
+{
+    if (*rc != NULL && (*rc)->err == 0) {
+        return FENCE_OK;
+    }
+    int had = *rc != NULL;
+    fence__conn_drop(rc);
+    int st = fence__conn_open(c, rc, timeout_ms);
+    if (st == FENCE_OK && had) {
+        atomic_fetch_add(&c->m.reconnects, 1);
+    }
+    return st;
+}
+
+void fence__scripts_load(fence_client *c, redisContext *rc)
+{
+    for (int s = 0; s < FENCE__NSCRIPTS; s++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", fence__script_body(s)};
+        size_t lens[3] = {6, 4, fence__script_len(s)};
+        redisAppendCommandArgv(rc, 3, argv, lens);
+    }
+    for (int s = 0; s < FENCE__NSCRIPTS; s++) {
+        redisReply *r = NULL;
+        if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+            return; /* the caller sees rc->err */
+        }
+        if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+            memcpy(c->sha[s], r->str, 41);
+        }
+        freeReplyObject(r);
+    }
+}
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int nargs,
+                const char **args, const size_t *lens, void **reply)
+{
+    enum { MAXARGV = 3 + 8 };
+    const char *argv[MAXARGV];
+    size_t argvlen[MAXARGV];
+    char nk[16];
+    *reply = NULL;
+    if (nargs + 3 > MAXARGV) {
+        return fence__fail(c, FENCE_EINVAL, "internal: too many script arguments");
+    }
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    for (int i = 0; i < nargs; i++) {
+        argv[3 + i] = args[i];
+        argvlen[3 + i] = lens ? lens[i] : strlen(args[i]);
+    }
+    argv[2] = nk;
+    argvlen[2] = strlen(nk);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int use_sha = attempt == 0 && c->sha[script][0] != '\0';
+        if (use_sha) {
+            argv[0] = "EVALSHA";
+            argv[1] = c->sha[script];
+            argvlen[1] = 40;
+        } else {
+            argv[0] = "EVAL";
+            argv[1] = fence__script_body(script);
+            argvlen[1] = fence__script_len(script);
+        }
+        argvlen[0] = strlen(argv[0]);
+        redisReply *r = redisCommandArgv(*rcp, nargs + 3, argv, argvlen);
+        if (r == NULL) {
+            int st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
+                                 (*rcp)->errstr);
+            fence__conn_drop(rcp);
+            return st;
+        }
+        if (use_sha && is_noscript(r)) {
+            freeReplyObject(r); /* Redis restarted or SCRIPT FLUSH: send the body */
+            continue;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            int st = is_auth_error(r->str)
+                         ? fence__fail(c, FENCE_EAUTH, "%s: %.200s", c->url.display, r->str)
+                         : fence__fail(c, FENCE_EPROTO, "%s: script error: %.300s",
+                                       c->url.display, r->str);
+            freeReplyObject(r);
+            return st;
+        }
+        *reply = r;
+        return FENCE_OK;
+    }
+    return fence__fail(c, FENCE_EPROTO, "%s: NOSCRIPT after EVAL", c->url.display);
+}
+
+int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const char **args,
+                    const size_t *lens, void **reply)
+{
+    pthread_mutex_lock(&c->cmd_lock);
+    int st = FENCE_ECONN;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fresh = c->cmd == NULL || c->cmd->err != 0;
+        st = fence__conn_ensure(c, &c->cmd, 0);
+        if (st != FENCE_OK) {
+            break;
+        }
+        st = fence__eval(c, &c->cmd, script, nkeys, nargs, args, lens, reply);
+        /* A connection that had been idle may have been closed by a Redis
+         * restart: retry once on a new one.  Every script is safe to
+         * repeat (acquire recognises its own owner id). */
+        if (st != FENCE_ECONN || fresh) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->cmd_lock);
+    return st;
+}

@@ -1,0 +1,536 @@
+/* lease.c -- acquire, renew, release, and what a lease knows about itself. */
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fence_lease_options_init(fence_lease_options *o, int64_t ttl_ms)
+{
+    if (o != NULL) {
+        memset(o, 0, sizeof *o);
+        o->ttl_ms = ttl_ms;
+    }
+}
+
+int64_t fence__margin_us(int64_t ttl_ms)
+{
+    /* 1% of the TTL for clock drift between us and Redis, plus 2 ms. */
+    return ttl_ms * 10 + 2000;
+}
+
+int fence__check_name(const fence_client *c, const char *name)
+{
+    if (name == NULL || name[0] == '\0') {
+        return fence__fail(c, FENCE_EINVAL, "lease name is empty");
+    }
+    size_t n = strnlen(name, FENCE_NAME_MAX + 1);
+    if (n > FENCE_NAME_MAX) {
+        return fence__fail(c, FENCE_EINVAL, "lease name longer than %d bytes", FENCE_NAME_MAX);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            return fence__fail(c, FENCE_EINVAL,
+                               "lease name contains a control character (byte %zu)", i);
+        }
+    }
+    return FENCE_OK;
+}
+
+char *fence__key(const fence_client *c, const char *name, const char *suffix)
+{
+    size_t n = strlen(c->prefix) + strlen(name) + strlen(suffix) + 3;
+    char *k = malloc(n);
+    if (k != NULL) {
+        snprintf(k, n, "%s{%s}%s", c->prefix, name, suffix);
+    }
+    return k;
+}
+
+static int check_opts(fence_client *c, const fence_lease_options *o)
+{
+    if (o->ttl_ms < FENCE_TTL_MIN_MS || o->ttl_ms > FENCE_TTL_MAX_MS) {
+        return fence__fail(c, FENCE_EINVAL, "ttl_ms %" PRId64 " out of range (%d..%lld ms)",
+                           o->ttl_ms, FENCE_TTL_MIN_MS, (long long)FENCE_TTL_MAX_MS);
+    }
+    if (o->wait_ms < 0 || o->wait_ms > FENCE_WAIT_MAX_MS) {
+        return fence__fail(c, FENCE_EINVAL, "wait_ms %" PRId64 " out of range (0..%lld ms)",
+                           o->wait_ms, (long long)FENCE_WAIT_MAX_MS);
+    }
+    if (o->renew_every_ms < 0 || (o->renew_every_ms > 0 && o->renew_every_ms >= o->ttl_ms)) {
+        return fence__fail(c, FENCE_EINVAL,
+                           "renew_every_ms %" PRId64 " must be 0 (ttl/3) or less than ttl_ms",
+                           o->renew_every_ms);
+    }
+    if (o->no_heartbeat != 0 && o->no_heartbeat != 1) {
+        return fence__fail(c, FENCE_EINVAL, "no_heartbeat must be 0 or 1");
+    }
+    return FENCE_OK;
+}
+
+static void lease_free(fence_lease *l)
+{
+    if (l != NULL) {
+        free(l->name);
+        free(l->owner_key);
+        free(l->channel);
+        free(l);
+    }
+}
+
+static int parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (n == 0 || n > 20) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return -1;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
+                    fence_lease **out, int64_t *pttl_ms)
+{
+    *out = NULL;
+    fence_lease *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    l->c = c;
+    l->name = strdup(name);
+    l->owner_key = fence__key(c, name, "");
+    char *counter = fence__key(c, name, ":token");
+    l->channel = fence__key(c, name, ":released");
+    if (l->name == NULL || l->owner_key == NULL || counter == NULL || l->channel == NULL) {
+        free(counter);
+        lease_free(l);
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    char owner[2 * FENCE_OWNER_BYTES + 1];
+    if (fence__owner_id(owner) != FENCE_OK) {
+        free(counter);
+        lease_free(l);
+        return fence__fail(c, FENCE_ESYS, "getrandom() failed: no owner id");
+    }
+    l->ttl_ms = o->ttl_ms;
+    l->renew_every_ms = o->renew_every_ms > 0 ? o->renew_every_ms : o->ttl_ms / 3;
+    if (l->renew_every_ms < 1) {
+        l->renew_every_ms = 1;
+    }
+    l->no_heartbeat = o->no_heartbeat;
+    l->on_lost = o->on_lost;
+    l->user = o->user;
+
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%" PRId64, o->ttl_ms);
+    const char *args[4] = {l->owner_key, counter, owner, ttl};
+    redisReply *r = NULL;
+    atomic_fetch_add(&c->m.acquire_attempts, 1);
+    int64_t sent = fence__now_us();
+    int st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 4, args, NULL, (void **)&r);
+    free(counter);
+    if (st != FENCE_OK) {
+        lease_free(l);
+        return st;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(r);
+        lease_free(l);
+        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to acquire", c->url.display);
+    }
+    if (r->element[0]->integer == 0) {
+        *pttl_ms = r->element[1]->type == REDIS_REPLY_INTEGER ? r->element[1]->integer : -1;
+        freeReplyObject(r);
+        lease_free(l);
+        atomic_fetch_add(&c->m.acquire_contended, 1);
+        return fence__fail(c, FENCE_BUSY, "lease '%s' is held by another owner", name);
+    }
+    redisReply *t = r->element[1];
+    uint64_t token = 0;
+    if (t->type != REDIS_REPLY_STRING || parse_u64(t->str, t->len, &token) != 0 || token == 0) {
+        freeReplyObject(r);
+        lease_free(l);
+        return fence__fail(c, FENCE_EPROTO, "%s: bad token in the reply to acquire",
+                           c->url.display);
+    }
+    freeReplyObject(r);
+    l->token = token;
+    snprintf(l->value, sizeof l->value, "%s:%" PRIu64, owner, token);
+    l->state = FENCE__HELD;
+    l->valid_until_us = sent + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
+    l->next_renew_us = sent + l->renew_every_ms * 1000;
+
+    pthread_mutex_lock(&c->lock);
+    l->next = c->leases;
+    if (c->leases != NULL) {
+        c->leases->prev = l;
+    }
+    c->leases = l;
+    pthread_mutex_unlock(&c->lock);
+    atomic_fetch_add(&c->m.lease_acquired, 1);
+    atomic_fetch_add(&c->m.leases_held, 1);
+    if (!l->no_heartbeat) {
+        fence__heartbeat_kick(c);
+    }
+    *out = l;
+    return FENCE_OK;
+}
+
+int fence_acquire(fence_client *c, const char *name, const fence_lease_options *o,
+                  fence_lease **out)
+{
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (c == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_acquire: client is NULL");
+    }
+    if (out == NULL || o == NULL) {
+        return fence__fail(c, FENCE_EINVAL, "fence_acquire: %s is NULL",
+                           out == NULL ? "out" : "opts");
+    }
+    int st = fence__check_name(c, name);
+    if (st == FENCE_OK) {
+        st = check_opts(c, o);
+    }
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if (!o->no_heartbeat) {
+        st = fence__heartbeat_start(c);
+        if (st != FENCE_OK) {
+            return st;
+        }
+    }
+    fence__clear(c);
+    if (o->wait_ms > 0) {
+        return fence__acquire_wait(c, name, o, out);
+    }
+    int64_t pttl;
+    return fence__try_once(c, name, o, out, &pttl);
+}
+
+int fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms, fence_lease **out)
+{
+    fence_lease_options o;
+    fence_lease_options_init(&o, ttl_ms);
+    return fence_acquire(c, name, &o, out);
+}
+
+int fence__mark_lost_locked(fence_lease *l)
+{
+    if (l->state != FENCE__HELD) {
+        return 0;
+    }
+    l->state = FENCE__LOST;
+    l->valid_until_us = 0;
+    atomic_fetch_add(&l->c->m.lease_lost, 1);
+    atomic_fetch_sub(&l->c->m.leases_held, 1);
+    if (l->on_lost != NULL) {
+        /* Claimed now, under the lock, so a concurrent fence_release()
+         * waits for the callback instead of freeing the lease under it. */
+        l->cb_running = 1;
+        l->cb_thread = pthread_self();
+    }
+    return 1;
+}
+
+static void unlink_locked(fence_lease *l)
+{
+    fence_client *c = l->c;
+    if (l->prev != NULL) {
+        l->prev->next = l->next;
+    } else if (c->leases == l) {
+        c->leases = l->next;
+    }
+    if (l->next != NULL) {
+        l->next->prev = l->prev;
+    }
+    l->prev = l->next = NULL;
+}
+
+void fence__fire_lost(fence_lease *l, int reason)
+{
+    fence_client *c = l->c;
+    if (l->on_lost == NULL) {
+        return;
+    }
+    l->on_lost(l, reason, l->user);
+
+    pthread_mutex_lock(&c->lock);
+    l->cb_running = 0;
+    int free_it = l->free_after_cb;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    if (free_it) {
+        lease_free(l);
+    }
+}
+
+int fence_renew(fence_lease *l)
+{
+    if (l == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_renew: lease is NULL");
+    }
+    fence_client *c = l->c;
+    pthread_mutex_lock(&c->lock);
+    int lost = l->state != FENCE__HELD;
+    pthread_mutex_unlock(&c->lock);
+    if (lost) {
+        return fence__fail(c, FENCE_LOST, "lease '%s' was lost", l->name);
+    }
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%" PRId64, l->ttl_ms);
+    const char *args[3] = {l->owner_key, l->value, ttl};
+    redisReply *r = NULL;
+    int64_t sent = fence__now_us();
+    int st = fence__eval_cmd(c, FENCE__RENEW, 1, 3, args, NULL, (void **)&r);
+    if (st != FENCE_OK) {
+        atomic_fetch_add(&c->m.renew_failed, 1);
+        return st;
+    }
+    int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    int proto = r->type != REDIS_REPLY_INTEGER;
+    freeReplyObject(r);
+    if (proto) {
+        atomic_fetch_add(&c->m.renew_failed, 1);
+        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to renew", c->url.display);
+    }
+    pthread_mutex_lock(&c->lock);
+    int fire = 0;
+    if (ok && l->state == FENCE__HELD) {
+        int64_t until = sent + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
+        if (until > l->valid_until_us) {
+            l->valid_until_us = until;
+        }
+        l->next_renew_us = sent + l->renew_every_ms * 1000;
+    } else if (!ok) {
+        fire = fence__mark_lost_locked(l);
+    }
+    int held = l->state == FENCE__HELD;
+    pthread_mutex_unlock(&c->lock);
+    if (ok && held) {
+        atomic_fetch_add(&c->m.renew_ok, 1);
+        return FENCE_OK;
+    }
+    atomic_fetch_add(&c->m.renew_failed, 1);
+    char msg[FENCE_NAME_MAX + 100];
+    snprintf(msg, sizeof msg, "lease '%s' was lost: the owner key expired or holds another owner",
+             l->name);
+    if (fire) {
+        fence__fire_lost(l, FENCE_LOST); /* may free l */
+    }
+    return fence__fail(c, FENCE_LOST, "%s", msg);
+}
+
+int fence_release(fence_lease *l)
+{
+    if (l == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_release: lease is NULL");
+    }
+    fence_client *c = l->c;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&c->lock);
+    int in_own_cb = l->cb_running && pthread_equal(l->cb_thread, self);
+    while ((l->cb_running && !in_own_cb) || l->in_pass) {
+        pthread_cond_wait(&c->cond, &c->lock);
+    }
+    unlink_locked(l);
+    int was_held = l->state == FENCE__HELD;
+    if (was_held) {
+        /* No callback for a lease its user releases; stop renewing it. */
+        l->state = FENCE__LOST;
+        atomic_fetch_sub(&c->m.leases_held, 1);
+    }
+    pthread_mutex_unlock(&c->lock);
+
+    int st;
+    if (!was_held) {
+        st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->name);
+    } else {
+        const char *args[3] = {l->owner_key, l->value, l->channel};
+        redisReply *r = NULL;
+        st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, NULL, (void **)&r);
+        if (st == FENCE_OK) {
+            if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+                atomic_fetch_add(&c->m.lease_released, 1);
+            } else if (r->type == REDIS_REPLY_INTEGER) {
+                st = fence__fail(c, FENCE_LOST, "lease '%s' was lost before release; the "
+                                 "current owner's key was left alone", l->name);
+                atomic_fetch_add(&c->m.lease_lost, 1);
+            } else {
+                st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to release",
+                                 c->url.display);
+            }
+            freeReplyObject(r);
+        }
+    }
+    if (in_own_cb) {
+        pthread_mutex_lock(&c->lock);
+        l->free_after_cb = 1;
+        pthread_mutex_unlock(&c->lock);
+    } else {
+        lease_free(l);
+    }
+    return st;
+}
+
+uint64_t fence_lease_token(const fence_lease *l)
+{
+    return l != NULL ? l->token : 0;
+}
+
+const char *fence_lease_name(const fence_lease *l)
+{
+    return l != NULL ? l->name : "";
+}
+
+const char *fence_lease_owner(const fence_lease *l)
+{
+    return l != NULL ? l->value : "";
+}
+
+fence_client *fence_lease_client(const fence_lease *l)
+{
+    return l != NULL ? l->c : NULL;
+}
+
+int fence_lease_lost(const fence_lease *l)
+{
+    if (l == NULL) {
+        return 1;
+    }
+    pthread_mutex_lock(&l->c->lock);
+    int lost = l->state != FENCE__HELD;
+    pthread_mutex_unlock(&l->c->lock);
+    return lost;
+}
+
+int64_t fence_lease_valid_ms(const fence_lease *l)
+{
+    if (l == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&l->c->lock);
+    int64_t left = l->state == FENCE__HELD ? l->valid_until_us - fence__now_us() : 0;
+    pthread_mutex_unlock(&l->c->lock);
+    return left > 0 ? left / 1000 : 0;
+}
+
+/* ---- counters and inspection ------------------------------------------------ */
+
+int fence_token_raise(fence_client *c, const char *name, uint64_t floor, uint64_t *token_out)
+{
+    if (c == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_token_raise: client is NULL");
+    }
+    int st = fence__check_name(c, name);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if (floor > (uint64_t)INT64_MAX) {
+        return fence__fail(c, FENCE_EINVAL, "floor above 2^63-1 (Redis counters are signed)");
+    }
+    char *counter = fence__key(c, name, ":token");
+    if (counter == NULL) {
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    char f[24];
+    snprintf(f, sizeof f, "%" PRIu64, floor);
+    const char *args[2] = {counter, f};
+    redisReply *r = NULL;
+    st = fence__eval_cmd(c, FENCE__TOKEN_RAISE, 1, 2, args, NULL, (void **)&r);
+    free(counter);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    uint64_t v = 0;
+    if (r->type != REDIS_REPLY_STRING || parse_u64(r->str, r->len, &v) != 0) {
+        st = fence__fail(c, FENCE_EPROTO, "%s: the counter of '%s' is not a number",
+                         c->url.display, name);
+    } else if (token_out != NULL) {
+        *token_out = v;
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+int fence_lease_inspect(fence_client *c, const char *name, int *held, int64_t *pttl_ms,
+                        uint64_t *holder_token, uint64_t *last_token)
+{
+    if (c == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_lease_inspect: client is NULL");
+    }
+    int st = fence__check_name(c, name);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    char *owner = fence__key(c, name, "");
+    char *counter = fence__key(c, name, ":token");
+    if (owner == NULL || counter == NULL) {
+        free(owner);
+        free(counter);
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    const char *args[2] = {owner, counter};
+    redisReply *r = NULL;
+    st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, NULL, (void **)&r);
+    free(owner);
+    free(counter);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+        freeReplyObject(r);
+        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to inspect", c->url.display);
+    }
+    redisReply *v = r->element[0];
+    int is_held = v->type == REDIS_REPLY_STRING;
+    uint64_t ht = 0, lt = 0;
+    if (is_held) {
+        const char *colon = memchr(v->str, ':', v->len);
+        if (colon != NULL) {
+            parse_u64(colon + 1, v->len - (size_t)(colon + 1 - v->str), &ht);
+        }
+    }
+    if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING) {
+        parse_u64(r->element[2]->str, r->element[2]->len, &lt);
+    }
+    if (held != NULL) {
+        *held = is_held;
+    }
+    if (pttl_ms != NULL) {
+        *pttl_ms = is_held && r->element[1]->type == REDIS_REPLY_INTEGER ? r->element[1]->integer
+                                                                          : -1;
+    }
+    if (holder_token != NULL) {
+        *holder_token = ht;
+    }
+    if (last_token != NULL) {
+        *last_token = lt;
+    }
+    freeReplyObject(r);
+    return FENCE_OK;
+}
+
+int fence_token_last(fence_client *c, const char *name, uint64_t *token_out)
+{
+    if (token_out == NULL) {
+        return fence__fail(c, FENCE_EINVAL, "fence_token_last: token_out is NULL");
+    }
+    return fence_lease_inspect(c, name, NULL, NULL, NULL, token_out);
+}

@@ -1,0 +1,235 @@
+/* url.c -- redis://[user:password@]host[:port][/db] and unix:///path[?db=N].
+ * Messages about a URL never quote its credentials. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void wipe_free(char *s)
+{
+    if (s != NULL) {
+        volatile char *p = s;
+        while (*p != '\0') {
+            *p++ = '\0';
+        }
+        free(s);
+    }
+}
+
+void fence__url_free(fence__url *u)
+{
+    if (u == NULL) {
+        return;
+    }
+    wipe_free(u->user);
+    wipe_free(u->password);
+    u->user = NULL;
+    u->password = NULL;
+}
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9') {
+        return ch - '0';
+    }
+    if (ch >= 'a' && ch <= 'f') {
+        return ch - 'a' + 10;
+    }
+    if (ch >= 'A' && ch <= 'F') {
+        return ch - 'A' + 10;
+    }
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new string; NULL on a bad escape, an
+ * embedded NUL, or no memory (*nomem tells which). */
+static char *pct_decode(const char *s, size_t n, int *nomem)
+{
+    char *out = malloc(n + 1);
+    size_t j = 0;
+    *nomem = out == NULL;
+    if (out == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= n) {
+                free(out);
+                return NULL;
+            }
+            int a = hexval((unsigned char)s[i + 1]);
+            int b = hexval((unsigned char)s[i + 2]);
+            if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+                free(out);
+                return NULL;
+            }
+            out[j++] = (char)(a * 16 + b);
+            i += 2;
+        } else {
+            out[j++] = s[i];
+        }
+    }
+    out[j] = '\0';
+    return out;
+}
+
+/* Parse a decimal integer in s[0..n) within [lo, hi]; -1 when it is not. */
+static long parse_num(const char *s, size_t n, long lo, long hi)
+{
+    long v = 0;
+    if (n == 0 || n > 9) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (s[i] - '0');
+    }
+    return v < lo || v > hi ? -1 : v;
+}
+
+#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), fence__url_free(u), FENCE_EINVAL)
+
+int fence__url_parse(fence__url *u, const char *url, char *err, size_t errlen)
+{
+    memset(u, 0, sizeof *u);
+    if (url == NULL || url[0] == '\0') {
+        return BAD("empty URL: expected redis://[user:password@]host[:port][/db] or unix:///path");
+    }
+    if (strlen(url) > 2048) {
+        return BAD("URL longer than 2048 bytes");
+    }
+    const char *p;
+    if (strncmp(url, "unix://", 7) == 0) {
+        p = url + 7;
+        u->is_unix = 1;
+        const char *q = strchr(p, '?');
+        size_t plen = q ? (size_t)(q - p) : strlen(p);
+        if (plen == 0 || p[0] != '/') {
+            return BAD("unix URL needs an absolute socket path: unix:///path/to/redis.sock");
+        }
+        if (plen >= sizeof u->path) {
+            return BAD("unix socket path longer than %zu bytes", sizeof u->path - 1);
+        }
+        memcpy(u->path, p, plen);
+        u->path[plen] = '\0';
+        if (q != NULL) {
+            long db = strncmp(q, "?db=", 4) == 0 ? parse_num(q + 4, strlen(q + 4), 0, 1000000) : -1;
+            if (db < 0) {
+                return BAD("unix URL: the only query accepted is ?db=N (N a database number)");
+            }
+            u->db = (int)db;
+        }
+        snprintf(u->display, sizeof u->display, "unix://%s%s%.*s", u->path,
+                 u->db ? "?db=" : "", u->db ? 12 : 0, q ? q + 4 : "");
+        return FENCE_OK;
+    }
+    if (strncmp(url, "rediss://", 9) == 0) {
+        return BAD("rediss:// (TLS) is not supported by this build; use redis:// or unix://");
+    }
+    if (strncmp(url, "redis://", 8) != 0) {
+        return BAD("unsupported URL scheme: expected redis://host[:port][/db] or unix:///path");
+    }
+    p = url + 8;
+    const char *end = p + strcspn(p, "/?#");
+    if (*end == '?' || *end == '#') {
+        return BAD("redis URL: query strings and fragments are not supported");
+    }
+    /* userinfo: up to the last '@' before the path */
+    const char *at = NULL;
+    for (const char *s = p; s < end; s++) {
+        if (*s == '@') {
+            at = s;
+        }
+    }
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        int nomem = 0;
+        if (colon == NULL) {
+            return BAD("redis URL: credentials must be user:password@ or :password@");
+        }
+        if (colon > p) {
+            u->user = pct_decode(p, (size_t)(colon - p), &nomem);
+            if (u->user == NULL) {
+                return nomem ? (fence__url_free(u), FENCE_ENOMEM)
+                             : BAD("redis URL: bad percent-escape in the user name");
+            }
+        }
+        u->password = pct_decode(colon + 1, (size_t)(at - colon - 1), &nomem);
+        if (u->password == NULL) {
+            return nomem ? (fence__url_free(u), FENCE_ENOMEM)
+                         : BAD("redis URL: bad percent-escape in the password");
+        }
+        if (u->password[0] == '\0') {
+            return BAD("redis URL: empty password");
+        }
+        p = at + 1;
+    }
+    /* host[:port] */
+    const char *hend;
+    const char *portp = NULL;
+    if (*p == '[') {
+        const char *rb = memchr(p, ']', (size_t)(end - p));
+        if (rb == NULL) {
+            return BAD("redis URL: unterminated [IPv6] host");
+        }
+        if ((size_t)(rb - p - 1) >= sizeof u->host || rb == p + 1) {
+            return BAD("redis URL: bad [IPv6] host");
+        }
+        memcpy(u->host, p + 1, (size_t)(rb - p - 1));
+        u->host[rb - p - 1] = '\0';
+        hend = rb + 1;
+        if (hend < end) {
+            if (*hend != ':') {
+                return BAD("redis URL: junk after the [IPv6] host");
+            }
+            portp = hend + 1;
+        }
+    } else {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        hend = colon ? colon : end;
+        if (hend == p) {
+            return BAD("redis URL: missing host");
+        }
+        if ((size_t)(hend - p) >= sizeof u->host) {
+            return BAD("redis URL: host name longer than %zu bytes", sizeof u->host - 1);
+        }
+        for (const char *s = p; s < hend; s++) {
+            if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                  (*s >= '0' && *s <= '9') || *s == '.' || *s == '-' || *s == '_')) {
+                return BAD("redis URL: bad character in the host name");
+            }
+        }
+        memcpy(u->host, p, (size_t)(hend - p));
+        u->host[hend - p] = '\0';
+        if (colon != NULL) {
+            portp = colon + 1;
+        }
+    }
+    u->port = 6379;
+    if (portp != NULL) {
+        long port = parse_num(portp, (size_t)(end - portp), 1, 65535);
+        if (port < 0) {
+            return BAD("redis URL: port must be a number from 1 to 65535");
+        }
+        u->port = (int)port;
+    }
+    if (*end == '/') {
+        const char *d = end + 1;
+        size_t n = strlen(d);
+        if (n > 0) {
+            long db = parse_num(d, n, 0, 1000000);
+            if (db < 0) {
+                return BAD("redis URL: the path must be a database number, like /0");
+            }
+            u->db = (int)db;
+        }
+    }
+    int v6 = strchr(u->host, ':') != NULL;
+    snprintf(u->display, sizeof u->display, "redis://%s%s%s%s:%d/%d",
+             (u->user || u->password) ? "***@" : "", v6 ? "[" : "", u->host, v6 ? "]" : "",
+             u->port, u->db);
+    return FENCE_OK;
+}
