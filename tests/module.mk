@@ -7,8 +7,13 @@ CORE_TESTS := lease client heartbeat badinput
 CORE_TEST_BINS := $(CORE_TESTS:%=$(B)/tests/test_%)
 TEST_BINS += $(CORE_TEST_BINS)
 
-$(CORE_TEST_BINS): $(B)/tests/test_%: $(B)/tests/test_%.o $(TESTUTIL_OBJ) $(B)/libfence.a
+$(CORE_TEST_BINS): $(B)/tests/test_%: $(B)/tests/test_%.o $(TESTUTIL_OBJ) $(B)/libfence.a | $(B)/tests/holder
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS)
+
+# holder: a lease holder in a process of its own, spawned by the core
+# suites for the multi-process cases (kill -9, cross-process exclusion).
+$(B)/tests/holder: $(B)/tests/holder.o $(B)/libfence.a
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
 
 $(B)/tests/%.o: MOD_CFLAGS += $(CHECK_CFLAGS)
 
