@@ -166,7 +166,8 @@ FENCE_API const char *fence_client_url(const fence_client *c);
  * reached (FENCE_ECONN).  From then on the lease reports lost everywhere
  * and is no longer renewed.  It runs on the heartbeat thread (or inside
  * fence_heartbeat_run() or fence_renew()), with no lock held; it may call
- * any fence_* function, including fence_release() on this lease.  Never
+ * any fence_* function, including fence_release() on this lease, except
+ * fence_client_close() on its own client (which waits for this thread).  Never
  * called for a lease released by the user, and never after
  * fence_release() returns.
  */
