@@ -9,9 +9,9 @@ PC_FILES    += $(B)/fence.pc
 HEADERS     += lib/fence.h
 
 # Lua scripts live in lib/*.lua and are embedded at build time.
-$(B)/lib/lua_embed.c: scripts/embed-lua $(CORE_LUA)
+$(B)/lib/lua_embed.c: scripts/embed $(CORE_LUA)
 	@mkdir -p $(dir $@)
-	scripts/embed-lua $(CORE_LUA) > $@.tmp && mv $@.tmp $@
+	scripts/embed fence__lua_ $(CORE_LUA) > $@.tmp && mv $@.tmp $@
 
 $(B)/lib/lua_embed.o: $(B)/lib/lua_embed.c
 	$(CC) $(REAL_CFLAGS) -c -o $@ $<
