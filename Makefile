@@ -84,18 +84,18 @@ deps:
 # make test: install what is missing, build, start throwaway servers, run every suite.
 test:
 	@scripts/install-deps --if-missing
-	@$(MAKE) --no-print-directory all tests-build
+	@$(MAKE) --no-print-directory all examples tests-build
 	@scripts/run-tests $(B)
 
 check:
 	@if [ -z "$(SANITIZER)" ]; then echo "usage: make check SANITIZER=address|undefined|thread" >&2; exit 64; fi
 	@scripts/install-deps --if-missing
-	@$(MAKE) --no-print-directory SANITIZER=$(SANITIZER) OPT=-O1 all tests-build
+	@$(MAKE) --no-print-directory SANITIZER=$(SANITIZER) OPT=-O1 all examples tests-build
 	@FENCE_SANITIZER=$(SANITIZER) scripts/run-tests build/$(SANITIZER)
 
 valgrind:
 	@scripts/install-deps --if-missing
-	@$(MAKE) --no-print-directory OPT=-O1 B=build/valgrind all tests-build
+	@$(MAKE) --no-print-directory OPT=-O1 B=build/valgrind all examples tests-build
 	@FENCE_VALGRIND=1 CK_FORK=no scripts/run-tests build/valgrind
 
 bench:
