@@ -945,7 +945,7 @@ START_TEST(odd_names)
     longname[strlen(longname)] = 'n';              /* undo the NUL snprintf wrote */
     char n1[256], n2[256], n3[256];
     snprintf(n1, sizeof n1, "%s a}b{c} d", tu_name("brace"));
-    snprintf(n2, sizeof n2, "%s-\xc3\xa9t\xc3\xa9 \t*?[x]", tu_name("utf8"));
+    snprintf(n2, sizeof n2, "%s-\xc3\xa9t\xc3\xa9 *?[x]", tu_name("utf8"));
     snprintf(n3, sizeof n3, "%s:token", tu_name("colon"));
     const char *names[] = {longname, n1, n2, n3};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

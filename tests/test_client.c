@@ -1,0 +1,740 @@
+/*
+ * test_client.c -- the client: URLs, AUTH (password, ACL user, wrong
+ * password, percent-escapes, option overrides), database selection, unix
+ * sockets, reconnecting after a Redis restart, per-thread error messages,
+ * and the metrics (struct and Prometheus text).  Real redis-server from
+ * scripts/with-servers (plus one this suite starts on a unix socket); the
+ * tests that restart Redis always bring it back.
+ */
+#include "fence.h"
+#include "testutil.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define EXPECT_RC(expr, want, c)                                                        \
+    do {                                                                                \
+        int rc_ = (expr);                                                               \
+        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (errmsg: \"%s\")",    \
+                      #expr, fence_status_name(rc_), fence_status_name(want),           \
+                      (c) != NULL ? fence_client_errmsg(c) : "-");                      \
+    } while (0)
+
+static fence_client *open_url_ok(const char *url)
+{
+    fence_client *c = NULL;
+    int rc = fence_client_open_url(&c, url);
+    ck_assert_msg(rc == FENCE_OK, "fence_client_open_url: %s (%s)", fence_status_name(rc),
+                  c != NULL ? fence_client_errmsg(c) : "no handle");
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+static fence_client *open_client(void)
+{
+    return open_url_ok(tu_env("FENCE_TEST_REDIS_URL"));
+}
+
+/* "host:port" of an env URL "redis://host:port". */
+static const char *hostport(const char *env)
+{
+    const char *url = tu_env(env);
+    const char *p = strstr(url, "://");
+    ck_assert_ptr_nonnull(p);
+    return p + 3;
+}
+
+static fence_lease *acquire_ok(fence_client *c, const char *name, int64_t ttl)
+{
+    fence_lease *l = NULL;
+    int rc = fence_try_acquire(c, name, ttl, &l);
+    ck_assert_msg(rc == FENCE_OK, "fence_try_acquire(%s): %s (%s)", name, fence_status_name(rc),
+                  fence_client_errmsg(c));
+    return l;
+}
+
+/* One acquire/release round trip works on this client. */
+static void round_trip(fence_client *c, const char *base)
+{
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name(base));
+    fence_lease *l = acquire_ok(c, nm, 1000);
+    ck_assert_uint_ge(fence_lease_token(l), 1);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+}
+
+static fence_metrics metrics(fence_client *c)
+{
+    fence_metrics m;
+    memset(&m, 0, sizeof m);
+    EXPECT_RC(fence_client_metrics(c, &m), FENCE_OK, c);
+    return m;
+}
+
+static void ensure_redis_up(void)
+{
+    const char *port = getenv("FENCE_TEST_REDIS_PORT");
+    const char *ctl = getenv("FENCE_TEST_REDIS_CTL");
+    if (port == NULL || ctl == NULL) {
+        return;
+    }
+    struct timeval tv = {1, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", atoi(port), tv);
+    int up = r != NULL && r->err == 0;
+    redisFree(r);
+    if (!up) {
+        char line[1024];
+        snprintf(line, sizeof line, "%s start", ctl);
+        if (system(line) != 0) {
+            fprintf(stderr, "test_client: could not restart the test Redis\n");
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Open, URL, AUTH                                                      */
+/* ------------------------------------------------------------------ */
+
+START_TEST(open_plain_url)
+{
+    const char *url = tu_env("FENCE_TEST_REDIS_URL");
+    fence_client *c = open_url_ok(url);
+    ck_assert_str_eq(fence_client_errmsg(c), "");
+    /* The URL as given, or normalised (e.g. "/0" appended). */
+    ck_assert_msg(strncmp(fence_client_url(c), url, strlen(url)) == 0,
+                  "fence_client_url \"%s\" for \"%s\"", fence_client_url(c), url);
+    round_trip(c, "plain");
+    ck_assert_str_eq(fence_client_errmsg(c), "");
+    fence_client_close(c);
+
+    /* With an explicit db 0. */
+    char u[256];
+    snprintf(u, sizeof u, "%s/0", url);
+    c = open_url_ok(u);
+    round_trip(c, "plain0");
+    fence_client_close(c);
+}
+END_TEST
+
+START_TEST(auth_password_url)
+{
+    char url[256];
+    snprintf(url, sizeof url, "redis://:fence-auth-pw@%s", hostport("FENCE_TEST_REDIS_AUTH_URL"));
+    fence_client *c = open_url_ok(url);
+    round_trip(c, "authpw");
+    ck_assert_ptr_null(strstr(fence_client_url(c), "fence-auth-pw"));
+    ck_assert_ptr_nonnull(strstr(fence_client_url(c), hostport("FENCE_TEST_REDIS_AUTH_URL")));
+    fence_client_close(c);
+}
+END_TEST
+
+START_TEST(auth_acl_user)
+{
+    char url[256];
+    snprintf(url, sizeof url, "redis://fence:fence-test-pw@%s", hostport("FENCE_TEST_REDIS_URL"));
+    fence_client *c = open_url_ok(url);
+    round_trip(c, "acl");
+    ck_assert_ptr_null(strstr(fence_client_url(c), "fence-test-pw"));
+    /* The connection really is user "fence". */
+    fence_client_close(c);
+}
+END_TEST
+
+static void expect_eauth(const char *url, const char *secret)
+{
+    fence_client *c = NULL;
+    int rc = fence_client_open_url(&c, url);
+    if (rc == FENCE_OK) { /* a lazy connection must refuse at the first call */
+        fence_lease *l = NULL;
+        rc = fence_try_acquire(c, tu_name("eauth"), 1000, &l);
+        ck_assert_ptr_null(l);
+    }
+    ck_assert_msg(rc == FENCE_EAUTH, "%s: got %s, expected FENCE_EAUTH (%s)", "wrong credentials",
+                  fence_status_name(rc), c != NULL ? fence_client_errmsg(c) : "no handle");
+    ck_assert_ptr_nonnull(c);
+    const char *msg = fence_client_errmsg(c);
+    ck_assert_str_ne(msg, "");
+    ck_assert_msg(strstr(msg, secret) == NULL, "errmsg shows the password: \"%s\"", msg);
+    ck_assert_msg(strstr(fence_client_url(c), secret) == NULL, "url shows the password: \"%s\"",
+                  fence_client_url(c));
+    fence_client_close(c);
+}
+
+START_TEST(auth_wrong_password)
+{
+    char url[256];
+    snprintf(url, sizeof url, "redis://:wrong-pw-0xdead@%s",
+             hostport("FENCE_TEST_REDIS_AUTH_URL"));
+    expect_eauth(url, "wrong-pw-0xdead");
+    snprintf(url, sizeof url, "redis://fence:wrong-pw-0xbeef@%s",
+             hostport("FENCE_TEST_REDIS_URL"));
+    expect_eauth(url, "wrong-pw-0xbeef");
+    snprintf(url, sizeof url, "redis://nosuchuser:fence-test-pw@%s",
+             hostport("FENCE_TEST_REDIS_URL"));
+    expect_eauth(url, "fence-test-pw");
+}
+END_TEST
+
+START_TEST(auth_missing_password)
+{
+    /* A password-protected Redis and no password. */
+    expect_eauth(tu_env("FENCE_TEST_REDIS_AUTH_URL"), "fence-auth-pw");
+}
+END_TEST
+
+START_TEST(auth_percent_encoded)
+{
+    /* A user whose name and password need escaping in a URL. */
+    redisContext *r = tu_redis();
+    char user[64];
+    snprintf(user, sizeof user, "u@%ld", (long)getpid());
+    const char *pw = "p@ss:w/rd%x y?#";
+    redisReply *rep = redisCommand(r, "ACL SETUSER %s on >%s ~* &* +@all", user, pw);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s",
+                  rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+    freeReplyObject(rep);
+
+    char url[256];
+    snprintf(url, sizeof url, "redis://u%%40%ld:p%%40ss%%3Aw%%2Frd%%25x%%20y%%3F%%23@%s",
+             (long)getpid(), hostport("FENCE_TEST_REDIS_URL"));
+    fence_client *c = NULL;
+    int rc = fence_client_open_url(&c, url);
+    if (rc == FENCE_OK) {
+        round_trip(c, "pct");
+        ck_assert_ptr_null(strstr(fence_client_url(c), "p%40ss"));
+    }
+    const char *u = c != NULL ? fence_client_url(c) : "";
+    int leaked = strstr(u, "p%40ss") != NULL || strstr(u, "p@ss") != NULL;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", c != NULL ? fence_client_errmsg(c) : "no handle");
+    fence_client_close(c);
+
+    /* The same password on the password-protected Redis, by escape: the
+     * escaped password URL for "fence-auth-pw" with every byte escaped. */
+    char url2[256];
+    snprintf(url2, sizeof url2,
+             "redis://:%%66%%65%%6e%%63%%65%%2d%%61%%75%%74%%68%%2D%%70%%77@%s",
+             hostport("FENCE_TEST_REDIS_AUTH_URL"));
+    fence_client *c2 = NULL;
+    int rc2 = fence_client_open_url(&c2, url2);
+    char msg2[512];
+    snprintf(msg2, sizeof msg2, "%s", c2 != NULL ? fence_client_errmsg(c2) : "no handle");
+    if (rc2 == FENCE_OK) {
+        round_trip(c2, "pct2");
+    }
+    fence_client_close(c2);
+
+    rep = redisCommand(r, "ACL DELUSER %s", user);
+    freeReplyObject(rep);
+    redisFree(r);
+    ck_assert_msg(rc == FENCE_OK, "user \"%s\" password \"%s\" from escapes: %s (%s)", user, pw,
+                  fence_status_name(rc), msg);
+    ck_assert_msg(!leaked, "fence_client_url shows the password");
+    ck_assert_msg(rc2 == FENCE_OK, "fully escaped password: %s (%s)", fence_status_name(rc2),
+                  msg2);
+}
+END_TEST
+
+START_TEST(auth_option_overrides)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    char url[256];
+    snprintf(url, sizeof url, "redis://%s", hostport("FENCE_TEST_REDIS_URL"));
+    o.url = url;
+    o.username = "fence";
+    o.password = "fence-test-pw";
+    fence_client *c = NULL;
+    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
+    round_trip(c, "ovr");
+    fence_client_close(c);
+
+    /* The override wins over the URL's credentials. */
+    snprintf(url, sizeof url, "redis://:not-it@%s", hostport("FENCE_TEST_REDIS_AUTH_URL"));
+    fence_client_options_init(&o);
+    o.url = url;
+    o.password = "fence-auth-pw";
+    c = NULL;
+    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
+    round_trip(c, "ovr2");
+    fence_client_close(c);
+
+    /* A wrong override is refused and not shown. */
+    snprintf(url, sizeof url, "redis://%s", hostport("FENCE_TEST_REDIS_AUTH_URL"));
+    fence_client_options_init(&o);
+    o.url = url;
+    o.password = "override-wrong-1234";
+    c = NULL;
+    int rc = fence_client_open(&c, &o);
+    if (rc == FENCE_OK) {
+        fence_lease *l = NULL;
+        rc = fence_try_acquire(c, tu_name("ovr3"), 1000, &l);
+    }
+    ck_assert_msg(rc == FENCE_EAUTH, "got %s", fence_status_name(rc));
+    ck_assert_ptr_null(strstr(fence_client_errmsg(c), "override-wrong-1234"));
+    fence_client_close(c);
+}
+END_TEST
+
+START_TEST(db_from_url)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s/3", tu_env("FENCE_TEST_REDIS_URL"));
+    fence_client *c = open_url_ok(url);
+    char nm[256], k[600];
+    snprintf(nm, sizeof nm, "%s", tu_name("db3"));
+    snprintf(k, sizeof k, "fence:{%s}", nm);
+    fence_lease *l = acquire_ok(c, nm, 2000);
+    redisContext *r = tu_redis();
+    redisReply *rep = redisCommand(r, "EXISTS %s", k);
+    ck_assert_int_eq(rep->integer, 0); /* not in db 0 */
+    freeReplyObject(rep);
+    freeReplyObject(redisCommand(r, "SELECT 3"));
+    rep = redisCommand(r, "GET %s", k);
+    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
+    ck_assert_str_eq(rep->str, fence_lease_owner(l));
+    freeReplyObject(rep);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
+/* A redis-server of our own on a unix socket (the shared test Redis has
+ * none).  Fails, never skips, when it cannot be started. */
+START_TEST(unix_socket_url)
+{
+    char dir[] = "/tmp/fence-unix.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sock[256], dirarg[300];
+    snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+    snprintf(dirarg, sizeof dirarg, "%s", dir);
+    char *argv[] = {"redis-server", "--port", "0", "--unixsocket", sock, "--unixsocketperm",
+                    "700", "--dir", dirarg, "--save", "", "--appendonly", "no",
+                    "--daemonize", "no", "--loglevel", "warning", NULL};
+    pid_t pid = 0;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    int err = posix_spawnp(&pid, "redis-server", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_msg(err == 0, "cannot start redis-server for the unix socket test: %s",
+                  strerror(err));
+    int up = 0;
+    for (int i = 0; i < 200 && !up; i++) {
+        redisContext *r = redisConnectUnix(sock);
+        up = r != NULL && r->err == 0;
+        redisFree(r);
+        if (!up) {
+            tu_sleep_ms(10);
+        }
+    }
+    char url[400], url_db[420];
+    snprintf(url, sizeof url, "unix://%s", sock);
+    snprintf(url_db, sizeof url_db, "unix://%s?db=2", sock);
+    fence_client *c = NULL, *c2 = NULL;
+    int rc = -1, rc2 = -1, rt_ok = 0, db_ok = 0;
+    char msg[512] = "", msg2[512] = "";
+    if (up) {
+        rc = fence_client_open_url(&c, url);
+        snprintf(msg, sizeof msg, "%s", c != NULL ? fence_client_errmsg(c) : "no handle");
+        if (rc == FENCE_OK) {
+            fence_lease *l = NULL;
+            rt_ok = fence_try_acquire(c, "unix-lease", 1000, &l) == FENCE_OK &&
+                    fence_lease_token(l) == 1 && fence_release(l) == FENCE_OK;
+        }
+        rc2 = fence_client_open_url(&c2, url_db);
+        snprintf(msg2, sizeof msg2, "%s", c2 != NULL ? fence_client_errmsg(c2) : "no handle");
+        if (rc2 == FENCE_OK) {
+            fence_lease *l = NULL;
+            if (fence_try_acquire(c2, "unix-db", 5000, &l) == FENCE_OK) {
+                redisContext *r = redisConnectUnix(sock);
+                redisReply *a = redisCommand(r, "EXISTS fence:{unix-db}");
+                freeReplyObject(redisCommand(r, "SELECT 2"));
+                redisReply *b = redisCommand(r, "EXISTS fence:{unix-db}");
+                db_ok = a != NULL && b != NULL && a->integer == 0 && b->integer == 1;
+                freeReplyObject(a);
+                freeReplyObject(b);
+                redisFree(r);
+                fence_release(l);
+            }
+        }
+    }
+    fence_client_close(c);
+    fence_client_close(c2);
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    unlink(sock);
+    rmdir(dir);
+    ck_assert_msg(up, "our redis-server on %s did not come up", sock);
+    ck_assert_msg(rc == FENCE_OK, "%s: %s (%s)", url, fence_status_name(rc), msg);
+    ck_assert_msg(rt_ok, "acquire/release over %s failed", url);
+    ck_assert_msg(rc2 == FENCE_OK, "%s: %s (%s)", url_db, fence_status_name(rc2), msg2);
+    ck_assert_msg(db_ok, "%s did not put the lease in db 2", url_db);
+}
+END_TEST
+
+/* fence_client_errmsg() belongs to the calling thread. */
+typedef struct errmsg_arg {
+    fence_client *c;
+    char seen[256];
+} errmsg_arg;
+
+static void *errmsg_thread(void *arg)
+{
+    errmsg_arg *a = arg;
+    snprintf(a->seen, sizeof a->seen, "%s", fence_client_errmsg(a->c));
+    return NULL;
+}
+
+START_TEST(errmsg_per_thread)
+{
+    fence_client *c = open_client();
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_try_acquire(c, "", 1000, &l), FENCE_EINVAL, c);
+    ck_assert_str_ne(fence_client_errmsg(c), "");
+    errmsg_arg a = {c, "unset"};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, errmsg_thread, &a), 0);
+    pthread_join(th, NULL);
+    ck_assert_msg(a.seen[0] == '\0', "another thread sees this thread's error: \"%s\"", a.seen);
+    ck_assert_str_ne(fence_client_errmsg(c), "");
+    fence_client_close(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Redis restarts                                                       */
+/* ------------------------------------------------------------------ */
+
+START_TEST(reconnect_after_restart)
+{
+    fence_client *c = open_client();
+    round_trip(c, "before");
+    fence_metrics m0 = metrics(c);
+    tu_redis_ctl("restart");
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("after"));
+    fence_lease *l = NULL;
+    int rc = fence_try_acquire(c, nm, 1000, &l);
+    int first = rc;
+    if (rc != FENCE_OK) { /* one failed call is allowed */
+        rc = fence_try_acquire(c, nm, 1000, &l);
+    }
+    ck_assert_msg(rc == FENCE_OK, "acquire after restart: %s then %s (%s)",
+                  fence_status_name(first), fence_status_name(rc), fence_client_errmsg(c));
+    ck_assert_msg(first == FENCE_OK || first == FENCE_ECONN, "first call after restart: %s",
+                  fence_status_name(first));
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    fence_metrics m1 = metrics(c);
+    ck_assert_uint_gt(m1.reconnects, m0.reconnects);
+    fence_client_close(c);
+}
+END_TEST
+
+/* Restart wipes the data (no persistence): the held lease's next renewal
+ * is refused, so it is reported lost -- no crash, no hang. */
+typedef struct lost_count {
+    atomic_int calls;
+    atomic_int reason;
+} lost_count;
+
+static void count_lost(fence_lease *lease, int reason, void *user)
+{
+    (void)lease;
+    lost_count *lc = user;
+    atomic_store(&lc->reason, reason);
+    atomic_fetch_add(&lc->calls, 1);
+}
+
+START_TEST(restart_loses_held_lease)
+{
+    fence_client *c = open_client();
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("restart"));
+    lost_count lc;
+    atomic_init(&lc.calls, 0);
+    atomic_init(&lc.reason, -1);
+    fence_lease_options lo;
+    fence_lease_options_init(&lo, 5000);
+    lo.renew_every_ms = 100;
+    lo.on_lost = count_lost;
+    lo.user = &lc;
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_acquire(c, nm, &lo, &l), FENCE_OK, c);
+    uint64_t tok = fence_lease_token(l);
+    fence_metrics m0 = metrics(c);
+
+    /* Down: the lease is still valid for seconds, so it is not lost yet
+     * (renewals fail with FENCE_ECONN and are retried). */
+    tu_redis_ctl("stop");
+    tu_sleep_ms(300); /* a few failed renewals */
+    int calls_down = atomic_load(&lc.calls);
+    int lost_down = fence_lease_lost(l);
+    int64_t valid_down = fence_lease_valid_ms(l);
+    tu_redis_ctl("start");
+    ck_assert_msg(calls_down == 0 && !lost_down,
+                  "lease reported lost (reason %s) while Redis was down and it was still "
+                  "valid (valid_ms %" PRId64 ")",
+                  fence_status_name(atomic_load(&lc.reason)), valid_down);
+    ck_assert_msg(valid_down > 0, "valid_ms 0 while Redis was down, TTL 5 s");
+
+    /* Back, but empty: the next renewal is refused. */
+    int64_t t0 = tu_now_ms();
+    while (atomic_load(&lc.calls) == 0 && tu_now_ms() - t0 < 3000) {
+        tu_sleep_ms(10);
+    }
+    int64_t waited = tu_now_ms() - t0;
+    tu_sleep_ms(300);
+    fprintf(stderr, "restart_loses_held_lease: lost %d ms after Redis was back\n", (int)waited);
+    ck_assert_msg(atomic_load(&lc.calls) == 1, "on_lost called %d times in %" PRId64 " ms",
+                  atomic_load(&lc.calls), waited);
+    ck_assert_msg(atomic_load(&lc.reason) == FENCE_LOST, "reason %s",
+                  fence_status_name(atomic_load(&lc.reason)));
+    ck_assert_int_ne(fence_lease_lost(l), 0);
+    ck_assert_int_eq(fence_lease_valid_ms(l), 0);
+    fence_metrics m1 = metrics(c);
+    ck_assert_uint_gt(m1.reconnects, m0.reconnects);
+    ck_assert_uint_eq(m1.lease_lost, m0.lease_lost + 1);
+    EXPECT_RC(fence_release(l), FENCE_LOST, c);
+
+    /* The counter went with the data: a fresh lease starts over.  That is
+     * the documented price of running Redis without persistence. */
+    fence_lease *l2 = acquire_ok(c, nm, 1000);
+    fprintf(stderr, "restart_loses_held_lease: token before restart %" PRIu64
+            ", after %" PRIu64 "\n", tok, fence_lease_token(l2));
+    EXPECT_RC(fence_release(l2), FENCE_OK, c);
+    fence_client_close(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Metrics                                                              */
+/* ------------------------------------------------------------------ */
+
+START_TEST(metrics_counters)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = tu_env("FENCE_TEST_REDIS_URL");
+    o.heartbeat_mode = FENCE_HEARTBEAT_MANUAL; /* no background passes */
+    fence_client *c = NULL, *c2 = open_client();
+    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
+    fence_metrics m = metrics(c);
+    ck_assert_uint_eq(m.lease_acquired, 0);
+    ck_assert_uint_eq(m.acquire_attempts, 0);
+    ck_assert_uint_eq(m.leases_held, 0);
+    ck_assert_uint_eq(m.heartbeat_latency_count, 0);
+
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("metrics"));
+    fence_lease_options lo;
+    fence_lease_options_init(&lo, 2000);
+    lo.renew_every_ms = 10;
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_acquire(c, nm, &lo, &l), FENCE_OK, c);
+    m = metrics(c);
+    ck_assert_uint_eq(m.lease_acquired, 1);
+    ck_assert_uint_eq(m.acquire_attempts, 1);
+    ck_assert_uint_eq(m.acquire_contended, 0);
+    ck_assert_uint_eq(m.leases_held, 1);
+
+    /* Contention seen from the other client. */
+    fence_metrics n0 = metrics(c2);
+    fence_lease *busy = NULL;
+    EXPECT_RC(fence_try_acquire(c2, nm, 2000, &busy), FENCE_BUSY, c2);
+    fence_metrics n1 = metrics(c2);
+    ck_assert_uint_eq(n1.acquire_attempts, n0.acquire_attempts + 1);
+    ck_assert_uint_eq(n1.acquire_contended, n0.acquire_contended + 1);
+    ck_assert_uint_eq(n1.lease_acquired, n0.lease_acquired);
+
+    /* Renewals: manual and by heartbeat passes. */
+    EXPECT_RC(fence_renew(l), FENCE_OK, c);
+    ck_assert_uint_eq(metrics(c).renew_ok, 1);
+    for (int i = 0; i < 3; i++) {
+        tu_sleep_ms(15);
+        EXPECT_RC(fence_heartbeat_run(c, NULL), FENCE_OK, c);
+    }
+    m = metrics(c);
+    ck_assert_uint_eq(m.renew_ok, 4);
+    ck_assert_uint_eq(m.heartbeat_latency_count, 3);
+    uint64_t sum = 0;
+    for (int i = 0; i < FENCE_LATENCY_NBUCKETS; i++) {
+        sum += m.heartbeat_latency_bucket[i];
+    }
+    ck_assert_uint_eq(sum, 3);
+    ck_assert(m.heartbeat_latency_sum_s > 0.0 && m.heartbeat_latency_sum_s < 3.0);
+
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    m = metrics(c);
+    ck_assert_uint_eq(m.lease_released, 1);
+    ck_assert_uint_eq(m.leases_held, 0);
+    ck_assert_uint_eq(m.lease_lost, 0);
+
+    /* A lost lease counts once. */
+    l = NULL;
+    EXPECT_RC(fence_acquire(c, nm, &lo, &l), FENCE_OK, c);
+    redisContext *r = tu_redis();
+    char k[600];
+    snprintf(k, sizeof k, "fence:{%s}", nm);
+    freeReplyObject(redisCommand(r, "DEL %s", k));
+    tu_sleep_ms(15);
+    EXPECT_RC(fence_heartbeat_run(c, NULL), FENCE_OK, c);
+    EXPECT_RC(fence_renew(l), FENCE_LOST, c);
+    m = metrics(c);
+    ck_assert_uint_eq(m.lease_lost, 1);
+    ck_assert_uint_eq(m.lease_acquired, 2);
+    ck_assert_uint_ge(m.renew_failed, 1);
+    ck_assert_uint_eq(m.leases_held, 0);
+    EXPECT_RC(fence_release(l), FENCE_LOST, c);
+    m = metrics(c);
+    ck_assert_uint_eq(m.lease_released, 1);
+    ck_assert_uint_eq(m.lease_lost, 1);
+    redisFree(r);
+    fence_client_close(c);
+    fence_client_close(c2);
+}
+END_TEST
+
+/* The value on the line that starts with `prefix` (followed by a space). */
+static double prom_value(const char *text, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        if (strncmp(p, prefix, n) == 0 && p[n] == ' ') {
+            return strtod(p + n + 1, NULL);
+        }
+        p = strchr(p, '\n');
+        if (p != NULL) {
+            p++;
+        }
+    }
+    ck_abort_msg("no line \"%s <value>\" in:\n%s", prefix, text);
+    return -1;
+}
+
+START_TEST(metrics_prometheus)
+{
+    fence_metrics m;
+    memset(&m, 0, sizeof m);
+    m.lease_acquired = 7;
+    m.lease_lost = 2;
+    m.renew_ok = 40;
+    m.leases_held = 3;
+    m.heartbeat_latency_bucket[0] = 5;  /* <= 0.5 ms */
+    m.heartbeat_latency_bucket[2] = 3;  /* <= 2 ms */
+    m.heartbeat_latency_bucket[12] = 1; /* > 2.5 s */
+    m.heartbeat_latency_count = 9;
+    m.heartbeat_latency_sum_s = 3.25;
+
+    int need = fence_metrics_prometheus(&m, NULL, 0);
+    ck_assert_int_gt(need, 200);
+    char *buf = malloc((size_t)need + 1);
+    ck_assert_ptr_nonnull(buf);
+    int n = fence_metrics_prometheus(&m, buf, (size_t)need + 1);
+    ck_assert_int_eq(n, need);
+    ck_assert_uint_eq(strlen(buf), (size_t)need);
+    ck_assert_ptr_nonnull(strstr(buf, "# TYPE fence_lease_acquired_total counter\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "# TYPE fence_lease_lost_total counter\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "# TYPE fence_heartbeat_latency_seconds histogram\n"));
+    ck_assert_int_eq((int)prom_value(buf, "fence_lease_acquired_total"), 7);
+    ck_assert_int_eq((int)prom_value(buf, "fence_lease_lost_total"), 2);
+    /* Buckets are cumulative in the exposition format. */
+    ck_assert_int_eq((int)prom_value(buf, "fence_heartbeat_latency_seconds_bucket{le=\"0.0005\"}"),
+                     5);
+    ck_assert_int_eq((int)prom_value(buf, "fence_heartbeat_latency_seconds_bucket{le=\"0.001\"}"),
+                     5);
+    ck_assert_int_eq((int)prom_value(buf, "fence_heartbeat_latency_seconds_bucket{le=\"0.002\"}"),
+                     8);
+    ck_assert_int_eq((int)prom_value(buf, "fence_heartbeat_latency_seconds_bucket{le=\"2.5\"}"),
+                     8);
+    ck_assert_int_eq((int)prom_value(buf, "fence_heartbeat_latency_seconds_bucket{le=\"+Inf\"}"),
+                     9);
+    ck_assert_int_eq((int)prom_value(buf, "fence_heartbeat_latency_seconds_count"), 9);
+    ck_assert(prom_value(buf, "fence_heartbeat_latency_seconds_sum") == 3.25);
+    /* Every line ends with a newline, including the last. */
+    ck_assert_int_eq(buf[need - 1], '\n');
+
+    /* Too small: truncated, NUL-terminated, and the full length returned. */
+    char small[32];
+    memset(small, 'x', sizeof small);
+    n = fence_metrics_prometheus(&m, small, sizeof small);
+    ck_assert_int_eq(n, need);
+    ck_assert_int_eq(small[sizeof small - 1], '\0');
+    ck_assert_int_eq(strncmp(small, buf, sizeof small - 1), 0);
+    char one[1] = {'x'};
+    ck_assert_int_eq(fence_metrics_prometheus(&m, one, 1), need);
+    ck_assert_int_eq(one[0], '\0');
+    /* Exactly the text without room for the NUL: truncated by one. */
+    char *tight = malloc((size_t)need);
+    ck_assert_int_eq(fence_metrics_prometheus(&m, tight, (size_t)need), need);
+    ck_assert_uint_eq(strlen(tight), (size_t)need - 1);
+    free(tight);
+
+    /* From a live client too. */
+    fence_client *c = open_client();
+    round_trip(c, "prom");
+    fence_metrics live = metrics(c);
+    char big[16384];
+    n = fence_metrics_prometheus(&live, big, sizeof big);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_lt(n, (int)sizeof big);
+    ck_assert_int_eq((int)prom_value(big, "fence_lease_acquired_total"), 1);
+    ck_assert_ptr_nonnull(strstr(big, "fence_heartbeat_latency_seconds_bucket{le=\"+Inf\"}"));
+    ck_assert_ptr_nonnull(strstr(big, "fence_heartbeat_latency_seconds_sum "));
+    ck_assert_ptr_nonnull(strstr(big, "fence_heartbeat_latency_seconds_count "));
+    fence_client_close(c);
+    free(buf);
+}
+END_TEST
+
+static Suite *client_suite(void)
+{
+    Suite *s = suite_create("client");
+    TCase *tc = tcase_create("open");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, open_plain_url);
+    tcase_add_test(tc, auth_password_url);
+    tcase_add_test(tc, auth_acl_user);
+    tcase_add_test(tc, auth_wrong_password);
+    tcase_add_test(tc, auth_missing_password);
+    tcase_add_test(tc, auth_percent_encoded);
+    tcase_add_test(tc, auth_option_overrides);
+    tcase_add_test(tc, db_from_url);
+    tcase_add_test(tc, unix_socket_url);
+    tcase_add_test(tc, errmsg_per_thread);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("metrics");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, metrics_counters);
+    tcase_add_test(tc, metrics_prometheus);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("restart");
+    tcase_set_timeout(tc, 30);
+    tcase_add_unchecked_fixture(tc, NULL, ensure_redis_up);
+    tcase_add_test(tc, reconnect_after_restart);
+    tcase_add_test(tc, restart_loses_held_lease);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(client_suite());
+}
