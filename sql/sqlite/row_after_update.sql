@@ -1,0 +1,23 @@
+-- Per-row fencing, UPDATE.  The check and the stamp live in one AFTER
+-- trigger on purpose:
+--   * OLD.<col> is the token the row held before this statement, whatever
+--     the client put in the column, so writing the column cannot fool the
+--     check;
+--   * the stamping UPDATE below cannot fire this trigger again (SQLite
+--     never fires a trigger from inside itself unless PRAGMA
+--     recursive_triggers is on; if it is, the nested run finds the column
+--     already equal to the token, passes, and stops);
+--   * RAISE(ABORT) in an AFTER trigger undoes the whole statement, so a
+--     refused write leaves nothing behind.
+-- A BEFORE UPDATE check would be re-run by the stamping UPDATE against the
+-- client's value of the column, and could not tell the two apart.
+CREATE TRIGGER {{TRIGGER}} AFTER UPDATE ON {{TABLE}} FOR EACH ROW
+BEGIN
+    SELECT RAISE(ABORT, 'fence:notoken table {{TABLE_MSG}}: no fencing token on this connection; call fence_set_token(N) with N >= 1')
+     WHERE {{STRICT}} AND (typeof(fence_token()) <> 'integer' OR fence_token() < 1);
+    SELECT fence_stale('table', {{TABLE_STR}}, fence_token(), OLD.{{COL}}),
+           RAISE(ABORT, 'fence:stale table {{TABLE_MSG}}: write rejected')
+     WHERE coalesce(OLD.{{COL}}, 0) > fence_token();
+    UPDATE {{TABLE}} SET {{COL}} = fence_token()
+     WHERE {{ROWKEY}} AND {{COL}} IS NOT fence_token() AND fence_token() IS NOT NULL;
+END;
