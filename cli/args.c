@@ -1,0 +1,149 @@
+/* args.c -- parsing the command line: durations, numbers, options, names. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli__parse_duration(const char *s, int64_t max_ms, int64_t *out_ms, const char **why)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t ms;
+    } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}, {"", 1000}};
+    const char *p = s;
+    uint64_t whole = 0, frac = 0, scale = 1;
+    int digits = 0;
+
+    if (s == NULL || *s == '\0') {
+        *why = "empty duration";
+        return -1;
+    }
+    if (*s == '-' || *s == '+') {
+        *why = "a duration has no sign";
+        return -1;
+    }
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (whole > (UINT64_MAX - d) / 10) {
+            *why = "duration too large";
+            return -1;
+        }
+        whole = whole * 10 + d;
+    }
+    if (*p == '.') {
+        p++;
+        for (; *p >= '0' && *p <= '9'; p++, digits++) {
+            if (scale >= 1000000000) {
+                *why = "too many decimals";
+                return -1;
+            }
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            scale *= 10;
+        }
+    }
+    if (digits == 0) {
+        *why = "a duration starts with a number, e.g. 250ms, 10s, 2m, 1h";
+        return -1;
+    }
+    uint64_t unit = 0;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(p, units[i].suffix) == 0) {
+            unit = units[i].ms;
+            break;
+        }
+    }
+    if (unit == 0) {
+        *why = "unknown unit (use ms, s, m, h or d; a bare number is seconds)";
+        return -1;
+    }
+    if (whole > (uint64_t)max_ms / unit) {
+        *why = "duration too large";
+        return -1;
+    }
+    uint64_t f = frac * unit; /* < 1e9 * 86400000 < 2^64 */
+    if (f % scale != 0) {
+        *why = "finer than a millisecond";
+        return -1;
+    }
+    uint64_t ms = whole * unit + f / scale;
+    if (ms > (uint64_t)max_ms) {
+        *why = "duration too large";
+        return -1;
+    }
+    *out_ms = (int64_t)ms;
+    return 0;
+}
+
+int cli__parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s == NULL || *s == '\0') {
+        return -1;
+    }
+    for (const char *p = s; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            return -1;
+        }
+        uint64_t d = (uint64_t)(*p - '0');
+        if (d > max || v > (max - d) / 10) {
+            return -1;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli__usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "fence%s%s: ", cmd != NULL ? " " : "", cmd != NULL ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(try 'fence %s--help')\n", cmd != NULL ? cmd : "");
+    return CLI_EX_USAGE;
+}
+
+const char *cli__optval(cli__argv *a, const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) == 0 && arg[n] == '=') {
+        return arg + n + 1;
+    }
+    if (a->i + 1 >= a->argc) {
+        cli__usage_error(a->cmd, "option '%s' needs a value", name);
+        return NULL;
+    }
+    a->i++;
+    return a->argv[a->i];
+}
+
+int cli__check_name(const char *cmd, const char *name)
+{
+    if (name == NULL || name[0] == '\0') {
+        return cli__usage_error(cmd, "the lease NAME is empty");
+    }
+    size_t n = strnlen(name, FENCE_NAME_MAX + 1);
+    if (n > FENCE_NAME_MAX) {
+        return cli__usage_error(cmd, "the lease NAME is longer than %d bytes", FENCE_NAME_MAX);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            return cli__usage_error(cmd, "the lease NAME contains a control character");
+        }
+    }
+    return CLI_EX_OK;
+}
+
+const char *cli__redis_url(const char *given)
+{
+    if (given != NULL) {
+        return given;
+    }
+    const char *env = getenv("FENCE_REDIS_URL");
+    return env != NULL && env[0] != '\0' ? env : CLI_DEFAULT_URL;
+}

@@ -1,0 +1,87 @@
+/*
+ * fence.c -- the `fence` command: run a command under a Redis lease with a
+ * fencing token, and look at leases.  main() dispatches to the
+ * subcommands in run.c and info.c.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: fence run [OPTIONS] NAME -- COMMAND [ARGS...]\n"
+    "       fence status [--redis URL] [--json] NAME\n"
+    "       fence token [--redis URL] [--raise N] NAME\n"
+    "       fence help [COMMAND] | --help | --version\n"
+    "\n"
+    "  run     take the lease NAME, run COMMAND with FENCE_TOKEN and FENCE_NAME\n"
+    "          in its environment, keep the lease alive while it runs, stop it\n"
+    "          if the lease is lost (exit 76), release the lease when it ends\n"
+    "  status  whether NAME is held, its TTL, the holder's and the last token\n"
+    "  token   the last fencing token issued for NAME (0 if none)\n"
+    "\n"
+    "Redis: --redis URL, else $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ".\n"
+    "Exit status: 0 ok, 64 usage, 69 Redis unreachable, 75 lease held elsewhere,\n"
+    "76 lease lost; `fence run` otherwise exits with the command's status.\n"
+    "'fence help run' tells more.\n";
+
+static const char *help_for(const char *cmd)
+{
+    if (strcmp(cmd, "run") == 0) {
+        return cli__run_help;
+    }
+    if (strcmp(cmd, "status") == 0) {
+        return cli__status_help;
+    }
+    if (strcmp(cmd, "token") == 0) {
+        return cli__token_help;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    /* First, before anything opens a descriptor or changes a signal. */
+    cli__fds_snapshot();
+    cli__dispositions_snapshot();
+
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_EX_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(usage, stdout);
+        return CLI_EX_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("fence %s\n", FENCE_VERSION_STRING);
+        return CLI_EX_OK;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc < 3) {
+            fputs(usage, stdout);
+            return CLI_EX_OK;
+        }
+        const char *h = help_for(argv[2]);
+        if (h == NULL) {
+            return cli__usage_error(NULL, "no such command '%s'", argv[2]);
+        }
+        fputs(h, stdout);
+        return CLI_EX_OK;
+    }
+    if (strcmp(cmd, "run") == 0) {
+        return cli__cmd_run(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "status") == 0) {
+        return cli__cmd_status(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "token") == 0) {
+        return cli__cmd_token(argc - 1, argv + 1);
+    }
+    if (cmd[0] == '-') {
+        return cli__usage_error(NULL, "unknown option '%s' (options go after the command: "
+                                "fence run --ttl 5s NAME -- ...)", cmd);
+    }
+    return cli__usage_error(NULL, "unknown command '%s' (run, status, token, help)", cmd);
+}

@@ -1,0 +1,544 @@
+/*
+ * run.c -- `fence run`: take a lease, run a command under it, stop the
+ * command when the lease is lost, release the lease when it ends.
+ *
+ * Threads and signals.  The forwarded signals and SIGCHLD are blocked in
+ * the main thread before the first fence_acquire(), so the library's
+ * heartbeat thread (created there) inherits them blocked and never runs a
+ * handler.  While the command runs only the main thread takes them: their
+ * handlers write the signal number into a self-pipe.  The lease's on_lost
+ * callback (on the heartbeat thread) writes a byte into a second pipe.  The
+ * main thread waits in poll() on both and reaps the command with waitpid().
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char cli__run_help[] =
+    "usage: fence run [OPTIONS] NAME -- COMMAND [ARGS...]\n"
+    "\n"
+    "Take the lease NAME in Redis, run COMMAND while keeping the lease alive,\n"
+    "and release it when COMMAND ends.  COMMAND gets FENCE_TOKEN (the fencing\n"
+    "token: a decimal number greater than every token issued before for NAME)\n"
+    "and FENCE_NAME in its environment.  Pass the token with every write, so\n"
+    "that storage which checks it rejects writes from an older holder.\n"
+    "\n"
+    "Options:\n"
+    "  --redis URL          redis://[user:password@]host[:port][/db] or\n"
+    "                       unix:///path[?db=N] (default $FENCE_REDIS_URL, else\n"
+    "                       " CLI_DEFAULT_URL ")\n"
+    "  --ttl DUR            the lease's time-to-live, renewed every TTL/3\n"
+    "                       (default 10s; 10ms to 7d)\n"
+    "  --wait DUR           wait up to DUR while the lease is held by another\n"
+    "                       owner (default 0: try once)\n"
+    "  --kill-after DUR     when the lease is lost: SIGKILL the command this long\n"
+    "                       after SIGTERM (default 5s; 0: at once; at most 1d)\n"
+    "  --metrics-file PATH  when the command ends, write this run's lease metrics\n"
+    "                       (Prometheus text format, e.g. for node_exporter's\n"
+    "                       textfile collector) to PATH, replacing it atomically\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "DUR is a number and a unit: ms, s, m, h or d (250ms, 1.5s, 2m, 1h); a bare\n"
+    "number is seconds.\n"
+    "\n"
+    "Exit status: the command's own (128+N when it died of signal N), or\n"
+    "   64  usage error (bad option, duration or NAME; no command)\n"
+    "   69  Redis could not be reached, refused the credentials, or failed\n"
+    "   70  internal error     71  a system call (fork, pipe) failed\n"
+    "   75  the lease is held by another owner (still, after --wait)\n"
+    "   76  the lease was lost while the command ran: the command was stopped\n"
+    "  126  the command could not be executed   127  the command was not found\n"
+    "\n"
+    "The lease is lost when its renewal is refused (the key expired, was deleted\n"
+    "or has another owner) or when Redis cannot be reached until the lease runs\n"
+    "out.  Then the command's process group gets SIGTERM (and SIGCONT), SIGKILL\n"
+    "after --kill-after, and fence exits 76.  SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+    "SIGUSR1 and SIGUSR2 sent to fence are passed on to the command's process\n"
+    "group; the lease is released when the command ends.  A signal that was\n"
+    "ignored when fence started (SIGHUP under nohup) stays ignored, by fence\n"
+    "and by the command.  While fence waits for the lease (--wait) these\n"
+    "signals act on fence as usual.\n"
+    "\n"
+    "Limits.  The command runs in a process group of its own, with\n"
+    "PR_SET_PDEATHSIG=SIGKILL, so it dies with fence even when fence is killed\n"
+    "with SIGKILL.  What the command starts is covered less well: a process that\n"
+    "leaves the group (setsid, setpgid) is not signalled when the lease is lost,\n"
+    "and, since the parent-death signal is not inherited, a grandchild outlives\n"
+    "a fence killed with SIGKILL unless it sets its own (a shell's `exec` keeps\n"
+    "it: `sh -c 'exec cmd'`).  Processes the command leaves running after it\n"
+    "exits are not covered by the lease.  Only the fencing token protects writes\n"
+    "from such stragglers.  The command is not in the terminal's foreground\n"
+    "group, so a command that reads from the terminal stops (SIGTTIN): give it\n"
+    "input from a file or a pipe.  The command inherits the file descriptors\n"
+    "fence was started with, not the ones fence opens (its Redis sockets).\n";
+
+typedef struct {
+    const char *url;
+    const char *name;
+    const char *metrics_file;
+    int64_t ttl_ms;
+    int64_t wait_ms;
+    int64_t kill_after_ms;
+    char **cmd;
+} run_args;
+
+static int sig_pipe[2] = {-1, -1};  /* signal handlers -> main thread */
+static int lost_pipe[2] = {-1, -1}; /* on_lost (heartbeat thread) -> main thread */
+static atomic_int lost_reason;      /* 0, or the reason on_lost was given */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs on the heartbeat thread: only an atomic store and a write(). */
+static void on_lost(fence_lease *lease, int reason, void *user)
+{
+    (void)lease;
+    (void)user;
+    int saved = errno;
+    atomic_store(&lost_reason, reason != 0 ? reason : FENCE_LOST);
+    unsigned char b = 1;
+    if (write(lost_pipe[1], &b, 1) < 0) {
+        /* full: a byte is already waiting, which is all we need */
+    }
+    errno = saved;
+}
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(sig_pipe[1], &b, 1) < 0) {
+        /* full: signals coalesce anyway */
+    }
+    errno = saved;
+}
+
+static int dur_opt(cli__argv *a, const char *arg, const char *name, int64_t max, int64_t *out)
+{
+    const char *v = cli__optval(a, arg, name);
+    const char *why = NULL;
+    if (v == NULL) {
+        return CLI_EX_USAGE;
+    }
+    if (cli__parse_duration(v, max, out, &why) != 0) {
+        return cli__usage_error("run", "%s '%s': %s", name, v, why);
+    }
+    return CLI_EX_OK;
+}
+
+static int is_opt(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+/* Returns CLI_EX_OK, CLI_EX_USAGE, or -1 for --help. */
+static int parse(int argc, char **argv, run_args *ra)
+{
+    cli__argv a = {argc, argv, 1, "run"};
+    memset(ra, 0, sizeof *ra);
+    ra->ttl_ms = CLI_DEFAULT_TTL_MS;
+    ra->kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
+    int ex = CLI_EX_OK;
+    for (; a.i < argc; a.i++) {
+        const char *arg = argv[a.i];
+        if (strcmp(arg, "--") == 0) {
+            ra->cmd = argv + a.i + 1;
+            break;
+        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            return -1;
+        } else if (is_opt(arg, "--redis")) {
+            ra->url = cli__optval(&a, arg, "--redis");
+            if (ra->url == NULL) {
+                return CLI_EX_USAGE;
+            }
+            if (ra->url[0] == '\0') {
+                return cli__usage_error("run", "--redis: empty URL");
+            }
+        } else if (is_opt(arg, "--ttl")) {
+            ex = dur_opt(&a, arg, "--ttl", FENCE_TTL_MAX_MS, &ra->ttl_ms);
+            if (ex == CLI_EX_OK && ra->ttl_ms < FENCE_TTL_MIN_MS) {
+                ex = cli__usage_error("run", "--ttl must be at least %dms", FENCE_TTL_MIN_MS);
+            }
+        } else if (is_opt(arg, "--wait")) {
+            ex = dur_opt(&a, arg, "--wait", FENCE_WAIT_MAX_MS, &ra->wait_ms);
+        } else if (is_opt(arg, "--kill-after")) {
+            ex = dur_opt(&a, arg, "--kill-after", CLI_KILL_AFTER_MAX_MS, &ra->kill_after_ms);
+        } else if (is_opt(arg, "--metrics-file")) {
+            ra->metrics_file = cli__optval(&a, arg, "--metrics-file");
+            if (ra->metrics_file == NULL) {
+                return CLI_EX_USAGE;
+            }
+            if (ra->metrics_file[0] == '\0') {
+                return cli__usage_error("run", "--metrics-file: empty path");
+            }
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            return cli__usage_error("run", "unknown option '%s'", arg);
+        } else if (ra->name == NULL) {
+            ra->name = arg;
+        } else {
+            return cli__usage_error("run", "unexpected argument '%s': put the command after "
+                                    "'--' (fence run NAME -- COMMAND ...)", arg);
+        }
+        if (ex != CLI_EX_OK) {
+            return ex;
+        }
+    }
+    if (ra->name == NULL) {
+        return cli__usage_error("run", "missing the lease NAME");
+    }
+    ex = cli__check_name("run", ra->name);
+    if (ex != CLI_EX_OK) {
+        return ex;
+    }
+    if (ra->cmd == NULL) {
+        return cli__usage_error("run", "missing '--' and the COMMAND after it");
+    }
+    if (ra->cmd[0] == NULL) {
+        return cli__usage_error("run", "missing the COMMAND after '--'");
+    }
+    if (ra->cmd[0][0] == '\0') {
+        return cli__usage_error("run", "the COMMAND is an empty string");
+    }
+    return CLI_EX_OK;
+}
+
+/* "held by another owner" with what inspect can tell; returns 75. */
+static int report_busy(fence_client *c, const run_args *ra, int rc)
+{
+    int held = 0;
+    int64_t pttl = -1;
+    uint64_t holder = 0;
+    char wait[64] = "";
+    if (rc == FENCE_TIMEOUT) {
+        snprintf(wait, sizeof wait, " after waiting %" PRId64 "ms", ra->wait_ms);
+    }
+    if (fence_lease_inspect(c, ra->name, &held, &pttl, &holder, NULL) == FENCE_OK && held) {
+        fprintf(stderr, "fence run: lease '%s' is held by another owner%s (holder token %" PRIu64
+                ", expires in %" PRId64 "ms)\n", ra->name, wait, holder, pttl);
+    } else {
+        fprintf(stderr, "fence run: lease '%s' is held by another owner%s\n", ra->name, wait);
+    }
+    return CLI_EX_TEMPFAIL;
+}
+
+/*
+ * Acquire.  The first attempt is made with the signals blocked, so the
+ * heartbeat thread starts with them blocked.  While waiting (--wait) they
+ * are unblocked with their usual actions, so Ctrl-C ends a long wait.
+ */
+static int acquire(fence_client *c, const run_args *ra, const sigset_t *sigs,
+                   fence_lease **out)
+{
+    fence_lease_options lo;
+    fence_lease_options_init(&lo, ra->ttl_ms);
+    lo.on_lost = on_lost;
+    int64_t start = now_ms();
+    int rc = fence_acquire(c, ra->name, &lo, out);
+    if (rc == FENCE_BUSY && ra->wait_ms > 0) {
+        int64_t left = ra->wait_ms - (now_ms() - start);
+        if (left > 0) {
+            lo.wait_ms = left;
+            pthread_sigmask(SIG_UNBLOCK, sigs, NULL);
+            rc = fence_acquire(c, ra->name, &lo, out);
+            pthread_sigmask(SIG_BLOCK, sigs, NULL);
+        } else {
+            rc = FENCE_TIMEOUT;
+        }
+    }
+    if (rc == FENCE_BUSY || rc == FENCE_TIMEOUT) {
+        return report_busy(c, ra, rc);
+    }
+    if (rc != FENCE_OK) {
+        return cli__fail("run", c, "cannot acquire the lease", rc);
+    }
+    return CLI_EX_OK;
+}
+
+static int make_pipe(int p[2])
+{
+    return pipe2(p, O_CLOEXEC | O_NONBLOCK);
+}
+
+static void close_pipe(int p[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (p[i] >= 0) {
+            close(p[i]);
+            p[i] = -1;
+        }
+    }
+}
+
+static const char *lost_why(int reason)
+{
+    return reason == FENCE_ECONN
+               ? "Redis could not be reached before the lease ran out"
+               : "the renewal was refused (the key expired, was deleted or has another owner)";
+}
+
+/* What the exit status of a command that ended with wait status st is. */
+static int command_status(int st)
+{
+    if (WIFEXITED(st)) {
+        return WEXITSTATUS(st);
+    }
+    if (WIFSIGNALED(st)) {
+        return 128 + WTERMSIG(st);
+    }
+    return CLI_EX_SOFTWARE;
+}
+
+/*
+ * Wait for the command; stop it if the lease is lost.  Returns the exit
+ * status, and *was_lost.
+ */
+static int supervise(pid_t pid, const run_args *ra, int *was_lost)
+{
+    int reaped = 0, lost = 0, killed = 0, st = 0;
+    int64_t kill_at = 0;
+    for (;;) {
+        if (!reaped) {
+            pid_t w = waitpid(pid, &st, WNOHANG);
+            if (w == pid) {
+                reaped = 1;
+            } else if (w < 0 && errno == ECHILD) {
+                reaped = 1; /* cannot happen; do not spin */
+                st = 0;
+            }
+        }
+        if (lost && !killed && now_ms() >= kill_at) {
+            fprintf(stderr, "fence run: the command is still running %" PRId64
+                    "ms after SIGTERM: sending SIGKILL\n", ra->kill_after_ms);
+            kill(-pid, SIGKILL);
+            killed = 1;
+        }
+        if (reaped) {
+            if (!lost || killed) {
+                break;
+            }
+            /* Lost: wait until the whole group is gone (or the grace
+             * ends and SIGKILL is sent), not just the command itself. */
+            if (kill(-pid, 0) < 0 && errno == ESRCH) {
+                break;
+            }
+        }
+        int timeout = -1;
+        if (lost && !killed) {
+            int64_t left = kill_at - now_ms();
+            timeout = left < 0 ? 0 : (int)left;
+            if (reaped && timeout > 10) {
+                timeout = 10; /* poll the group's members */
+            }
+        }
+        struct pollfd pf[2] = {{.fd = sig_pipe[0], .events = POLLIN},
+                               {.fd = lost_pipe[0], .events = POLLIN}};
+        int n = poll(pf, 2, timeout);
+        if (n < 0 && errno != EINTR) {
+            perror("fence run: poll");
+            n = 0;
+            struct timespec ts = {0, 10000000L};
+            nanosleep(&ts, NULL);
+        }
+        unsigned char buf[64];
+        ssize_t got;
+        while ((got = read(sig_pipe[0], buf, sizeof buf)) > 0) {
+            for (ssize_t i = 0; i < got; i++) {
+                if (buf[i] != SIGCHLD) {
+                    kill(-pid, buf[i]);
+                }
+            }
+        }
+        int lost_now = 0;
+        while (read(lost_pipe[0], buf, sizeof buf) > 0) {
+            lost_now = 1;
+        }
+        if (lost_now && !lost) {
+            lost = 1;
+            fprintf(stderr, "fence run: lease '%s' lost: %s; stopping the command "
+                    "(SIGTERM, SIGKILL after %" PRId64 "ms)\n", ra->name,
+                    lost_why(atomic_load(&lost_reason)), ra->kill_after_ms);
+            kill(-pid, SIGTERM);
+            kill(-pid, SIGCONT); /* a stopped command must see the SIGTERM */
+            kill_at = now_ms() + ra->kill_after_ms;
+            if (ra->kill_after_ms == 0) {
+                kill(-pid, SIGKILL);
+                killed = 1;
+            }
+        }
+    }
+    *was_lost = lost;
+    return lost ? CLI_EX_LOST : command_status(st);
+}
+
+static void write_metrics(fence_client *c, const char *path)
+{
+    fence_metrics m;
+    if (fence_client_metrics(c, &m) != FENCE_OK) {
+        fprintf(stderr, "fence run: --metrics-file: cannot read the metrics\n");
+        return;
+    }
+    int n = fence_metrics_prometheus(&m, NULL, 0);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (text == NULL || tmp == NULL) {
+        fprintf(stderr, "fence run: --metrics-file: out of memory\n");
+        free(text);
+        free(tmp);
+        return;
+    }
+    fence_metrics_prometheus(&m, text, (size_t)n + 1);
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL && fwrite(text, 1, (size_t)n, f) == (size_t)n;
+    if (f != NULL && fclose(f) != 0) {
+        ok = 0;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+    }
+    if (!ok) {
+        fprintf(stderr, "fence run: --metrics-file %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(text);
+    free(tmp);
+}
+
+/* Install the handlers that feed sig_pipe (not for signals ignored at
+ * start), and ignore SIGPIPE. */
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    for (int i = 0; i < cli__nforward_signals; i++) {
+        int sig = cli__forward_signals[i];
+        if (!cli__ignored_at_start(sig)) {
+            sigaction(sig, &sa, NULL);
+        }
+    }
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, NULL);
+}
+
+static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
+                      const sigset_t *sigs, const sigset_t *start_mask)
+{
+    fence_lease *lease = *leasep;
+    uint64_t token = fence_lease_token(lease);
+    cli__spawn *sp = cli__spawn_prepare(ra->cmd, ra->name, token, start_mask);
+    if (sp == NULL) {
+        return CLI_EX_OSERR;
+    }
+    if (atomic_load(&lost_reason) != 0) {
+        cli__spawn_free(sp);
+        fprintf(stderr, "fence run: lease '%s' lost before the command started: %s\n",
+                ra->name, lost_why(atomic_load(&lost_reason)));
+        return CLI_EX_LOST;
+    }
+    install_handlers();
+    int exec_errno = 0;
+    pid_t pid = cli__spawn_run(sp, &exec_errno);
+    int searched = cli__spawn_searched(sp);
+    cli__spawn_free(sp);
+    if (pid == -2) {
+        fprintf(stderr, "fence run: cannot start the command: %s\n", strerror(errno));
+        return CLI_EX_OSERR;
+    }
+    if (pid == -1) {
+        if (exec_errno == ENOENT && searched) {
+            fprintf(stderr, "fence run: %s: command not found\n", ra->cmd[0]);
+        } else {
+            fprintf(stderr, "fence run: %s: %s\n", ra->cmd[0], strerror(exec_errno));
+        }
+        return exec_errno == ENOENT ? CLI_EX_NOTFOUND : CLI_EX_NOEXEC;
+    }
+    pthread_sigmask(SIG_UNBLOCK, sigs, NULL);
+    int was_lost = 0;
+    int ex = supervise(pid, ra, &was_lost);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+
+    int rc = fence_release(lease);
+    *leasep = NULL;
+    if (rc == FENCE_LOST && !was_lost) {
+        fprintf(stderr, "fence run: lease '%s' was lost before the command ended (%s)\n",
+                ra->name, fence_client_errmsg(c));
+        ex = CLI_EX_LOST;
+    } else if (rc != FENCE_OK && rc != FENCE_LOST) {
+        fprintf(stderr, "fence run: could not release lease '%s' (%s: %s); it expires "
+                "within %" PRId64 "ms\n", ra->name, fence_strerror(rc), fence_client_errmsg(c),
+                ra->ttl_ms);
+    }
+    return ex;
+}
+
+int cli__cmd_run(int argc, char **argv)
+{
+    run_args ra;
+    int ex = parse(argc, argv, &ra);
+    if (ex == -1) {
+        fputs(cli__run_help, stdout);
+        return CLI_EX_OK;
+    }
+    if (ex != CLI_EX_OK) {
+        return ex;
+    }
+
+    /* Block before any thread exists (see the top of the file). */
+    sigset_t sigs, start_mask;
+    sigemptyset(&sigs);
+    for (int i = 0; i < cli__nforward_signals; i++) {
+        sigaddset(&sigs, cli__forward_signals[i]);
+    }
+    sigaddset(&sigs, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &sigs, &start_mask);
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, NULL);
+
+    if (make_pipe(sig_pipe) != 0 || make_pipe(lost_pipe) != 0) {
+        perror("fence run: pipe");
+        close_pipe(sig_pipe);
+        close_pipe(lost_pipe);
+        return CLI_EX_OSERR;
+    }
+    fence_client *c = NULL;
+    ex = cli__open("run", cli__redis_url(ra.url), &c);
+    fence_lease *lease = NULL;
+    if (ex == CLI_EX_OK) {
+        ex = acquire(c, &ra, &sigs, &lease);
+    }
+    if (ex == CLI_EX_OK) {
+        ex = run_locked(c, &lease, &ra, &sigs, &start_mask);
+    }
+    if (lease != NULL) {
+        fence_release(lease);
+    }
+    if (c != NULL && ra.metrics_file != NULL) {
+        write_metrics(c, ra.metrics_file);
+    }
+    fence_client_close(c);
+    close_pipe(sig_pipe);
+    close_pipe(lost_pipe);
+    return ex;
+}
