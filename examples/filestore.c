@@ -1,0 +1,398 @@
+/*
+ * filestore.c -- a fenced file store: the write gate (fence_gate.h) in
+ * front of a plain folder of files.
+ *
+ * What it shows: a store that knows nothing about leases can still refuse
+ * a stale writer.  Each put carries the fencing token of the writer's
+ * lease; the file only replaces the current one inside the gate's
+ * begin/commit, so a writer whose lease was taken over (an older token)
+ * never replaces a file written by the newer holder, even if it wakes up
+ * and writes late.
+ *
+ *   filestore DIR put KEY TOKEN < data   store stdin as KEY, fenced by TOKEN
+ *   filestore DIR get KEY                print KEY's data
+ *   filestore DIR mark KEY               print KEY's high-water mark
+ *
+ * Exit status: 0 done, 1 error, 2 usage, 3 stale (a newer token already
+ * wrote KEY; nothing changed), 4 timeout (KEY stayed busy), 5 no such KEY,
+ * 6 no valid token (missing, malformed or 0: fail closed).
+ * FILESTORE_WAIT_MS (default 5000) bounds the wait for a busy store.
+ *
+ * How a put works:
+ *   1. The data is copied to a temp file in DIR and fsync'ed, before the
+ *      gate is entered, so a slow client never holds the store.
+ *   2. fence_gate_begin(KEY, TOKEN): waits while another put holds the
+ *      store, and refuses TOKEN if a newer one was committed.
+ *   3. Also refused if the current file carries a newer token (see below).
+ *   4. rename(temp, KEY) -- atomic: readers see the old file or the new
+ *      one, never half of either -- and fsync DIR so the rename is durable.
+ *   5. fence_gate_commit() records TOKEN.  Any failure before that aborts
+ *      (nothing recorded) and removes the temp file.
+ * Every file starts with a line "FENCE <token>\n".  That closes the one
+ * window the gate cannot: a put killed after its rename but before its
+ * commit leaves a file whose token the gate never recorded; step 3 still
+ * refuses an older writer.  The gate's marks live in DIR/.fence-gate.db
+ * (persistent, shared by every process using DIR).
+ */
+#include "fence_gate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+    EXIT_DONE = 0,
+    EXIT_ERROR = 1,
+    EXIT_USAGE = 2,
+    EXIT_STALE = 3,
+    EXIT_TIMEOUT = 4,
+    EXIT_NOTFOUND = 5,
+    EXIT_NOTOKEN = 6
+};
+
+#define KEY_MAX 200
+#define HEADER_MAX 32 /* "FENCE " + 19 digits + "\n" */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: filestore DIR put KEY TOKEN < data\n"
+                    "       filestore DIR get KEY\n"
+                    "       filestore DIR mark KEY\n"
+                    "KEY: 1-%d of [A-Za-z0-9._-], not starting with '.'\n",
+            KEY_MAX);
+}
+
+/* Keys are file names: no '/', no "..", nothing hidden. */
+static int valid_key(const char *key)
+{
+    size_t n = strlen(key);
+    if (n == 0 || n > KEY_MAX || key[0] == '.') {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = key[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A token is decimal digits only: no sign, no spaces, no overflow.  Its
+ * value (possibly 0) goes to the gate, which rejects 0 itself. */
+static int parse_token(const char *s, uint64_t *out)
+{
+    if (s[0] < '0' || s[0] > '9') {
+        return -1;
+    }
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int write_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Copy fd `from` to fd `to` until EOF. */
+static int copy_fd(int from, int to)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t r = read(from, buf, sizeof buf);
+        if (r == 0) {
+            return 0;
+        }
+        if (r < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        if (write_all(to, buf, (size_t)r) != 0) {
+            return -1;
+        }
+    }
+}
+
+/*
+ * Open DIR/KEY and read its header.  Returns the fd positioned after the
+ * header with *token set, or -1 with *token 0 and errno ENOENT when there
+ * is no such file, or -1 with errno EINVAL when it is not a store file.
+ */
+static int open_stored(int dirfd, const char *key, uint64_t *token)
+{
+    *token = 0;
+    int fd = openat(dirfd, key, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    char head[HEADER_MAX + 1];
+    size_t n = 0;
+    while (n < HEADER_MAX) { /* byte by byte: stop right after the '\n' */
+        ssize_t r = read(fd, head + n, 1);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0 || head[n++] == '\n') {
+            break;
+        }
+    }
+    head[n] = '\0';
+    if (n < 8 || strncmp(head, "FENCE ", 6) != 0 || head[n - 1] != '\n') {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    head[n - 1] = '\0';
+    if (parse_token(head + 6, token) != 0 || *token == 0) {
+        close(fd);
+        *token = 0;
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+static int status_exit(int rc)
+{
+    switch (rc) {
+    case FENCE_OK:
+        return EXIT_DONE;
+    case FENCE_STALE:
+        return EXIT_STALE;
+    case FENCE_TIMEOUT:
+        return EXIT_TIMEOUT;
+    case FENCE_ENOTOKEN:
+        return EXIT_NOTOKEN;
+    case FENCE_EINVAL:
+        return EXIT_USAGE;
+    default:
+        return EXIT_ERROR;
+    }
+}
+
+static int open_gate(const char *dir, fence_gate **g)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/.fence-gate.db", dir) >= (int)sizeof path) {
+        fprintf(stderr, "filestore: path too long\n");
+        return FENCE_EINVAL;
+    }
+    fence_gate_options o;
+    fence_gate_options_init(&o);
+    o.path = path;
+    const char *w = getenv("FILESTORE_WAIT_MS");
+    if (w != NULL && w[0] != '\0') {
+        o.wait_ms = strtoll(w, NULL, 10);
+    }
+    int rc = fence_gate_open(g, &o);
+    if (rc != FENCE_OK) {
+        fprintf(stderr, "filestore: cannot open the gate: %s: %s\n", fence_strerror(rc),
+                fence_gate_errmsg(*g));
+    }
+    return rc;
+}
+
+/* The put of the usage text.  Returns an exit status. */
+static int put(const char *dir, int dirfd, const char *key, uint64_t token)
+{
+    fence_gate *g = NULL;
+    int rc = open_gate(dir, &g);
+    if (rc != FENCE_OK) {
+        fence_gate_close(g);
+        return status_exit(rc);
+    }
+
+    /* 1. Data to a temp file in the same folder (rename is atomic only
+     *    within one file system), fsync'ed before anyone can see it. */
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", dir, key);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "filestore: cannot create a temp file in %s: %s\n", dir,
+                strerror(errno));
+        fence_gate_close(g);
+        return EXIT_ERROR;
+    }
+    char head[HEADER_MAX];
+    int hn = snprintf(head, sizeof head, "FENCE %llu\n", (unsigned long long)token);
+    if (write_all(fd, head, (size_t)hn) != 0 || copy_fd(STDIN_FILENO, fd) != 0 ||
+        fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+        fprintf(stderr, "filestore: cannot write %s: %s\n", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        fence_gate_close(g);
+        return EXIT_ERROR;
+    }
+    close(fd);
+
+    /* 2. Enter the gate. */
+    fence_gate_txn *txn = NULL;
+    uint64_t mark = 0;
+    rc = fence_gate_begin(g, key, token, &txn, &mark);
+    if (rc != FENCE_OK) {
+        fprintf(stderr, "filestore: put %s refused: %s: %s\n", key, fence_strerror(rc),
+                fence_gate_errmsg(g));
+        unlink(tmp);
+        fence_gate_close(g);
+        return status_exit(rc);
+    }
+
+    /* 3. The token in the current file, in case its writer died before
+     *    committing (see the top of this file). */
+    int ex = EXIT_DONE;
+    uint64_t cur = 0;
+    int cfd = open_stored(dirfd, key, &cur);
+    if (cfd >= 0) {
+        close(cfd);
+    } else if (errno != ENOENT) {
+        fprintf(stderr, "filestore: %s/%s exists but is not a filestore file; not replacing "
+                        "it\n", dir, key);
+        ex = EXIT_ERROR;
+    }
+    if (ex == EXIT_DONE && cur > token) {
+        fprintf(stderr, "filestore: put %s refused: stale token %llu: the file holds token "
+                        "%llu\n", key, (unsigned long long)token, (unsigned long long)cur);
+        ex = EXIT_STALE;
+    }
+
+    /* 4. Make it visible, durably. */
+    char dst[PATH_MAX];
+    snprintf(dst, sizeof dst, "%s/%s", dir, key);
+    int renamed = 0;
+    if (ex == EXIT_DONE) {
+        if (rename(tmp, dst) == 0) {
+            renamed = 1;
+        } else {
+            fprintf(stderr, "filestore: rename to %s: %s\n", dst, strerror(errno));
+            ex = EXIT_ERROR;
+        }
+    }
+    if (renamed && fsync(dirfd) != 0) {
+        /* The rename happened but may not survive a power loss: commit
+         * anyway (the file does carry this token) and report it. */
+        fprintf(stderr, "filestore: fsync %s: %s\n", dir, strerror(errno));
+        ex = EXIT_ERROR;
+    }
+
+    /* 5. Record the token, or nothing. */
+    if (!renamed) {
+        fence_gate_abort(txn);
+        unlink(tmp);
+    } else {
+        rc = fence_gate_commit(txn);
+        if (rc != FENCE_OK) {
+            fprintf(stderr, "filestore: %s was written but its token was not recorded: %s\n",
+                    key, fence_gate_errmsg(g));
+            ex = EXIT_ERROR;
+        }
+    }
+    fence_gate_close(g);
+    return ex;
+}
+
+static int get(const char *dir, int dirfd, const char *key)
+{
+    uint64_t token = 0;
+    int fd = open_stored(dirfd, key, &token);
+    if (fd < 0) {
+        int notfound = errno == ENOENT;
+        fprintf(stderr, "filestore: %s/%s: %s\n", dir, key,
+                notfound ? "no such key" : "not a filestore file");
+        return notfound ? EXIT_NOTFOUND : EXIT_ERROR;
+    }
+    int rc = copy_fd(fd, STDOUT_FILENO);
+    close(fd);
+    if (rc != 0) {
+        fprintf(stderr, "filestore: reading %s/%s: %s\n", dir, key, strerror(errno));
+        return EXIT_ERROR;
+    }
+    return EXIT_DONE;
+}
+
+static int mark(const char *dir, const char *key)
+{
+    fence_gate *g = NULL;
+    int rc = open_gate(dir, &g);
+    uint64_t m = 0;
+    if (rc == FENCE_OK) {
+        rc = fence_gate_high_water(g, key, &m);
+        if (rc != FENCE_OK) {
+            fprintf(stderr, "filestore: %s\n", fence_gate_errmsg(g));
+        }
+    }
+    fence_gate_close(g);
+    if (rc == FENCE_OK) {
+        printf("%llu\n", (unsigned long long)m);
+    }
+    return status_exit(rc);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        usage();
+        return EXIT_USAGE;
+    }
+    const char *dir = argv[1], *cmd = argv[2], *key = argv[3];
+    if (!valid_key(key)) {
+        fprintf(stderr, "filestore: bad key \"%s\"\n", key);
+        usage();
+        return EXIT_USAGE;
+    }
+    int want_args = strcmp(cmd, "put") == 0 ? 5 : 4;
+    if (argc != want_args) {
+        usage();
+        return EXIT_USAGE;
+    }
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0) {
+        fprintf(stderr, "filestore: %s: %s\n", dir, strerror(errno));
+        return EXIT_ERROR;
+    }
+    int ex;
+    if (strcmp(cmd, "put") == 0) {
+        uint64_t token = 0;
+        if (parse_token(argv[4], &token) != 0) {
+            fprintf(stderr, "filestore: TOKEN \"%s\" is not a decimal number >= 1; refusing "
+                            "to write\n", argv[4]);
+            ex = EXIT_NOTOKEN;
+        } else {
+            ex = put(dir, dirfd, key, token);
+        }
+    } else if (strcmp(cmd, "get") == 0) {
+        ex = get(dir, dirfd, key);
+    } else if (strcmp(cmd, "mark") == 0) {
+        ex = mark(dir, key);
+    } else {
+        usage();
+        ex = EXIT_USAGE;
+    }
+    close(dirfd);
+    return ex;
+}
