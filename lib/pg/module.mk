@@ -30,7 +30,9 @@ BENCH_BINS += $(B)/tests/bench/bench_pg
 
 $(B)/tests/test_pg.o $(B)/tests/bench/bench_pg.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
 
-$(B)/tests/test_pg: $(B)/tests/test_pg.o $(B)/tests/testutil.o $(B)/libfence_pg.a
+# lib/status.o is fence_strerror()/fence_status_name() of the core, linked
+# alone so this suite does not depend on the rest of libfence.
+$(B)/tests/test_pg: $(B)/tests/test_pg.o $(B)/tests/testutil.o $(B)/libfence_pg.a $(B)/lib/status.o
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS) $(CHECK_LIBS)
 
 $(B)/tests/bench/bench_pg: $(B)/tests/bench/bench_pg.o $(B)/libfence_pg.a

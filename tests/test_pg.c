@@ -1,0 +1,1174 @@
+/*
+ * test_pg.c -- sql/postgres/fence.sql and libfence_pg against a real
+ * PostgreSQL (scripts/with-servers --pg).  Each run creates its own
+ * database (installs fence.sql into it twice) and its own application role,
+ * and drops both at the end.
+ */
+#include "fence_pg.h"
+#include "testutil.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char g_db[64];   /* this run's database */
+static char g_app[64];  /* this run's non-superuser role */
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Connect to dbname (NULL: the server's default database) as user (NULL:
+ * the superuser of FENCE_TEST_PG_CONNINFO). */
+static PGconn *connect_as(const char *dbname, const char *user)
+{
+    const char *keys[4] = {"dbname", NULL, NULL, NULL};
+    const char *vals[4] = {tu_env("FENCE_TEST_PG_CONNINFO"), NULL, NULL, NULL};
+    int n = 1;
+    if (dbname != NULL) {
+        keys[n] = "dbname";
+        vals[n++] = dbname;
+    }
+    if (user != NULL) {
+        keys[n] = "user";
+        vals[n++] = user;
+    }
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    ck_assert_msg(c != NULL && PQstatus(c) == CONNECTION_OK, "cannot connect to PostgreSQL: %s",
+                  c ? PQerrorMessage(c) : "out of memory");
+    PQsetNoticeProcessor(c, NULL, NULL);
+    return c;
+}
+
+static void quiet_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg;
+}
+
+static PGconn *db(void)
+{
+    PGconn *c = connect_as(g_db, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    return c;
+}
+
+static PGconn *db_app(void)
+{
+    PGconn *c = connect_as(g_db, g_app);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    return c;
+}
+
+/* Run sql; return the fence status of its result, filling *e. */
+static int run(PGconn *c, const char *sql, fence_pg_error *e)
+{
+    PGresult *r = PQexec(c, sql);
+    int st = fence_pg_result(r, e);
+    PQclear(r);
+    return st;
+}
+
+/* Run sql and require success. */
+static void ok(PGconn *c, const char *sql)
+{
+    fence_pg_error e;
+    int st = run(c, sql, &e);
+    ck_assert_msg(st == FENCE_OK, "'%s' failed: %s (%s)", sql, e.message, e.sqlstate);
+}
+
+/* Run sql and require it to fail with SQLSTATE state. */
+static void fails(PGconn *c, const char *sql, const char *state)
+{
+    fence_pg_error e;
+    int st = run(c, sql, &e);
+    ck_assert_msg(st != FENCE_OK, "'%s' succeeded; expected SQLSTATE %s", sql, state);
+    ck_assert_msg(strcmp(e.sqlstate, state) == 0, "'%s': SQLSTATE %s (%s), expected %s", sql,
+                  e.sqlstate, e.message, state);
+}
+
+/* The single value sql returns, as a number. */
+static long long num(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
+                  "'%s': %s", sql, PQresultErrorMessage(r));
+    ck_assert_msg(!PQgetisnull(r, 0, 0), "'%s' returned NULL", sql);
+    long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+/* The single value sql returns, as text (static buffer). */
+static const char *text1(PGconn *c, const char *sql)
+{
+    static char buf[512];
+    PGresult *r = PQexec(c, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
+                  "'%s': %s", sql, PQresultErrorMessage(r));
+    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return buf;
+}
+
+/* BEGIN, set the token with the C API (optionally advancing resource). */
+static void begin_tok(PGconn *c, uint64_t tok, const char *resource)
+{
+    fence_pg_error e;
+    ok(c, "BEGIN");
+    int st = fence_pg_set_token(c, tok, resource, &e);
+    ck_assert_msg(st == FENCE_OK, "set_token %" PRIu64 ": %s %s", tok, fence_status_name(st),
+                  e.message);
+}
+
+/* One transaction with token tok running sql; returns its status (the
+ * transaction is committed on success, rolled back otherwise). */
+static int write_tok(PGconn *c, uint64_t tok, const char *sql, fence_pg_error *e)
+{
+    begin_tok(c, tok, NULL);
+    int st = run(c, sql, e);
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return st;
+}
+
+/* Like write_tok but the token is the raw setting value (NULL: none). */
+static int write_raw(PGconn *c, const char *raw, const char *sql, fence_pg_error *e)
+{
+    ok(c, "BEGIN");
+    if (raw != NULL) {
+        char set[256];
+        char *lit = PQescapeLiteral(c, raw, strlen(raw));
+        snprintf(set, sizeof set, "SELECT pg_catalog.set_config('fence.token', %s, true)", lit);
+        PQfreemem(lit);
+        ok(c, set);
+    }
+    int st = run(c, sql, e);
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return st;
+}
+
+/* A protected table NAME(id int primary key, v int, by bigint) with rows
+ * 1..3, unstamped. */
+static void make_table(PGconn *c, const char *name)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE %s (id int PRIMARY KEY, v int, by bigint);"
+             "INSERT INTO %s SELECT g, 0, 0 FROM generate_series(1, 3) g;"
+             "SELECT fence.protect('%s')",
+             name, name, name);
+    ok(c, sql);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fixture: one database and one application role per run               */
+/* ------------------------------------------------------------------ */
+
+static void setup_db(void)
+{
+    unsigned r = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    snprintf(g_db, sizeof g_db, "fence_test_%d_%08x", (int)getpid(), r);
+    snprintf(g_app, sizeof g_app, "fence_app_%d_%08x", (int)getpid(), r);
+    PGconn *c = connect_as(NULL, NULL);
+    char sql[256];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", g_db);
+    ok(c, sql);
+    snprintf(sql, sizeof sql, "CREATE ROLE %s LOGIN", g_app);
+    ok(c, sql);
+    PQfinish(c);
+
+    c = db();
+    for (int i = 0; i < 2; i++) { /* idempotent: twice */
+        fence_pg_error e;
+        int st = fence_pg_install(c, &e);
+        ck_assert_msg(st == FENCE_OK, "install #%d: %s", i + 1, e.message);
+    }
+    snprintf(sql, sizeof sql, "GRANT USAGE, CREATE ON SCHEMA public TO %s", g_app);
+    ok(c, sql);
+    PQfinish(c);
+}
+
+static void teardown_db(void)
+{
+    PGconn *c = connect_as(NULL, NULL);
+    char sql[256];
+    snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", g_db);
+    ok(c, sql);
+    snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS %s", g_app);
+    ok(c, sql);
+    PQfinish(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* Install                                                              */
+/* ------------------------------------------------------------------ */
+
+START_TEST(install_idempotent_and_versioned)
+{
+    PGconn *c = db();
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), 1);
+    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 1);
+    fence_pg_error e;
+    ck_assert_int_eq(fence_pg_install(c, &e), FENCE_OK); /* third time */
+    ck_assert_int_eq(fence_pg_install(c, NULL), FENCE_OK);
+
+    size_t len = 0;
+    const char *sql = fence_pg_install_sql(&len);
+    ck_assert_ptr_nonnull(sql);
+    ck_assert_uint_eq(strlen(sql), len);
+    ck_assert_ptr_nonnull(strstr(sql, "CREATE SCHEMA IF NOT EXISTS fence"));
+    ck_assert_ptr_nonnull(strstr(sql, "23Q01"));
+    ck_assert_ptr_eq(fence_pg_install_sql(NULL), sql);
+
+    /* Refused inside a transaction block (the script commits its own). */
+    ok(c, "BEGIN");
+    ck_assert_int_eq(fence_pg_install(c, &e), FENCE_ESTATE);
+    ck_assert_int_eq(e.status, FENCE_ESTATE);
+    ck_assert(strlen(e.message) > 0);
+    ok(c, "ROLLBACK");
+
+    /* A newer installed version is never downgraded; the failed install
+     * leaves the connection idle and the schema as it was. */
+    ok(c, "UPDATE fence.meta SET version = 99");
+    ck_assert_int_eq(fence_pg_install(c, &e), FENCE_EDB);
+    ck_assert_ptr_nonnull(strstr(e.message, "downgrade"));
+    ck_assert_int_eq(PQtransactionStatus(c), PQTRANS_IDLE);
+    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 99);
+    ok(c, "UPDATE fence.meta SET version = 1");
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Per-row                                                              */
+/* ------------------------------------------------------------------ */
+
+START_TEST(row_stale_update_delete_insert)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "rs");
+    ck_assert_int_eq(write_tok(c, 34, "UPDATE rs SET v = 1, by = 34 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM rs WHERE id = 1"), 34);
+
+    /* Stale UPDATE: 23Q01, mapped to FENCE_STALE with both tokens. */
+    ck_assert_int_eq(write_tok(c, 33, "UPDATE rs SET v = 2, by = 33 WHERE id = 1", &e),
+                     FENCE_STALE);
+    ck_assert_str_eq(e.sqlstate, "23Q01");
+    ck_assert_uint_eq(e.offered, 33);
+    ck_assert_uint_eq(e.highest, 34);
+    ck_assert_int_eq(e.is_resource, 0);
+    ck_assert_str_eq(e.object, "public.rs");
+    ck_assert_str_eq(e.message, "fence: stale token 33 for public.rs (highest seen 34)");
+
+    /* Stale DELETE. */
+    ck_assert_int_eq(write_tok(c, 33, "DELETE FROM rs WHERE id = 1", &e), FENCE_STALE);
+    ck_assert_uint_eq(e.offered, 33);
+    ck_assert_uint_eq(e.highest, 34);
+
+    /* Stale INSERT: an upsert onto the existing row. */
+    ck_assert_int_eq(write_tok(c, 33,
+                               "INSERT INTO rs (id, v, by) VALUES (1, 3, 33) "
+                               "ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, by = EXCLUDED.by",
+                               &e),
+                     FENCE_STALE);
+    ck_assert_uint_eq(e.offered, 33);
+    ck_assert_uint_eq(e.highest, 34);
+    ck_assert_int_eq(num(c, "SELECT by FROM rs WHERE id = 1"), 34);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM rs"), 3);
+
+    /* Equal admitted (many writes by one holder), higher admitted. */
+    ck_assert_int_eq(write_tok(c, 34, "UPDATE rs SET v = v + 1 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 34, "UPDATE rs SET v = v + 1 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT v FROM rs WHERE id = 1"), 3);
+    ck_assert_int_eq(write_tok(c, 35,
+                               "INSERT INTO rs (id, v, by) VALUES (1, 9, 35) "
+                               "ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, by = EXCLUDED.by",
+                               &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM rs WHERE id = 1"), 35);
+    ck_assert_int_eq(write_tok(c, 36, "INSERT INTO rs (id, v, by) VALUES (7, 7, 36)", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM rs WHERE id = 7"), 36);
+    ck_assert_int_eq(write_tok(c, 36, "DELETE FROM rs WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM rs WHERE id = 1"), 0);
+    /* A multi-row statement stamps every row and fails as a whole. */
+    ck_assert_int_eq(write_tok(c, 40, "UPDATE rs SET v = 0 WHERE id IN (2, 3)", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM rs WHERE fence_token = 40"), 2);
+    ck_assert_int_eq(write_tok(c, 39, "UPDATE rs SET v = 5", &e), FENCE_STALE);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM rs WHERE v = 5"), 0);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(row_client_cannot_write_the_column)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "cw");
+    ck_assert_int_eq(write_tok(c, 10, "UPDATE cw SET v = 1 WHERE id = 1", &e), FENCE_OK);
+    /* Written values are overwritten with the writer's token. */
+    ck_assert_int_eq(write_tok(c, 10, "UPDATE cw SET fence_token = 1000 WHERE id = 1", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM cw WHERE id = 1"), 10);
+    ck_assert_int_eq(write_tok(c, 11, "UPDATE cw SET fence_token = 0 WHERE id = 1", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM cw WHERE id = 1"), 11);
+    ck_assert_int_eq(write_tok(c, 12, "INSERT INTO cw (id, fence_token) VALUES (9, 999)", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM cw WHERE id = 9"), 12);
+    /* A stale writer that writes the column itself is still stale. */
+    ck_assert_int_eq(write_tok(c, 5, "UPDATE cw SET fence_token = 99999, v = 5 WHERE id = 1", &e),
+                     FENCE_STALE);
+    ck_assert_int_eq(write_tok(c, 5, "UPDATE cw SET fence_token = 11, v = 5 WHERE id = 1", &e),
+                     FENCE_STALE);
+    /* Without a token, writing the column does not help either. */
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE cw SET fence_token = 11 WHERE id = 1", &e),
+                     FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, NULL, "INSERT INTO cw (id, fence_token) VALUES (20, 50)", &e),
+                     FENCE_ENOTOKEN);
+    ck_assert_int_eq(num(c, "SELECT v FROM cw WHERE id = 1"), 1);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(row_bad_tokens_rejected)
+{
+    static const char *const bad[] = {
+        NULL, "", "abc", "-1", "0", "1.5", " 7", "7 ", "007", "+7", "1e3", "0x10",
+        "9223372036854775808", "99999999999999999999", "18446744073709551616",
+    };
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "bt");
+    static const char *const writes[] = {
+        "UPDATE bt SET v = 1 WHERE id = 1",
+        "DELETE FROM bt WHERE id = 2",
+        "INSERT INTO bt (id) VALUES (50)",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (size_t w = 0; w < 3; w++) {
+            int st = write_raw(c, bad[i], writes[w], &e);
+            ck_assert_msg(st == FENCE_ENOTOKEN, "token '%s' with '%s': %s %s",
+                          bad[i] ? bad[i] : "(none)", writes[w], fence_status_name(st),
+                          e.message);
+            ck_assert_str_eq(e.sqlstate, "23Q02");
+            ck_assert_msg(strncmp(e.message, "fence: ", 7) == 0 &&
+                              strstr(e.message, "public.bt") != NULL,
+                          "unclear message: %s", e.message);
+            ck_assert_msg(strstr(e.message, "invalid input") == NULL, "cast error leaked: %s",
+                          e.message);
+        }
+    }
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM bt WHERE v = 0"), 3);
+    /* The largest valid token is accepted. */
+    ck_assert_int_eq(write_raw(c, "9223372036854775807", "UPDATE bt SET v = 1 WHERE id = 1", &e),
+                     FENCE_OK);
+    /* current_token() parses the same way. */
+    ck_assert_int_eq(write_raw(c, "1.5", "SELECT fence.current_token()", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, "77", "SELECT fence.current_token()", &e), FENCE_OK);
+    /* advance refuses tokens <= 0. */
+    ck_assert_int_eq(run(c, "SELECT fence.advance('bt', 0)", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(run(c, "SELECT fence.advance('bt', -5)", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(run(c, "SELECT fence.advance('bt', NULL)", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(run(c, "SELECT fence.advance('', 5)", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "22023");
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Two sessions, tokens 33 and 34, every interleaving                   */
+/* ------------------------------------------------------------------ */
+
+/* A statement (or a set_token) run on its own thread, for the cases where
+ * one session blocks on the other's lock. */
+typedef struct job {
+    PGconn *c;
+    const char *sql;      /* NULL: fence_pg_set_token(c, tok, resource) */
+    uint64_t tok;
+    const char *resource;
+    int status;
+    fence_pg_error err;
+    pthread_t th;
+} job;
+
+static void *job_main(void *arg)
+{
+    job *j = arg;
+    if (j->sql == NULL) {
+        j->status = fence_pg_set_token(j->c, j->tok, j->resource, &j->err);
+    } else {
+        PGresult *r = PQexec(j->c, j->sql);
+        j->status = fence_pg_result(r, &j->err);
+        PQclear(r);
+    }
+    return NULL;
+}
+
+static void job_start(job *j)
+{
+    ck_assert_int_eq(pthread_create(&j->th, NULL, job_main, j), 0);
+}
+
+/* Join within timeout_ms; fails the test if the job is still running. */
+static void job_join(job *j, int timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    int rc = pthread_timedjoin_np(j->th, NULL, &ts);
+    ck_assert_msg(rc == 0, "the blocked statement did not finish within %d ms", timeout_ms);
+}
+
+/* Wait (bounded) until the backend of c is waiting on a lock. */
+static void wait_blocked(PGconn *watch, PGconn *c)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_stat_activity WHERE pid = %d AND wait_event_type = 'Lock'",
+             PQbackendPID(c));
+    int64_t end = tu_now_ms() + 5000;
+    while (num(watch, sql) != 1) {
+        ck_assert_msg(tu_now_ms() < end, "session never blocked on the row lock");
+        tu_sleep_ms(2);
+    }
+}
+
+/* The interleavings.  mode 0: per-row (protected table, token via
+ * set_token); mode 1: per-resource (plain table, fence.advance on a
+ * resource).  Each returns after checking that the row ends up written by
+ * 34 and stamped 34 (or the resource's mark is 34). */
+enum { ROW = 0, RES = 1 };
+
+typedef struct pair {
+    PGconn *a, *b, *watch; /* a: token 33, b: token 34 */
+    char table[64];
+    char resource[64];
+    int mode;
+} pair;
+
+static void pair_open(pair *p, int mode, const char *name)
+{
+    p->mode = mode;
+    p->a = db();
+    p->b = db();
+    p->watch = db();
+    snprintf(p->table, sizeof p->table, "%s", name);
+    snprintf(p->resource, sizeof p->resource, "res/%s", name);
+    char sql[256];
+    snprintf(sql, sizeof sql, "CREATE TABLE %s (id int PRIMARY KEY, by bigint)", name);
+    ok(p->watch, sql);
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (1, 0)", name);
+    ok(p->watch, sql);
+    if (mode == ROW) {
+        snprintf(sql, sizeof sql, "SELECT fence.protect('%s')", name);
+        ok(p->watch, sql);
+    }
+}
+
+static void pair_close(pair *p)
+{
+    PQfinish(p->a);
+    PQfinish(p->b);
+    PQfinish(p->watch);
+}
+
+static void pair_begin(pair *p, PGconn *c, uint64_t tok)
+{
+    ok(c, "BEGIN");
+    fence_pg_error e;
+    /* Per-resource: token set here, fence.advance at the write. */
+    int st = fence_pg_set_token(c, tok, NULL, &e);
+    ck_assert_msg(st == FENCE_OK, "%s", e.message);
+    (void)p;
+}
+
+/* The write of the token holder: advance (per-resource) + update. */
+static int pair_write(pair *p, PGconn *c, uint64_t tok, fence_pg_error *e)
+{
+    char sql[256];
+    if (p->mode == RES) {
+        int st = fence_pg_set_token(c, tok, p->resource, e);
+        if (st != FENCE_OK) {
+            return st;
+        }
+    }
+    snprintf(sql, sizeof sql, "UPDATE %s SET by = %" PRIu64 " WHERE id = 1", p->table, tok);
+    return run(c, sql, e);
+}
+
+static void pair_end(PGconn *c, int st)
+{
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+}
+
+static void pair_check(pair *p)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT by FROM %s WHERE id = 1", p->table);
+    ck_assert_int_eq(num(p->watch, sql), 34);
+    if (p->mode == ROW) {
+        snprintf(sql, sizeof sql, "SELECT fence_token FROM %s WHERE id = 1", p->table);
+        ck_assert_int_eq(num(p->watch, sql), 34);
+    } else {
+        uint64_t mark = 0;
+        fence_pg_error e;
+        ck_assert_int_eq(fence_pg_mark(p->watch, p->resource, &mark, &e), FENCE_OK);
+        ck_assert_uint_eq(mark, 34);
+    }
+}
+
+static void expect_stale(int st, const fence_pg_error *e, const pair *p)
+{
+    ck_assert_msg(st == FENCE_STALE, "33 was not rejected: %s %s", fence_status_name(st),
+                  e->message);
+    ck_assert_uint_eq(e->offered, 33);
+    ck_assert_uint_eq(e->highest, 34);
+    ck_assert_int_eq(e->is_resource, p->mode == RES);
+    if (p->mode == RES) {
+        ck_assert_str_eq(e->object, p->resource);
+    }
+}
+
+/* 33 first (begin, write, commit), then 34. */
+static void interleave_sequential(int mode, const char *name)
+{
+    pair p;
+    fence_pg_error e;
+    pair_open(&p, mode, name);
+    pair_begin(&p, p.a, 33);
+    int st = pair_write(&p, p.a, 33, &e);
+    ck_assert_msg(st == FENCE_OK, "%s", e.message);
+    pair_end(p.a, st);
+    pair_begin(&p, p.b, 34);
+    st = pair_write(&p, p.b, 34, &e);
+    ck_assert_msg(st == FENCE_OK, "%s", e.message);
+    pair_end(p.b, st);
+    pair_check(&p);
+    pair_close(&p);
+}
+
+/* 34 first, then 33: rejected. */
+static void interleave_reversed(int mode, const char *name)
+{
+    pair p;
+    fence_pg_error e;
+    pair_open(&p, mode, name);
+    pair_begin(&p, p.b, 34);
+    int st = pair_write(&p, p.b, 34, &e);
+    ck_assert_msg(st == FENCE_OK, "%s", e.message);
+    pair_end(p.b, st);
+    pair_begin(&p, p.a, 33);
+    st = pair_write(&p, p.a, 33, &e);
+    expect_stale(st, &e, &p);
+    pair_end(p.a, st);
+    pair_check(&p);
+    pair_close(&p);
+}
+
+/* 33 begins, 34 begins, 34 writes and commits, 33 writes: rejected. */
+static void interleave_overlapping(int mode, const char *name)
+{
+    pair p;
+    fence_pg_error e;
+    pair_open(&p, mode, name);
+    pair_begin(&p, p.a, 33);
+    pair_begin(&p, p.b, 34);
+    int st = pair_write(&p, p.b, 34, &e);
+    ck_assert_msg(st == FENCE_OK, "%s", e.message);
+    pair_end(p.b, st);
+    st = pair_write(&p, p.a, 33, &e);
+    expect_stale(st, &e, &p);
+    pair_end(p.a, st);
+    pair_check(&p);
+    pair_close(&p);
+}
+
+/* 33 writes; 34 writes and blocks on the lock; 33 commits; 34 goes on and
+ * commits. */
+static void interleave_blocking(int mode, const char *name)
+{
+    pair p;
+    fence_pg_error e;
+    pair_open(&p, mode, name);
+    pair_begin(&p, p.a, 33);
+    int st = pair_write(&p, p.a, 33, &e);
+    ck_assert_msg(st == FENCE_OK, "%s", e.message);
+
+    pair_begin(&p, p.b, 34);
+    char sql[256];
+    snprintf(sql, sizeof sql, "UPDATE %s SET by = 34 WHERE id = 1", p.table);
+    job j = {.c = p.b, .sql = mode == ROW ? sql : NULL, .tok = 34, .resource = p.resource};
+    job_start(&j);
+    wait_blocked(p.watch, p.b);
+    pair_end(p.a, FENCE_OK);
+    job_join(&j, 5000);
+    ck_assert_msg(j.status == FENCE_OK, "%s", j.err.message);
+    if (mode == RES) {
+        ck_assert_int_eq(run(p.b, sql, &e), FENCE_OK);
+    }
+    pair_end(p.b, FENCE_OK);
+    pair_check(&p);
+    pair_close(&p);
+}
+
+/* 34 writes; 33 writes and blocks; 34 commits; 33 is rejected. */
+static void interleave_blocking_stale(int mode, const char *name)
+{
+    pair p;
+    fence_pg_error e;
+    pair_open(&p, mode, name);
+    pair_begin(&p, p.b, 34);
+    int st = pair_write(&p, p.b, 34, &e);
+    ck_assert_msg(st == FENCE_OK, "%s", e.message);
+
+    pair_begin(&p, p.a, 33);
+    char sql[256];
+    snprintf(sql, sizeof sql, "UPDATE %s SET by = 33 WHERE id = 1", p.table);
+    job j = {.c = p.a, .sql = mode == ROW ? sql : NULL, .tok = 33, .resource = p.resource};
+    job_start(&j);
+    wait_blocked(p.watch, p.a);
+    pair_end(p.b, FENCE_OK);
+    job_join(&j, 5000);
+    expect_stale(j.status, &j.err, &p);
+    pair_end(p.a, j.status);
+    pair_check(&p);
+    pair_close(&p);
+}
+
+START_TEST(row_interleavings)
+{
+    interleave_sequential(ROW, "il_row_seq");
+    interleave_reversed(ROW, "il_row_rev");
+    interleave_overlapping(ROW, "il_row_ovl");
+    interleave_blocking(ROW, "il_row_blk");
+    interleave_blocking_stale(ROW, "il_row_blks");
+}
+END_TEST
+
+START_TEST(resource_interleavings)
+{
+    interleave_sequential(RES, "il_res_seq");
+    interleave_reversed(RES, "il_res_rev");
+    interleave_overlapping(RES, "il_res_ovl");
+    interleave_blocking(RES, "il_res_blk");
+    interleave_blocking_stale(RES, "il_res_blks");
+}
+END_TEST
+
+/* A new resource created concurrently by 33 and 34 (both INSERT paths). */
+START_TEST(resource_concurrent_create)
+{
+    PGconn *a = db(), *b = db(), *w = db();
+    fence_pg_error e;
+    ok(a, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(a, 34, "fresh", &e), FENCE_OK);
+    ok(b, "BEGIN");
+    job j = {.c = b, .sql = NULL, .tok = 33, .resource = "fresh"};
+    job_start(&j);
+    wait_blocked(w, b);
+    ok(a, "COMMIT");
+    job_join(&j, 5000);
+    ck_assert_int_eq(j.status, FENCE_STALE);
+    ck_assert_uint_eq(j.err.highest, 34);
+    ok(b, "ROLLBACK");
+
+    /* Equal admitted, mark readable, never lowered even by its owner. */
+    ok(a, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(a, 34, "fresh", &e), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(a, 34, "fresh", &e), FENCE_OK);
+    ok(a, "COMMIT");
+    uint64_t m = 0;
+    ck_assert_int_eq(fence_pg_mark(w, "fresh", &m, &e), FENCE_OK);
+    ck_assert_uint_eq(m, 34);
+    ck_assert_int_eq(fence_pg_mark(w, "never-seen", &m, &e), FENCE_OK);
+    ck_assert_uint_eq(m, 0);
+    fails(w, "UPDATE fence.marks SET token = 1 WHERE resource = 'fresh'", "23Q03");
+    fails(w, "UPDATE fence.marks SET resource = 'other' WHERE resource = 'fresh'", "23Q03");
+    fails(w, "DELETE FROM fence.marks WHERE resource = 'fresh'", "23Q03");
+    fails(w, "TRUNCATE fence.marks", "23Q03");
+    ck_assert_int_eq(num(w, "SELECT fence.mark('fresh')"), 34);
+    PQfinish(a);
+    PQfinish(b);
+    PQfinish(w);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Retrofit, modes, COPY, TRUNCATE, unprotect                           */
+/* ------------------------------------------------------------------ */
+
+START_TEST(retrofit_rails_lock_version)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    ok(c, "CREATE TABLE posts (id serial PRIMARY KEY, title text, lock_version integer DEFAULT 0);"
+          "INSERT INTO posts (title, lock_version) VALUES ('a', NULL), ('b', 3), ('c', 0), "
+          "('d', NULL)");
+    ok(c, "SELECT fence.protect('posts', 'lock_version')");
+    ck_assert_str_eq(text1(c, "SELECT format_type(atttypid, atttypmod) || ' ' || attnotnull || ' '"
+                              " || pg_get_expr(adbin, adrelid) FROM pg_attribute"
+                              " JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum"
+                              " WHERE attrelid = 'posts'::regclass AND attname = 'lock_version'"),
+                     "bigint true 0");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM posts WHERE lock_version = 0"), 3);
+    ck_assert_int_eq(num(c, "SELECT lock_version FROM posts WHERE title = 'b'"), 3);
+    ck_assert_str_eq(text1(c, "SELECT col || ' ' || mode FROM fence.protected"
+                              " WHERE tbl = 'posts'::regclass"),
+                     "lock_version strict");
+    /* Existing versions are marks: 2 < 3 is stale, 3 and up admitted. */
+    ck_assert_int_eq(write_tok(c, 2, "UPDATE posts SET title = 'x' WHERE title = 'b'", &e),
+                     FENCE_STALE);
+    ck_assert_uint_eq(e.highest, 3);
+    ck_assert_int_eq(write_tok(c, 3, "UPDATE posts SET title = 'b2' WHERE title = 'b'", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 5, "UPDATE posts SET title = 'a2' WHERE title = 'a'", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT lock_version FROM posts WHERE title = 'a2'"), 5);
+    /* Protect again: idempotent, nothing changes. */
+    ok(c, "SELECT fence.protect('posts', 'lock_version')");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'posts'::regclass"
+                            " AND tgname LIKE 'zz_fence_%'"),
+                     4);
+    ck_assert_int_eq(num(c, "SELECT lock_version FROM posts WHERE title = 'a2'"), 5);
+
+    /* A bigint column with NULLs, and a column of the wrong type. */
+    ok(c, "CREATE TABLE v8 (id int, ver bigint); INSERT INTO v8 VALUES (1, NULL), (2, 7)");
+    ok(c, "SELECT fence.protect('v8', 'ver')");
+    ck_assert_int_eq(num(c, "SELECT sum(ver) FROM v8"), 7);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM v8 WHERE ver IS NULL"), 0);
+    ok(c, "CREATE TABLE vt (id int, ver text)");
+    fails(c, "SELECT fence.protect('vt', 'ver')", "22023");
+    ok(c, "CREATE VIEW vv AS SELECT 1 AS x");
+    fails(c, "SELECT fence.protect('vv')", "22023");
+    fails(c, "SELECT fence.protect('no_such_table')", "42P01");
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(permissive_mode)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "pm");
+    ck_assert_int_eq(write_tok(c, 20, "UPDATE pm SET v = 1 WHERE id = 1", &e), FENCE_OK);
+    ok(c, "SELECT fence.set_mode('pm', 'permissive')");
+    ck_assert_str_eq(text1(c, "SELECT mode FROM fence.protected WHERE tbl = 'pm'::regclass"),
+                     "permissive");
+    /* No token: admitted, the stamp stays (UPDATE) or is 0 (INSERT). */
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE pm SET v = 2 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_raw(c, "", "UPDATE pm SET v = 3, fence_token = 99 WHERE id = 1", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM pm WHERE id = 1"), 20);
+    ck_assert_int_eq(write_raw(c, NULL, "INSERT INTO pm (id, fence_token) VALUES (8, 50)", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM pm WHERE id = 8"), 0);
+    ck_assert_int_eq(write_raw(c, NULL, "DELETE FROM pm WHERE id = 8", &e), FENCE_OK);
+    /* Stale and malformed tokens are still rejected. */
+    ck_assert_int_eq(write_tok(c, 19, "UPDATE pm SET v = 4 WHERE id = 1", &e), FENCE_STALE);
+    ck_assert_int_eq(write_raw(c, "abc", "UPDATE pm SET v = 4 WHERE id = 1", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, "0", "UPDATE pm SET v = 4 WHERE id = 1", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_tok(c, 21, "UPDATE pm SET v = 5 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM pm WHERE id = 1"), 21);
+    /* And back. */
+    ok(c, "SELECT fence.set_mode('pm', 'strict')");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE pm SET v = 6 WHERE id = 1", &e), FENCE_ENOTOKEN);
+    fails(c, "SELECT fence.set_mode('pm', 'lenient')", "22023");
+    ok(c, "CREATE TABLE pm_unprotected (id int)");
+    fails(c, "SELECT fence.set_mode('pm_unprotected', 'strict')", "22023");
+    /* protect(..., permissive => true) does the same. */
+    ok(c, "SELECT fence.protect('pm', permissive => true)");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE pm SET v = 7 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT v FROM pm WHERE id = 1"), 7);
+    PQfinish(c);
+}
+END_TEST
+
+/* COPY FROM STDIN of rows, in a transaction with raw token (NULL: none);
+ * returns the status of the COPY. */
+static int copy_rows(PGconn *c, const char *raw, const char *copy, const char *data,
+                     fence_pg_error *e)
+{
+    ok(c, "BEGIN");
+    if (raw != NULL) {
+        char set[128];
+        snprintf(set, sizeof set, "SET LOCAL fence.token = '%s'", raw);
+        ok(c, set);
+    }
+    PGresult *r = PQexec(c, copy);
+    ck_assert_int_eq(PQresultStatus(r), PGRES_COPY_IN);
+    PQclear(r);
+    ck_assert_int_eq(PQputCopyData(c, data, (int)strlen(data)), 1);
+    ck_assert_int_eq(PQputCopyEnd(c, NULL), 1);
+    r = PQgetResult(c);
+    int st = fence_pg_result(r, e);
+    PQclear(r);
+    while ((r = PQgetResult(c)) != NULL) {
+        PQclear(r);
+    }
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return st;
+}
+
+START_TEST(copy_is_fenced)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "cp");
+    ck_assert_int_eq(copy_rows(c, NULL, "COPY cp (id, v) FROM STDIN", "10\t1\n11\t1\n", &e),
+                     FENCE_ENOTOKEN);
+    ck_assert_int_eq(copy_rows(c, "abc", "COPY cp (id, v) FROM STDIN", "10\t1\n", &e),
+                     FENCE_ENOTOKEN);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM cp"), 3);
+    ck_assert_int_eq(copy_rows(c, "42", "COPY cp (id, v, fence_token) FROM STDIN",
+                               "10\t1\t999\n11\t1\t1\n", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM cp WHERE fence_token = 42"), 2);
+    PQfinish(c);
+}
+END_TEST
+
+START_TEST(truncate_refused_and_unprotect)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "tr");
+    int st = run(c, "TRUNCATE tr", &e);
+    ck_assert_int_eq(st, FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ck_assert_ptr_nonnull(strstr(e.message, "public.tr"));
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM tr"), 3);
+
+    ok(c, "SELECT fence.unprotect('tr')");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'tr'::regclass"), 0);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE tbl = 'tr'::regclass"), 0);
+    ok(c, "UPDATE tr SET v = 9"); /* no token needed any more */
+    ok(c, "SELECT fence.unprotect('tr')"); /* again: no error */
+    ok(c, "TRUNCATE tr");
+    ok(c, "SELECT fence.protect('tr')"); /* and back */
+    ck_assert_int_eq(write_raw(c, NULL, "INSERT INTO tr (id) VALUES (1)", &e), FENCE_ENOTOKEN);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Security: a non-superuser application role                           */
+/* ------------------------------------------------------------------ */
+
+START_TEST(app_role_cannot_bypass)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    char sql[256];
+    make_table(c, "sec");
+    snprintf(sql, sizeof sql, "GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON sec TO %s", g_app);
+    ok(c, sql);
+    ck_assert_int_eq(write_tok(c, 50, "SELECT fence.advance('sec-res', 50)", &e), FENCE_OK);
+
+    PGconn *app = db_app();
+    ck_assert_int_eq(num(app, "SELECT usesuper::int FROM pg_user WHERE usename = current_user"),
+                     0);
+    /* The high-water table: no direct access at all. */
+    fails(app, "UPDATE fence.marks SET token = 1", "42501");
+    fails(app, "DELETE FROM fence.marks", "42501");
+    fails(app, "INSERT INTO fence.marks VALUES ('sec-res', 1)", "42501");
+    fails(app, "TRUNCATE fence.marks", "42501");
+    fails(app, "SELECT * FROM fence.marks", "42501");
+    fails(app, "ALTER TABLE fence.marks DISABLE TRIGGER ALL", "42501");
+    /* Internal and admin functions. */
+    fails(app, "SELECT fence.protect('sec')", "42501");
+    fails(app, "SELECT fence.unprotect('sec')", "42501");
+    fails(app, "SELECT fence.set_mode('sec', 'permissive')", "42501");
+    fails(app, "SELECT fence.row_guard()", "42501");
+    fails(app, "SELECT fence.marks_guard()", "42501");
+    fails(app, "SELECT fence.refuse_truncate()", "42501");
+    fails(app, "CREATE FUNCTION fence.evil() RETURNS int LANGUAGE sql AS 'SELECT 1'", "42501");
+    /* The triggers of a table it does not own. */
+    fails(app, "ALTER TABLE sec DISABLE TRIGGER zz_fence_guard_upd", "42501");
+    fails(app, "ALTER TABLE sec DISABLE TRIGGER ALL", "42501");
+    fails(app, "DROP TRIGGER zz_fence_guard_upd ON sec", "42501");
+    fails(app, "ALTER TABLE sec DROP COLUMN fence_token", "42501");
+    fails(app, "SET session_replication_role = replica", "42501");
+    ck_assert_int_eq(write_raw(app, NULL, "UPDATE sec SET v = 1", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(app, NULL, "TRUNCATE sec", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    /* Lowering a mark through advance is just a stale write. */
+    ok(app, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(app, 49, "sec-res", &e), FENCE_STALE);
+    ok(app, "ROLLBACK");
+    ck_assert_int_eq(num(c, "SELECT fence.mark('sec-res')"), 50);
+
+    /* With a valid token it works normally. */
+    ck_assert_int_eq(write_tok(app, 60, "UPDATE sec SET v = 6 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(app, 60, "INSERT INTO sec (id, v) VALUES (4, 4)", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(app, 60, "DELETE FROM sec WHERE id = 2", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(app, 59, "UPDATE sec SET v = 7 WHERE id = 1", &e), FENCE_STALE);
+    ok(app, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(app, 51, "sec-res", &e), FENCE_OK);
+    ok(app, "COMMIT");
+    uint64_t m = 0;
+    ck_assert_int_eq(fence_pg_mark(app, "sec-res", &m, &e), FENCE_OK);
+    ck_assert_uint_eq(m, 51);
+    ck_assert_int_eq(num(app, "SELECT fence.version()"), 1);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sec'::regclass"
+                            " AND tgenabled = 'O'"),
+                     4);
+    PQfinish(app);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Injection: odd table, column and resource names                      */
+/* ------------------------------------------------------------------ */
+
+START_TEST(names_are_quoted)
+{
+    static const char *const names[] = {
+        "x\"; DROP TABLE victim; --", "Mixed Case", "with space", "quote'single", "ünï",
+    };
+    PGconn *c = db();
+    fence_pg_error e;
+    ok(c, "CREATE TABLE victim (id int)");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *tid = PQescapeIdentifier(c, names[i], strlen(names[i]));
+        char *tlit = PQescapeLiteral(c, tid, strlen(tid)); /* regclass text */
+        char *clit = PQescapeLiteral(c, names[i], strlen(names[i]));
+        char sql[1024];
+        snprintf(sql, sizeof sql, "CREATE TABLE %s (id int PRIMARY KEY, %s integer)", tid, tid);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (1, NULL)", tid);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "SELECT fence.protect(%s, %s)", tlit, clit);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "UPDATE %s SET id = 1", tid);
+        ck_assert_int_eq(write_tok(c, 8, sql, &e), FENCE_OK);
+        ck_assert_int_eq(write_tok(c, 7, sql, &e), FENCE_STALE);
+        char obj[512];
+        snprintf(obj, sizeof obj, "public.%s", tid);
+        ck_assert_str_eq(e.object, obj);
+        snprintf(sql, sizeof sql, "SELECT %s FROM %s", tid, tid);
+        ck_assert_int_eq(num(c, sql), 8);
+        snprintf(sql, sizeof sql, "SELECT fence.set_mode(%s, 'permissive')", tlit);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "SELECT fence.unprotect(%s)", tlit);
+        ok(c, sql);
+
+        /* The same name as a resource. */
+        ok(c, "BEGIN");
+        ck_assert_int_eq(fence_pg_set_token(c, 8, names[i], &e), FENCE_OK);
+        ok(c, "COMMIT");
+        ok(c, "BEGIN");
+        ck_assert_int_eq(fence_pg_set_token(c, 7, names[i], &e), FENCE_STALE);
+        ck_assert_int_eq(e.is_resource, 1);
+        ck_assert_str_eq(e.object, names[i]);
+        ok(c, "ROLLBACK");
+        PQfreemem(tid);
+        PQfreemem(tlit);
+        PQfreemem(clit);
+    }
+    /* Names that are not tables are errors, not code. */
+    fails(c, "SELECT fence.protect('victim; DROP TABLE victim')", "42602");
+    ok(c, "SELECT fence.protect('victim', 'c\"; DROP TABLE victim; --')");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'victim'::regclass"
+                            " AND attname = 'c\"; DROP TABLE victim; --'"),
+                     1);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_class WHERE relname = 'victim'"), 1);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Pipeline mode: one round trip in autocommit                          */
+/* ------------------------------------------------------------------ */
+
+/* Send token + sql + sync; return the status of sql's result. */
+static int pipelined(PGconn *c, uint64_t tok, const char *resource, const char *sql,
+                     fence_pg_error *e)
+{
+    ck_assert_int_eq(PQenterPipelineMode(c), 1);
+    ck_assert_int_eq(fence_pg_send_token(c, tok, resource, e), FENCE_OK);
+    ck_assert_int_eq(PQsendQueryParams(c, sql, 0, NULL, NULL, NULL, NULL, 0), 1);
+    ck_assert_int_eq(PQpipelineSync(c), 1);
+    PGresult *r = PQgetResult(c);
+    int st_set = fence_pg_result(r, e);
+    PQclear(r);
+    ck_assert_ptr_null(PQgetResult(c));
+    r = PQgetResult(c);
+    int st = st_set == FENCE_OK ? fence_pg_result(r, e) : st_set;
+    PQclear(r);
+    ck_assert_ptr_null(PQgetResult(c));
+    r = PQgetResult(c);
+    ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
+    PQclear(r);
+    ck_assert_int_eq(PQexitPipelineMode(c), 1);
+    return st;
+}
+
+START_TEST(pipeline_send_token)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "pl");
+    ck_assert_int_eq(pipelined(c, 30, NULL, "UPDATE pl SET v = 1 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM pl WHERE id = 1"), 30);
+    ck_assert_int_eq(pipelined(c, 29, NULL, "UPDATE pl SET v = 2 WHERE id = 1", &e), FENCE_STALE);
+    ck_assert_uint_eq(e.highest, 30);
+    ck_assert_int_eq(pipelined(c, 31, "pl-res", "UPDATE pl SET v = 3 WHERE id = 1", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(pipelined(c, 30, "pl-res", "UPDATE pl SET v = 4 WHERE id = 2", &e),
+                     FENCE_STALE);
+    ck_assert_int_eq(e.is_resource, 1);
+    ck_assert_int_eq(num(c, "SELECT sum(v) FROM pl"), 3);
+    /* After the sync the token is gone: fail closed. */
+    ck_assert_int_eq(run(c, "UPDATE pl SET v = 5 WHERE id = 1", &e), FENCE_ENOTOKEN);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* C API: bad arguments and states                                      */
+/* ------------------------------------------------------------------ */
+
+START_TEST(api_bad_arguments)
+{
+    fence_pg_error e;
+    uint64_t m = 7;
+    char big[FENCE_PG_RESOURCE_MAX + 2];
+    memset(big, 'r', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+
+    /* NULL handles. */
+    ck_assert_int_eq(fence_pg_set_token(NULL, 1, NULL, &e), FENCE_EINVAL);
+    ck_assert_int_eq(e.status, FENCE_EINVAL);
+    ck_assert(strlen(e.message) > 0);
+    ck_assert_int_eq(fence_pg_set_token(NULL, 1, NULL, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_send_token(NULL, 1, NULL, &e), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_result(NULL, &e), FENCE_EINVAL);
+    ck_assert(strlen(e.message) > 0);
+    ck_assert_int_eq(fence_pg_result(NULL, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_mark(NULL, "r", &m, &e), FENCE_EINVAL);
+    ck_assert_uint_eq(m, 0);
+    ck_assert_int_eq(fence_pg_install(NULL, &e), FENCE_EINVAL);
+
+    PGconn *c = db();
+    /* Tokens. */
+    ok(c, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(c, 0, NULL, &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, (uint64_t)INT64_MAX + 1, NULL, &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, UINT64_MAX, "r", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, FENCE_PG_TOKEN_MAX, NULL, &e), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.token')"), "9223372036854775807");
+    /* Resource names. */
+    ck_assert_int_eq(fence_pg_set_token(c, 5, "", &e), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, big, &e), FENCE_EINVAL);
+    big[FENCE_PG_RESOURCE_MAX] = '\0'; /* exactly the maximum */
+    ck_assert_int_eq(fence_pg_set_token(c, 5, big, &e), FENCE_OK);
+    ck_assert_int_eq(fence_pg_mark(c, "", &m, &e), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_mark(c, NULL, &m, &e), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_mark(c, "r", NULL, &e), FENCE_EINVAL);
+    ok(c, "COMMIT");
+
+    /* States: not in a transaction block (would not fence), failed
+     * transaction, pipeline mode. */
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, &e), FENCE_ESTATE);
+    ck_assert_ptr_nonnull(strstr(e.message, "BEGIN"));
+    ck_assert_int_eq(fence_pg_set_token(c, 5, "r", NULL), FENCE_ESTATE);
+    ck_assert_int_eq(num(c, "SELECT fence.mark('r')"), 0); /* nothing advanced */
+    ok(c, "BEGIN");
+    run(c, "SELECT 1/0", &e);
+    ck_assert_str_eq(e.sqlstate, "22012");
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, &e), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_mark(c, "r", &m, &e), FENCE_ESTATE);
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(fence_pg_send_token(c, 5, NULL, &e), FENCE_ESTATE);
+    ck_assert_int_eq(PQenterPipelineMode(c), 1);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, &e), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_mark(c, "r", &m, &e), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_install(c, &e), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_send_token(c, 0, NULL, &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_send_token(c, 5, "", &e), FENCE_EINVAL);
+    ck_assert_int_eq(PQexitPipelineMode(c), 1);
+
+    /* Results: success, and errors that are not fence's. */
+    PGresult *r = PQexec(c, "SELECT 1");
+    ck_assert_int_eq(fence_pg_result(r, &e), FENCE_OK);
+    ck_assert_str_eq(e.sqlstate, "");
+    PQclear(r);
+    r = PQexec(c, "SELEKT 1");
+    ck_assert_int_eq(fence_pg_result(r, &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "42601");
+    ck_assert(strlen(e.message) > 0);
+    ck_assert_uint_eq(e.offered, 0);
+    PQclear(r);
+    /* A 23Q01 raised by someone else (no machine-readable DETAIL). */
+    r = PQexec(c, "DO $$ BEGIN RAISE EXCEPTION 'custom stale' USING ERRCODE = '23Q01'; END $$");
+    ck_assert_int_eq(fence_pg_result(r, &e), FENCE_STALE);
+    ck_assert_uint_eq(e.offered, 0);
+    ck_assert_str_eq(e.message, "custom stale");
+    PQclear(r);
+    r = PQexec(c, "DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '23Q01', "
+                  "DETAIL = 'offered=99999999999999999999 highest=1 kind=table object=t'; END $$");
+    ck_assert_int_eq(fence_pg_result(r, &e), FENCE_STALE);
+    ck_assert_uint_eq(e.offered, 0); /* overflow: not parsed */
+    PQclear(r);
+    PQfinish(c);
+
+    /* A database without fence.sql: a clear FENCE_EDB. */
+    PGconn *plain = connect_as(NULL, NULL);
+    ok(plain, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(plain, 5, "r", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "3F000"); /* schema "fence" does not exist */
+    ok(plain, "ROLLBACK");
+    PQfinish(plain);
+
+    /* A connection that failed. */
+    PGconn *bad = PQconnectdb("host=127.0.0.1 port=1 connect_timeout=2");
+    ck_assert_int_eq(fence_pg_set_token(bad, 5, NULL, &e), FENCE_ECONN);
+    ck_assert(strlen(e.message) > 0);
+    ck_assert_int_eq(fence_pg_send_token(bad, 5, NULL, &e), FENCE_ECONN);
+    ck_assert_int_eq(fence_pg_mark(bad, "r", &m, &e), FENCE_ECONN);
+    ck_assert_int_eq(fence_pg_install(bad, &e), FENCE_ECONN);
+    PQfinish(bad);
+}
+END_TEST
+
+static Suite *pg_suite(void)
+{
+    Suite *s = suite_create("pg");
+    TCase *t = tcase_create("pg");
+    tcase_add_unchecked_fixture(t, setup_db, teardown_db);
+    tcase_set_timeout(t, 30);
+    tcase_add_test(t, install_idempotent_and_versioned);
+    tcase_add_test(t, row_stale_update_delete_insert);
+    tcase_add_test(t, row_client_cannot_write_the_column);
+    tcase_add_test(t, row_bad_tokens_rejected);
+    tcase_add_test(t, row_interleavings);
+    tcase_add_test(t, resource_interleavings);
+    tcase_add_test(t, resource_concurrent_create);
+    tcase_add_test(t, retrofit_rails_lock_version);
+    tcase_add_test(t, permissive_mode);
+    tcase_add_test(t, copy_is_fenced);
+    tcase_add_test(t, truncate_refused_and_unprotect);
+    tcase_add_test(t, app_role_cannot_bypass);
+    tcase_add_test(t, names_are_quoted);
+    tcase_add_test(t, pipeline_send_token);
+    tcase_add_test(t, api_bad_arguments);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(pg_suite());
+}
