@@ -39,9 +39,10 @@ $(SQLITE_EXT): $(SQLITE_EXT_OBJ) lib/sqlite/ext.map
 	  -Wl,--version-script=lib/sqlite/ext.map -Wl,-Bsymbolic -Wl,-z,defs
 all: $(SQLITE_EXT)
 
-# Tests and benchmark.
+# Tests and benchmark.  (tests/module.mk is read after this file, so its
+# variables are not set yet here: name testutil.o directly.)
 TEST_BINS += $(B)/tests/test_sqlite
-$(B)/tests/test_sqlite: $(B)/tests/test_sqlite.o $(TESTUTIL_OBJ) $(B)/libfence_sqlite.a \
+$(B)/tests/test_sqlite: $(B)/tests/test_sqlite.o $(B)/tests/testutil.o $(B)/libfence_sqlite.a \
                         $(B)/libfence.a
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(HIREDIS_LIBS) $(CHECK_LIBS)
 tests-build: $(SQLITE_EXT)
