@@ -8,3 +8,15 @@ $(B)/examples/filestore: $(B)/examples/filestore.o $(B)/libfence_gate.a $(B)/lib
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS)
 # tests/test_filestore.sh drives this binary, so it is built with the tests.
 TEST_BINS += $(B)/examples/filestore
+
+# paused_holder: the GC-pause race with real processes and SIGSTOP, without
+# and with fencing, on SQLite, PostgreSQL or the C gate (make demo runs it).
+PH_OBJ := $(addprefix $(B)/examples/,paused_holder.o ph_store.o ph_sqlite.o ph_pg.o ph_gate.o)
+EXAMPLE_BINS += $(B)/examples/paused_holder
+$(PH_OBJ): MOD_CFLAGS += -Ilib/sqlite -Ilib/pg -Ilib/gate $(PQ_CFLAGS)
+$(B)/examples/paused_holder: $(PH_OBJ) $(B)/libfence_sqlite.a $(B)/libfence_pg.a \
+                             $(B)/libfence_gate.a $(B)/libfence.a
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(PQ_LIBS) $(HIREDIS_LIBS)
+
+# tests/test_race.sh drives these, so they are built with the tests.
+TEST_BINS += $(B)/examples/paused_holder
