@@ -103,7 +103,7 @@ int cli__usage_error(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n(try 'fence %s--help')\n", cmd != NULL ? cmd : "");
+    fprintf(stderr, "\n(try 'fence %s%s--help')\n", cmd != NULL ? cmd : "", cmd != NULL ? " " : "");
     return CLI_EX_USAGE;
 }
 

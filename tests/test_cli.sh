@@ -1,0 +1,346 @@
+#!/usr/bin/env bash
+# test_cli.sh -- the `fence` command-line tool against a real Redis (and a
+# real PostgreSQL for the psql case).  Run by scripts/run-suites with
+# FENCE_BUILD set (build, build/address, ...) inside scripts/with-servers:
+#   FENCE_SUITES=test_cli scripts/with-servers --redis --pg -- scripts/run-suites build
+# Prints "ok - ..." / "not ok - ..." lines; exits non-zero on any failure.
+set -u
+cd "$(dirname "$0")/.."
+
+B=${FENCE_BUILD:-build}
+F=$PWD/$B/fence
+case "$B" in /*) F=$B/fence ;; esac
+pass=0; fail=0
+ok() { echo "ok - $*"; pass=$((pass + 1)); }
+nok() { echo "not ok - $*"; fail=$((fail + 1)); }
+check() { # check DESCRIPTION COMMAND...: ok when COMMAND succeeds
+  local what=$1; shift
+  if "$@"; then ok "$what"; else nok "$what"; fi
+}
+
+if [ -z "${FENCE_TEST_REDIS_URL:-}" ] || [ -z "${FENCE_TEST_REDIS_CTL:-}" ]; then
+  nok "setup: FENCE_TEST_REDIS_URL / FENCE_TEST_REDIS_CTL not set (run under scripts/with-servers --redis)"
+  exit 1
+fi
+if [ ! -x "$F" ]; then
+  nok "setup: $F is missing (make $B/fence)"
+  exit 1
+fi
+U=$FENCE_TEST_REDIS_URL
+export FENCE_REDIS_URL=$U
+T=$(mktemp -d "${TMPDIR:-/tmp}/fence-cli.XXXXXX")
+BG=() # background processes we started
+
+rcli() { $FENCE_TEST_REDIS_CTL cli "$@"; }
+redis_up() { [ "$(rcli ping 2>/dev/null)" = PONG ]; }
+
+cleanup() {
+  local p
+  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null; done
+  # Always leave Redis running for the suites after us.
+  redis_up || $FENCE_TEST_REDIS_CTL start >/dev/null 2>&1
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  case "$st" in Z*) return 1 ;; esac
+  return 0
+}
+# wait_until SECONDS COMMAND...: poll every 20 ms.
+wait_until() {
+  local n=$(($(awk -v s="$1" 'BEGIN{printf "%d", s * 50}'))); shift
+  local i
+  for ((i = 0; i < n; i++)); do
+    "$@" && return 0
+    sleep 0.02
+  done
+  "$@"
+}
+file_has() { [ -s "$1" ]; }
+not_alive() { ! alive "$1"; }
+key_gone() { [ "$(rcli exists "fence:{$1}")" = 0 ]; }
+now() { date +%s.%N; }
+elapsed_ge() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a >= m)}'; }
+elapsed_lt() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a < m)}'; }
+json_field() { # json_field FILE FIELD
+  python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v))' "$1" "$2"
+}
+
+# A fresh lease name each call; the counter lives in a file because name()
+# is mostly called in $(...), a subshell.
+echo 0 > "$T/counter"
+name() {
+  local k; k=$(($(cat "$T/counter") + 1)); echo "$k" > "$T/counter"
+  echo "clitest-$$-$k"
+}
+
+# ---- basics -------------------------------------------------------------------
+out=$("$F" --version); rc=$?
+check "--version prints the version and exits 0" \
+  test "$rc" = 0 -a "$out" = "fence $(sed -n 's/^#define FENCE_VERSION_STRING "\(.*\)"/\1/p' lib/fence.h)"
+"$F" run --help > "$T/help" 2>&1; rc=$?
+check "run --help exits 0 and documents exit codes and the pdeathsig limit" \
+  bash -c "[ $rc = 0 ] && grep -q '^   76' '$T/help' && grep -q PDEATHSIG '$T/help' && grep -q 'leaves the group' '$T/help'"
+
+# ---- the environment and tokens ----------------------------------------------------
+n=$(name)
+FENCE_TOKEN=999999 FENCE_NAME=wrong "$F" run --ttl 300ms "$n" -- \
+  sh -c 'echo "$FENCE_TOKEN $FENCE_NAME" > "$1"' sh "$T/env1"; rc1=$?
+"$F" run --ttl 300ms "$n" -- sh -c 'echo "$FENCE_TOKEN $FENCE_NAME" > "$1"' sh "$T/env2"; rc2=$?
+read -r t1 n1 < "$T/env1"; read -r t2 n2 < "$T/env2"
+check "FENCE_TOKEN and FENCE_NAME set (inherited ones replaced)" \
+  test "$rc1" = 0 -a "$n1" = "$n" -a "$n2" = "$n" -a "$t1" != 999999
+check "tokens increase across runs ($t1 < $t2)" test "$t1" -ge 1 -a "$t2" -gt "$t1"
+check "fence token prints the last token issued" test "$("$F" token "$n")" = "$t2"
+check "fence token of an unused name is 0" test "$("$F" token "$(name)")" = 0
+check "fence token --raise raises the counter" test "$("$F" token --raise 1000 "$n")" = 1000
+check "fence token --raise never lowers it" test "$("$F" token --raise=5 "$n")" = 1000
+"$F" run "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1"' sh "$T/env3"
+check "the next run after --raise 1000 gets token 1001" test "$(cat "$T/env3")" = 1001
+
+# ---- exit status ---------------------------------------------------------------
+"$F" run "$(name)" -- true; rc=$?
+check "exit status 0 passed through" test "$rc" = 0
+"$F" run "$(name)" -- sh -c 'exit 3'; rc=$?
+check "exit status 3 passed through" test "$rc" = 3
+"$F" run "$(name)" -- sh -c 'kill -KILL $$'; rc=$?
+check "a command killed by SIGKILL gives 128+9 ($rc)" test "$rc" = 137
+"$F" run "$(name)" -- sh -c 'kill -TERM $$'; rc=$?
+check "a command killed by SIGTERM gives 128+15 ($rc)" test "$rc" = 143
+"$F" run "$(name)" -- no-such-command-here 2> "$T/err"; rc=$?
+check "a missing command exits 127 with a message" \
+  bash -c "[ $rc = 127 ] && grep -q 'command not found' '$T/err'"
+printf 'echo hi\n' > "$T/noexec"; chmod 644 "$T/noexec"
+"$F" run "$(name)" -- "$T/noexec" 2> "$T/err"; rc=$?
+check "a command that cannot be executed exits 126" test "$rc" = 126
+
+# ---- usage errors -----------------------------------------------------------------
+usage_case() { # usage_case DESCRIPTION ARGS...
+  local what=$1; shift
+  "$F" "$@" > "$T/out" 2> "$T/err"; local rc=$?
+  if [ "$rc" = 64 ] && [ -s "$T/err" ]; then ok "usage error exits 64: $what"
+  else nok "usage error exits 64: $what (got $rc: $(head -c 200 "$T/err"))"; fi
+}
+usage_case "no arguments"
+usage_case "unknown command" frobnicate
+usage_case "run without NAME" run
+usage_case "run without --" run x true
+usage_case "run without a command after --" run x --
+usage_case "--ttl 0" run --ttl 0 x -- true
+usage_case "--ttl -1s" run --ttl -1s x -- true
+usage_case "--ttl 10x" run --ttl 10x x -- true
+usage_case "--ttl overflow" run --ttl 99999999999999999999999s x -- true
+usage_case "--ttl 8d (above the maximum)" run --ttl 8d x -- true
+usage_case "--wait junk" run --wait soon x -- true
+usage_case "--kill-after with no value" run x --kill-after
+usage_case "--kill-after 0.0001s (finer than 1ms)" run --kill-after 0.0001s x -- true
+usage_case "unknown option" run --bogus x -- true
+usage_case "NAME with a control character" run "$(printf 'a\tb')" -- true
+usage_case "status without NAME" status
+usage_case "status with two names" status a b
+usage_case "token --raise junk" token --raise 12x a
+# Durations that are fine: none of these may be a usage error.
+"$F" run --ttl 1.5s --wait 0 --kill-after 0 "$(name)" -- true; rc1=$?
+"$F" run --ttl=2 --wait=250ms --kill-after=1m "$(name)" -- true; rc2=$?
+check "good durations accepted (1.5s, 0, bare 2, 250ms, 1m)" test "$rc1" = 0 -a "$rc2" = 0
+
+# ---- Redis unreachable / refused ------------------------------------------------------
+"$F" run --redis redis://127.0.0.1:1 "$(name)" -- true 2> "$T/err"; rc=$?
+check "unreachable Redis (closed port) exits 69 with a message" \
+  bash -c "[ $rc = 69 ] && grep -qi 'connect' '$T/err'"
+FENCE_REDIS_URL=redis://127.0.0.1:1 "$F" status x > /dev/null 2>&1; rc=$?
+check "FENCE_REDIS_URL is the default (unreachable: 69)" test "$rc" = 69
+if [ -n "${FENCE_TEST_REDIS_AUTH_URL:-}" ]; then
+  au=${FENCE_TEST_REDIS_AUTH_URL#redis://}
+  "$F" run --redis "redis://:WrongSecret77@$au" "$(name)" -- true 2> "$T/err"; rc=$?
+  check "refused password exits 69 and never prints the password" \
+    bash -c "[ $rc = 69 ] && [ -s '$T/err' ] && ! grep -q WrongSecret77 '$T/err'"
+else
+  nok "FENCE_TEST_REDIS_AUTH_URL not set"
+fi
+
+# ---- status ------------------------------------------------------------------------
+n=$(name)
+"$F" run --ttl 300ms "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 30' sh "$T/tok" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/tok"
+"$F" status --json "$n" > "$T/held.json"
+check "status --json parses (held)" bash -c "python3 -m json.tool '$T/held.json' > /dev/null"
+check "status --json says held, with the holder's token" \
+  test "$(json_field "$T/held.json" held)" = true -a "$(json_field "$T/held.json" holder_token)" = "$(cat "$T/tok")"
+ttl=$(json_field "$T/held.json" ttl_ms)
+check "status --json ttl_ms within the TTL ($ttl)" test "$ttl" -gt 0 -a "$ttl" -le 300
+"$F" status "$n" > "$T/held.txt"
+check "status (text) says held" grep -q '^state: *held' "$T/held.txt"
+# Held: a second run fails with 75.
+"$F" run "$(name)" -- true; rc=$?
+check "another name can be taken meanwhile" test "$rc" = 0
+"$F" run "$n" -- true 2> "$T/err"; rc=$?
+check "exit 75 while another fence run holds the lease" \
+  bash -c "[ $rc = 75 ] && grep -q 'held by another owner' '$T/err'"
+s=$(now); "$F" run --wait 300ms "$n" -- true 2> /dev/null; rc=$?; e=$(now)
+check "exit 75 when --wait 300ms runs out (rc $rc)" test "$rc" = 75
+check "... after waiting at least 300ms" elapsed_ge "$s" "$e" 0.29
+kill -TERM "$fp"; wait "$fp"; rc=$?
+check "SIGTERM to fence reaches the command (sleep dies: 143)" test "$rc" = 143
+check "the lease is released after the command ends (key gone)" key_gone "$n"
+"$F" status --json "$n" > "$T/free.json"
+check "status --json parses and says free after release" \
+  test "$(json_field "$T/free.json" held)" = false -a "$(json_field "$T/free.json" state)" = '"free"' \
+       -a "$(json_field "$T/free.json" last_token)" = "$(cat "$T/tok")"
+
+# A key set by hand (not a fence owner) also makes the lease held.
+n=$(name)
+rcli set "fence:{$n}" someone PX 5000 > /dev/null
+"$F" run "$n" -- true 2> /dev/null; rc=$?
+check "exit 75 when the key was set with redis-cli" test "$rc" = 75
+rcli del "fence:{$n}" > /dev/null
+
+# --wait succeeds when the holder finishes in time.
+n=$(name)
+"$F" run --ttl 300ms "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1.tmp" && mv "$1.tmp" "$1"; sleep 0.3' sh "$T/w1" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/w1"
+s=$(now)
+"$F" run --wait 5s "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1"' sh "$T/w2"; rc=$?; e=$(now)
+wait "$fp"
+check "--wait 5s succeeds when the holder finishes in time" test "$rc" = 0 -a "$(cat "$T/w2")" -gt "$(cat "$T/w1")"
+check "... promptly after the release (woken, not timed out)" elapsed_lt "$s" "$e" 2
+
+# ---- signals forwarded -----------------------------------------------------------------
+trap_child='trap "echo \$1 > \"\$2\"; exit 7" $1; echo $$ > "$2.pid"; while :; do sleep 0.05; done'
+for sig in TERM INT HUP USR1; do
+  n=$(name)
+  # A background job of a script starts with SIGINT ignored; give fence the
+  # default action back, as an interactive shell would.
+  env --default-signal=INT,QUIT "$F" run --ttl 300ms "$n" -- sh -c "$trap_child" sh "$sig" "$T/sig$sig" 2> /dev/null &
+  fp=$!; BG+=("$fp")
+  wait_until 5 file_has "$T/sig$sig.pid"
+  kill -"$sig" "$fp"; wait "$fp"; rc=$?
+  check "SIG$sig to fence reaches the command's trap (exit 7 passed through)" \
+    test "$rc" = 7 -a "$(cat "$T/sig$sig" 2>/dev/null)" = "$sig"
+  check "... and the lease is released" key_gone "$n"
+done
+
+# ---- the lease lost while the command runs -----------------------------------------
+# (a) the owner key deleted: the next renewal is refused.
+n=$(name)
+"$F" run --ttl 300ms "$n" -- sh -c 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1"; exec sleep 30' sh "$T/lost_a" 2> "$T/err" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/lost_a"
+cpid=$(cat "$T/lost_a")
+rcli del "fence:{$n}" > /dev/null
+s=$(now); wait "$fp"; rc=$?; e=$(now)
+check "owner key deleted mid-run: exit 76" test "$rc" = 76
+check "... with a clear message" grep -q "lease '$n' lost" "$T/err"
+check "... the command is gone" not_alive "$cpid"
+check "... within a second" elapsed_lt "$s" "$e" 1
+
+# The whole group: a grandchild dies too.
+n=$(name)
+"$F" run --ttl 300ms "$n" -- sh -c 'sleep 30 & echo $! > "$1.tmp"; mv "$1.tmp" "$1"; wait' sh "$T/gc" 2> /dev/null &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/gc"
+gpid=$(cat "$T/gc")
+rcli del "fence:{$n}" > /dev/null
+wait "$fp"; rc=$?
+wait_until 1 not_alive "$gpid"
+check "lease lost: the command's grandchild (same group) is stopped too" \
+  bash -c "[ $rc = 76 ] && ! ps -o stat= -p $gpid | grep -qv Z"
+
+# SIGTERM first: a command that handles it exits in its own time, fence still says 76.
+n=$(name)
+"$F" run --ttl 300ms "$n" -- sh -c 'trap "echo term > \"\$1\"; exit 0" TERM; echo $$ > "$1.pid"; while :; do sleep 0.05; done' sh "$T/gt" 2> /dev/null &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/gt.pid"
+rcli del "fence:{$n}" > /dev/null
+wait "$fp"; rc=$?
+check "lease lost: the command gets SIGTERM first, fence exits 76 even though it exited 0" \
+  test "$rc" = 76 -a "$(cat "$T/gt" 2>/dev/null)" = term
+
+# --kill-after: a command that ignores SIGTERM is SIGKILLed after the grace.
+n=$(name)
+"$F" run --ttl 300ms --kill-after 400ms "$n" -- sh -c 'trap "" TERM; echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; while :; do sleep 0.05; done' sh "$T/ka" 2> "$T/err" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/ka"
+cpid=$(cat "$T/ka")
+s=$(now)
+rcli del "fence:{$n}" > /dev/null
+wait "$fp"; rc=$?; e=$(now)
+check "--kill-after: a command ignoring SIGTERM ends with exit 76" test "$rc" = 76
+check "... SIGKILLed only after the 400ms grace" elapsed_ge "$s" "$e" 0.4
+check "... but soon after it" elapsed_lt "$s" "$e" 2
+check "... and is gone" not_alive "$cpid"
+check "... the message says SIGKILL" grep -q SIGKILL "$T/err"
+
+# ---- fence killed with SIGKILL: the command dies with it (PR_SET_PDEATHSIG) ----------
+n=$(name)
+"$F" run --ttl 300ms "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/pd" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/pd"
+cpid=$(cat "$T/pd")
+kill -KILL "$fp"; wait "$fp" 2>/dev/null
+wait_until 2 not_alive "$cpid"
+check "fence killed with SIGKILL: the command dies too" not_alive "$cpid"
+check "... and the lease expires by its TTL" wait_until 2 key_gone "$n"
+
+# ---- metrics file ----------------------------------------------------------------------
+n=$(name)
+"$F" run --metrics-file "$T/m.prom" "$n" -- true; rc=$?
+check "--metrics-file writes the Prometheus text" \
+  bash -c "[ $rc = 0 ] && grep -q '^fence_lease_acquired_total 1' '$T/m.prom' && grep -q '^fence_lease_released_total 1' '$T/m.prom'"
+
+# ---- (b) Redis stopped mid-run: validity runs out unanswered ------------------------
+n=$(name)
+"$F" run --ttl 300ms --kill-after 200ms "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/lost_b" 2> "$T/err" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/lost_b"
+cpid=$(cat "$T/lost_b")
+$FENCE_TEST_REDIS_CTL stop
+s=$(now); wait "$fp"; rc=$?; e=$(now)
+$FENCE_TEST_REDIS_CTL start > /dev/null || nok "Redis restarted"
+check "Redis stopped mid-run: exit 76" test "$rc" = 76
+check "... the message says Redis could not be reached" grep -q "could not be reached" "$T/err"
+check "... the command is gone" not_alive "$cpid"
+check "... within a couple of seconds" elapsed_lt "$s" "$e" 2.5
+check "Redis is back for what follows" redis_up
+
+# ---- psql: the token protects a real write ------------------------------------------------
+SQL=sql/postgres/fence.sql
+if [ ! -f "$SQL" ]; then
+  echo "# SKIP psql test: $SQL does not exist yet (nothing to protect the table with)"
+elif [ -z "${PGHOST:-}" ] || [ -z "${FENCE_TEST_PG_CONNINFO:-}" ]; then
+  nok "psql test: PGHOST / FENCE_TEST_PG_CONNINFO not set (run under scripts/with-servers --pg)"
+else
+  n=$(name); tbl="cli_t_$$"; fail0=$fail
+  pq() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+  if pq -f "$SQL" > "$T/pg.log" 2>&1 &&
+     pq -c "DROP TABLE IF EXISTS $tbl; CREATE TABLE $tbl (id int PRIMARY KEY, v text);
+            SELECT fence.protect('$tbl');" >> "$T/pg.log" 2>&1; then
+    ok "psql: fence.sql installed and the table protected"
+  else
+    nok "psql: installing $SQL / fence.protect failed: $(tail -n 3 "$T/pg.log")"
+  fi
+  write_sql='BEGIN; SET LOCAL fence.token = $FENCE_TOKEN; '
+  "$F" run "$n" -- sh -c "echo \$FENCE_TOKEN > $T/pg1; psql -X -q -v ON_ERROR_STOP=1 -c \"${write_sql}INSERT INTO $tbl VALUES (1, 'first'); COMMIT;\"" \
+    >> "$T/pg.log" 2>&1; rc=$?
+  check "psql: a write under fence run with the current token lands" test "$rc" = 0
+  "$F" run "$n" -- sh -c "echo \$FENCE_TOKEN > $T/pg2; psql -X -q -v ON_ERROR_STOP=1 -c \"${write_sql}UPDATE $tbl SET v = 'second' WHERE id = 1; COMMIT;\"" \
+    >> "$T/pg.log" 2>&1; rc=$?
+  check "psql: the next holder's write (newer token) lands" test "$rc" = 0
+  old=$(cat "$T/pg1" 2>/dev/null || echo 0)
+  pq -c "BEGIN; SET LOCAL fence.token = $old; UPDATE $tbl SET v = 'stale' WHERE id = 1; COMMIT;" \
+    >> "$T/pg.log" 2>&1; rc=$?
+  check "psql: a write with the older token ($old) is rejected as stale" \
+    bash -c "[ $rc != 0 ] && grep -q 'stale token' '$T/pg.log'"
+  v=$(psql -X -At -c "SELECT v FROM $tbl WHERE id = 1" 2>> "$T/pg.log")
+  check "psql: the row holds the newer holder's value ($v)" test "$v" = second
+  [ "$fail" -gt "$fail0" ] && sed 's/^/# /' "$T/pg.log"
+  psql -X -q -c "DROP TABLE IF EXISTS $tbl" > /dev/null 2>&1
+fi
+
+[ "$fail" -eq 0 ]
