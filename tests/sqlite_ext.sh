@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# sqlite_ext.sh -- the loadable extension from the real `sqlite3` shell
+# (Debian package sqlite3).  Needs FENCE_BUILD (the build dir) with
+# fence_sqlite_ext.so in it.  Prints ok/not ok lines; exits non-zero on any
+# failure.
+set -uo pipefail
+B=${FENCE_BUILD:-build}
+EXT="$B/fence_sqlite_ext"
+failures=0
+ok()     { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; failures=$((failures + 1)); }
+
+if ! command -v sqlite3 >/dev/null 2>&1; then
+  not_ok "the sqlite3 shell is installed (apt-get install sqlite3)"
+  exit 1
+fi
+if [ ! -f "$EXT.so" ]; then
+  not_ok "$EXT.so exists (make $EXT.so)"
+  exit 1
+fi
+EXT=$(cd "$(dirname "$EXT")" && pwd)/$(basename "$EXT")
+
+# A sanitizer build of the extension needs its runtime loaded before the
+# (uninstrumented) shell starts.
+preload=""
+for rt in libasan libubsan libtsan; do
+  lib=$(ldd "$EXT.so" 2>/dev/null | awk -v r="$rt" '$1 ~ "^"r"\\.so" {print $3; exit}')
+  [ -n "$lib" ] && preload="$lib${preload:+:$preload}"
+done
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-sqlite-ext.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+db="$dir/t.db"
+
+# run SQL [--load]: run the shell on $db, stdout+stderr together.
+sq() {
+  local load=$1; shift
+  {
+    [ "$load" = load ] && echo ".load $EXT"
+    printf '%s\n' "$@"
+  } | LD_PRELOAD="$preload" sqlite3 -bail "$db" 2>&1
+}
+
+expect() { # name, pattern, output
+  if printf '%s' "$3" | grep -qE -- "$2"; then ok "$1"; else
+    not_ok "$1"; printf '#   expected /%s/, got:\n' "$2"; printf '%s\n' "$3" | sed 's/^/#   /'
+  fi
+}
+refute() { # name, pattern, output
+  if printf '%s' "$3" | grep -qE -- "$2"; then
+    not_ok "$1"; printf '#   did not expect /%s/, got:\n' "$2"; printf '%s\n' "$3" | sed 's/^/#   /'
+  else ok "$1"; fi
+}
+
+out=$(sq noload "PRAGMA journal_mode=WAL;" \
+  "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, lock_version INTEGER);" \
+  "INSERT INTO t VALUES (1, 'initial', NULL), (2, 'two', 3);" \
+  "CREATE TABLE s(id INTEGER PRIMARY KEY, v TEXT);" \
+  "INSERT INTO s VALUES (1, 'initial');")
+expect "create the test tables" '^wal$' "$out"
+
+out=$(sq load "SELECT 'protect=' || fence_protect('s');" \
+  "SELECT 'token=' || fence_set_token(42);" "SELECT 'read=' || fence_token();" \
+  "UPDATE s SET v = 'by42' WHERE id = 1;" "SELECT v || ' ' || fence_token FROM s;")
+expect ".load, fence_protect('s')" 'protect=1' "$out"
+expect "fence_set_token(42) and fence_token()" 'token=42' "$out"
+expect "fence_token() reads it back" 'read=42' "$out"
+expect "fresh write admitted and stamped" 'by42 42' "$out"
+
+out=$(sq load "SELECT fence_set_token(41);" "UPDATE s SET v = 'by41' WHERE id = 1;")
+expect "stale write refused with the message" \
+  'fence:stale table "s": token 41 is older than 42 \(write rejected\)' "$out"
+out=$(sq load "SELECT fence_set_token(41);" "DELETE FROM s;")
+expect "stale delete refused" 'fence:stale table "s"' "$out"
+out=$(sq load "UPDATE s SET v = 'notoken' WHERE id = 1;")
+expect "write without a token refused" 'fence:notoken table "s"' "$out"
+out=$(sq load "SELECT fence_set_token('abc');")
+expect "fence_set_token('abc') refused" 'fence:notoken fence_set_token' "$out"
+out=$(sq load "SELECT fence_set_token(43);" "UPDATE s SET v = 'by43' WHERE id = 1;" \
+  "SELECT v || ' ' || fence_token FROM s;")
+expect "higher token admitted" 'by43 43' "$out"
+
+out=$(sq load "SELECT 'protect=' || fence_protect('t', 'lock_version');" \
+  "SELECT fence_set_token(5);" "UPDATE t SET v = 'by5';" \
+  "SELECT group_concat(v || ':' || lock_version, ',') FROM t;")
+expect "fence_protect('t', 'lock_version') retrofits and stamps" 'by5:5,by5:5' "$out"
+
+out=$(sq noload "UPDATE s SET v = 'plain' WHERE id = 1;")
+expect "a shell without .load cannot write the protected table" 'no such function: fence_token' "$out"
+out=$(sq noload "DELETE FROM s;")
+expect "nor delete from it" 'no such function: fence_token' "$out"
+out=$(sq noload "SELECT v FROM s;")
+expect "the row is still the one written with 43" '^by43$' "$out"
+
+out=$(sq load "SELECT fence_set_token(44);" "SELECT fence_unprotect('s');")
+refute "fence_unprotect('s')" 'Error|error' "$out"
+out=$(sq noload "UPDATE s SET v = 'plain' WHERE id = 1;" "SELECT v FROM s;")
+expect "after fence_unprotect a plain shell writes again" '^plain$' "$out"
+
+out=$(sq load "CREATE TRIGGER sneaky AFTER UPDATE ON t BEGIN SELECT fence_set_token(999); END;" \
+  "SELECT fence_set_token(6);" "UPDATE t SET v = 'x';")
+expect "fence_set_token is refused inside a trigger (DIRECTONLY)" 'unsafe use of fence_set_token' "$out"
+out=$(sq load "DROP TRIGGER sneaky;" "PRAGMA trusted_schema=OFF;" "SELECT fence_set_token(6);" \
+  "UPDATE t SET v = 'trusted-off';" "SELECT count(*) FROM t WHERE v = 'trusted-off';")
+expect "the triggers work under trusted_schema=OFF" '^6.2$' "$(printf '%s' "$out" | tr '\n' '.')"
+
+out=$(sq load "SELECT fence_init();" "SELECT fence_set_token(7);" \
+  "INSERT INTO fence_advance(resource) VALUES ('job');" \
+  "SELECT fence_set_token(6);" "INSERT INTO fence_advance(resource) VALUES ('job');")
+expect "per-resource advance: stale refused" 'fence:stale resource "job": token 6 is older than 7' "$out"
+
+out=$(sq load ".load $EXT sqlite3_fencesqlite_init" "SELECT fence_set_token(8);" "SELECT fence_token();")
+expect "the short entry point sqlite3_fencesqlite_init works" '^8.8$' "$(printf '%s' "$out" | tr '\n' '.')"
+
+if [ "$failures" -gt 0 ]; then
+  echo "# $failures failed"
+  exit 1
+fi
+exit 0
