@@ -18,5 +18,19 @@ $(B)/examples/paused_holder: $(PH_OBJ) $(B)/libfence_sqlite.a $(B)/libfence_pg.a
                              $(B)/libfence_gate.a $(B)/libfence.a
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(PQ_LIBS) $(HIREDIS_LIBS)
 
+# invoice_job: a scheduled job under a lease, writing through fence_pg.
+EXAMPLE_BINS += $(B)/examples/invoice_job
+$(B)/examples/invoice_job.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
+$(B)/examples/invoice_job: $(B)/examples/invoice_job.o $(B)/libfence_pg.a $(B)/libfence.a
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
+
+# retrofit_lock_version: a Rails-style lock_version column put under fencing.
+EXAMPLE_BINS += $(B)/examples/retrofit_lock_version
+$(B)/examples/retrofit_lock_version.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
+$(B)/examples/retrofit_lock_version: $(B)/examples/retrofit_lock_version.o $(B)/libfence_pg.a \
+                                     $(B)/libfence.a
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
+
 # tests/test_race.sh drives these, so they are built with the tests.
-TEST_BINS += $(B)/examples/paused_holder
+TEST_BINS += $(B)/examples/paused_holder $(B)/examples/invoice_job \
+             $(B)/examples/retrofit_lock_version

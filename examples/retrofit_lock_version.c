@@ -1,0 +1,388 @@
+/*
+ * retrofit_lock_version.c -- putting an existing Rails-style lock_version
+ * column under fencing, in PostgreSQL, with one call.
+ *
+ * What it shows, step by step (and checks each step; exit 1 if one does not
+ * behave as described):
+ *   1. An existing table "orders" with an integer lock_version column that
+ *      holds NULLs and values, and the application's optimistic-locking
+ *      UPDATE ... SET lock_version = lock_version + 1
+ *                 WHERE id = $id AND lock_version = $old.
+ *   2. The retrofit: SELECT fence.protect('orders', 'lock_version').  The
+ *      column becomes bigint NOT NULL DEFAULT 0 (NULLs become 0, "never
+ *      fenced") and triggers check and stamp it on every write.
+ *   3. Why the lease's counter must be raised first: a fresh counter's
+ *      token (1) is older than the versions already in the column, so its
+ *      writes are rejected.  fence_token_raise(name, max(lock_version))
+ *      makes every new token larger.
+ *   4. The same UPDATE, unchanged, in a transaction carrying the token
+ *      (fence_pg_set_token): it still works, and its WHERE lock_version =
+ *      $old still detects a concurrent change.  What changes: the new
+ *      lock_version is the token (the trigger overwrites old+1), two writes
+ *      of one holder leave the same version, and a write without a token
+ *      is refused (fence.set_mode(..., 'permissive') admits those during a
+ *      migration).  What fencing adds: a holder with an older token cannot
+ *      overwrite a row a newer holder wrote, even with a blind UPDATE.
+ *
+ * Usage: retrofit_lock_version [--redis URL] [--pg CONNINFO] [--table NAME] [--keep]
+ *   Redis: --redis, $FENCE_REDIS_URL or $FENCE_TEST_REDIS_URL.
+ *   PostgreSQL: --pg, $FENCE_TEST_PG_CONNINFO or libpq's PG* variables.
+ *   The table (default retrofit_orders) is dropped and created afresh, and
+ *   dropped at the end unless --keep.
+ * Last line: RESULT retrofit=ok|failed checks=N failed=M.
+ * Exit status: 0 all as described, 1 a step did not, 2 errors, 64 usage.
+ */
+#include "fence.h"
+#include "fence_pg.h"
+
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static PGconn *g_conn;
+static char *g_table; /* quoted identifier */
+static int g_checks, g_failed;
+
+static void quiet(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg;
+}
+
+/* Record one expectation: print it when it fails. */
+static void check(int ok, const char *what)
+{
+    g_checks++;
+    if (!ok) {
+        g_failed++;
+        printf("   UNEXPECTED: %s\n", what);
+    }
+}
+
+/* Run SQL built from fmt (%s placeholders get the table); die on error. */
+__attribute__((format(printf, 1, 2))) static PGresult *sql(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    PGresult *r = PQexec(g_conn, buf);
+    fence_pg_error e;
+    if (fence_pg_result(r, &e) != FENCE_OK) {
+        fprintf(stderr, "retrofit_lock_version: %s: %s\n", buf, e.message);
+        PQclear(r);
+        PQfinish(g_conn);
+        exit(2);
+    }
+    return r;
+}
+
+/* Run a statement with one parameter, $1 = the table; die on error. */
+static PGresult *sql_table_param(const char *stmt)
+{
+    const char *param = g_table;
+    PGresult *r = PQexecParams(g_conn, stmt, 1, NULL, &param, NULL, NULL, 0);
+    fence_pg_error e;
+    if (fence_pg_result(r, &e) != FENCE_OK) {
+        fprintf(stderr, "retrofit_lock_version: %s: %s\n", stmt, e.message);
+        PQclear(r);
+        PQfinish(g_conn);
+        exit(2);
+    }
+    return r;
+}
+
+static void sql_void(const char *s)
+{
+    PQclear(sql("%s", s));
+}
+
+static void show_rows(void)
+{
+    PGresult *r = sql("SELECT id, item, qty, lock_version FROM %s ORDER BY id", g_table);
+    printf("   ");
+    for (int i = 0; i < PQntuples(r); i++)
+        printf("%sid=%s %s qty=%s lock_version=%s", i ? " | " : "", PQgetvalue(r, i, 0),
+               PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+               PQgetisnull(r, i, 3) ? "NULL" : PQgetvalue(r, i, 3));
+    printf("\n");
+    PQclear(r);
+}
+
+static long long version_of(int id)
+{
+    PGresult *r = sql("SELECT lock_version FROM %s WHERE id = %d", g_table, id);
+    long long v = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
+                                                             : -1;
+    PQclear(r);
+    return v;
+}
+
+/*
+ * The application's optimistic-locking UPDATE, word for word the same
+ * before and after the retrofit.  token 0: no token (as before).  Returns
+ * the fence status; *rows gets the rows updated.
+ */
+static int app_update(int id, int qty, long long old_version, uint64_t token, int *rows,
+                      fence_pg_error *e)
+{
+    char q[16], i[16], v[32], stmt[256];
+    snprintf(q, sizeof q, "%d", qty);
+    snprintf(i, sizeof i, "%d", id);
+    snprintf(v, sizeof v, "%lld", old_version);
+    snprintf(stmt, sizeof stmt,
+             "UPDATE %s SET qty = $1, lock_version = lock_version + 1"
+             " WHERE id = $2 AND lock_version = $3",
+             g_table);
+    const char *params[3] = {q, i, v};
+    *rows = 0;
+    sql_void("BEGIN");
+    int rc = FENCE_OK;
+    if (token != 0)
+        rc = fence_pg_set_token(g_conn, token, NULL, e);
+    if (rc == FENCE_OK) {
+        PGresult *r = PQexecParams(g_conn, stmt, 3, NULL, params, NULL, NULL, 0);
+        rc = fence_pg_result(r, e);
+        if (rc == FENCE_OK)
+            *rows = atoi(PQcmdTuples(r));
+        PQclear(r);
+    }
+    sql_void(rc == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return rc;
+}
+
+/* A blind write (no version check) carrying token. */
+static int blind_update(int id, int qty, uint64_t token, fence_pg_error *e)
+{
+    char stmt[256];
+    snprintf(stmt, sizeof stmt, "UPDATE %s SET qty = %d WHERE id = %d", g_table, qty, id);
+    sql_void("BEGIN");
+    int rc = fence_pg_set_token(g_conn, token, NULL, e);
+    if (rc == FENCE_OK) {
+        PGresult *r = PQexec(g_conn, stmt);
+        rc = fence_pg_result(r, e);
+        PQclear(r);
+    }
+    sql_void(rc == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return rc;
+}
+
+static const char *env_nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
+static int usage(FILE *f)
+{
+    fputs("usage: retrofit_lock_version [--redis URL] [--pg CONNINFO] [--table NAME] [--keep]\n", f);
+    return f == stdout ? 0 : 64;
+}
+
+int main(int argc, char **argv)
+{
+    const char *url = NULL, *conninfo = NULL, *table = "retrofit_orders";
+    int keep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return usage(stdout);
+        if (strcmp(argv[i], "--keep") == 0) {
+            keep = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return usage(stderr);
+        if (strcmp(argv[i], "--redis") == 0)
+            url = argv[++i];
+        else if (strcmp(argv[i], "--pg") == 0)
+            conninfo = argv[++i];
+        else if (strcmp(argv[i], "--table") == 0)
+            table = argv[++i];
+        else
+            return usage(stderr);
+    }
+    if (url == NULL)
+        url = env_nonempty("FENCE_REDIS_URL");
+    if (url == NULL)
+        url = env_nonempty("FENCE_TEST_REDIS_URL");
+    if (url == NULL) {
+        fprintf(stderr, "retrofit_lock_version: no Redis: pass --redis URL or set FENCE_REDIS_URL\n");
+        return 64;
+    }
+    if (conninfo == NULL)
+        conninfo = env_nonempty("FENCE_TEST_PG_CONNINFO");
+    if (conninfo == NULL && env_nonempty("PGHOST") == NULL && env_nonempty("PGPORT") == NULL) {
+        fprintf(stderr, "retrofit_lock_version: no PostgreSQL: pass --pg CONNINFO or set "
+                        "FENCE_TEST_PG_CONNINFO or PGHOST/PGPORT\n");
+        return 64;
+    }
+
+    g_conn = PQconnectdb(conninfo != NULL ? conninfo : "");
+    if (g_conn == NULL || PQstatus(g_conn) != CONNECTION_OK) {
+        fprintf(stderr, "retrofit_lock_version: cannot connect to PostgreSQL: %s",
+                g_conn != NULL ? PQerrorMessage(g_conn) : "out of memory\n");
+        PQfinish(g_conn);
+        return 2;
+    }
+    PQsetNoticeProcessor(g_conn, quiet, NULL);
+    fence_pg_error e;
+    int rc = fence_pg_install(g_conn, &e);
+    if (rc != FENCE_OK) {
+        fprintf(stderr, "retrofit_lock_version: fence_pg_install: %s\n", e.message);
+        PQfinish(g_conn);
+        return 2;
+    }
+    g_table = PQescapeIdentifier(g_conn, table, strlen(table));
+    if (g_table == NULL) {
+        PQfinish(g_conn);
+        return 2;
+    }
+    fence_client *c = NULL;
+    rc = fence_client_open_url(&c, url);
+    if (rc != FENCE_OK) {
+        fprintf(stderr, "retrofit_lock_version: cannot reach Redis: %s\n",
+                c != NULL ? fence_client_errmsg(c) : "out of memory");
+        fence_client_close(c);
+        PQfreemem(g_table);
+        PQfinish(g_conn);
+        return 2;
+    }
+    char lease_name[128];
+    snprintf(lease_name, sizeof lease_name, "retrofit:%s:%ld", table, (long)getpid());
+    int rows = 0;
+
+    /* 1 ------------------------------------------------------------ */
+    printf("1. the existing table, with a Rails-style lock_version (integer, NULLs allowed)\n");
+    PQclear(sql("DROP TABLE IF EXISTS %s", g_table));
+    PQclear(sql("CREATE TABLE %s (id int PRIMARY KEY, item text NOT NULL, qty int NOT NULL,"
+                " lock_version integer)",
+                g_table));
+    PQclear(sql("INSERT INTO %s VALUES (1, 'apples', 1, NULL), (2, 'pears', 5, 3),"
+                " (3, 'plums', 2, 17)",
+                g_table));
+    show_rows();
+    printf("   the application's optimistic-locking write:\n"
+           "     UPDATE orders SET qty = $1, lock_version = lock_version + 1\n"
+           "      WHERE id = $2 AND lock_version = $3\n");
+    rc = app_update(2, 6, 3, 0, &rows, &e);
+    printf("   id=2 with lock_version 3: %d row updated, lock_version now %lld\n", rows,
+           version_of(2));
+    check(rc == FENCE_OK && rows == 1 && version_of(2) == 4, "old path: 1 row, version 3 -> 4");
+
+    /* 2 ------------------------------------------------------------ */
+    printf("2. the retrofit, one call: SELECT fence.protect('orders', 'lock_version')\n");
+    PQclear(sql_table_param("SELECT fence.protect($1::regclass, 'lock_version')"));
+    PGresult *r = sql_table_param("SELECT format_type(atttypid, atttypmod), attnotnull"
+                                  " FROM pg_attribute WHERE attrelid = $1::regclass"
+                                  " AND attname = 'lock_version'");
+    printf("   lock_version is now %s %s DEFAULT 0; the NULL became 0 (never fenced)\n",
+           PQgetvalue(r, 0, 0), strcmp(PQgetvalue(r, 0, 1), "t") == 0 ? "NOT NULL" : "NULL");
+    check(strcmp(PQgetvalue(r, 0, 0), "bigint") == 0 && strcmp(PQgetvalue(r, 0, 1), "t") == 0,
+          "lock_version is bigint NOT NULL");
+    PQclear(r);
+    show_rows();
+    check(version_of(1) == 0, "the NULL became 0");
+
+    /* 3 ------------------------------------------------------------ */
+    printf("3. why the lease's counter must be raised first\n");
+    rc = blind_update(3, 3, 1, &e);
+    printf("   a fresh counter's first token (1) on id=3 (lock_version 17): %s", fence_status_name(rc));
+    if (rc == FENCE_STALE)
+        printf(" (%" PRIu64 " < %" PRIu64 ")", e.offered, e.highest);
+    printf("\n");
+    check(rc == FENCE_STALE && e.offered == 1 && e.highest == 17, "token 1 rejected on version 17");
+    r = sql("SELECT coalesce(max(lock_version), 0) FROM %s", g_table);
+    uint64_t maxv = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    uint64_t counter = 0;
+    rc = fence_token_raise(c, lease_name, maxv, &counter);
+    printf("   fence_token_raise(\"%s\", %" PRIu64 "): the counter is now %" PRIu64
+           ", so every new token is larger than every lock_version\n",
+           lease_name, maxv, counter);
+    check(rc == FENCE_OK && counter >= maxv, "counter raised to max(lock_version)");
+
+    /* 4 ------------------------------------------------------------ */
+    printf("4. the same UPDATE, now in a transaction carrying the lease's token\n");
+    fence_lease *a = NULL;
+    rc = fence_try_acquire(c, lease_name, 5000, &a);
+    if (rc != FENCE_OK) {
+        fprintf(stderr, "retrofit_lock_version: fence_try_acquire: %s: %s\n",
+                fence_status_name(rc), fence_client_errmsg(c));
+        g_failed++;
+        goto out;
+    }
+    uint64_t ta = fence_lease_token(a);
+    printf("   holder A acquired the lease: token %" PRIu64 "\n", ta);
+    check(ta > maxv, "token > max(lock_version)");
+
+    long long v2 = version_of(2);
+    rc = app_update(2, 7, v2, ta, &rows, &e);
+    printf("   stays:   id=2 WHERE lock_version = %lld: %d row updated (%s)\n", v2, rows,
+           fence_status_name(rc));
+    printf("   changes: lock_version is now %lld -- the token, stamped by the trigger, not %lld+1\n",
+           version_of(2), v2);
+    check(rc == FENCE_OK && rows == 1 && version_of(2) == (long long)ta, "version = token");
+
+    rc = app_update(2, 8, v2, ta, &rows, &e);
+    printf("   stays:   the same UPDATE with the old lock_version %lld: %d rows updated -- a\n"
+           "            concurrent change is still detected\n",
+           v2, rows);
+    check(rc == FENCE_OK && rows == 0, "stale lock_version: 0 rows");
+
+    rc = app_update(2, 9, (long long)ta, ta, &rows, &e);
+    printf("   changes: A writes id=2 again (WHERE lock_version = %" PRIu64 "): %d row, and\n"
+           "            lock_version stays %lld -- one holder's own writes share one version\n",
+           ta, rows, version_of(2));
+    check(rc == FENCE_OK && rows == 1 && version_of(2) == (long long)ta, "same holder: same version");
+
+    rc = app_update(2, 10, (long long)ta, 0, &rows, &e);
+    printf("   changes: the old code path without a token: %s (%s); during a migration\n"
+           "            fence.set_mode('orders', 'permissive') admits such writes\n",
+           fence_status_name(rc), rc == FENCE_ENOTOKEN ? "refused" : "admitted");
+    check(rc == FENCE_ENOTOKEN, "no token: refused");
+
+    /* What fencing adds: B (newer) writes id=3; A's late blind write loses. */
+    fence_lease_options lo;
+    fence_lease_options_init(&lo, 5000);
+    uint64_t tb = 0;
+    rc = fence_release(a);
+    a = NULL;
+    fence_lease *b = NULL;
+    rc = fence_acquire(c, lease_name, &lo, &b);
+    if (rc == FENCE_OK) {
+        tb = fence_lease_token(b);
+        long long v3 = version_of(3);
+        rc = app_update(3, 4, v3, tb, &rows, &e);
+        printf("   adds:    holder B (token %" PRIu64 ") updates id=3: %d row, lock_version %lld\n",
+               tb, rows, version_of(3));
+        check(rc == FENCE_OK && rows == 1 && version_of(3) == (long long)tb, "B wrote id=3");
+        rc = blind_update(3, 99, ta, &e);
+        printf("   adds:    A, its lease long gone, writes id=3 blind (no lock_version check) with\n"
+               "            token %" PRIu64 ": %s",
+               ta, fence_status_name(rc));
+        if (rc == FENCE_STALE)
+            printf(" (%" PRIu64 " < %" PRIu64 ")", e.offered, e.highest);
+        printf("\n");
+        check(rc == FENCE_STALE && e.offered == ta && e.highest == tb, "A's blind write rejected");
+        fence_release(b);
+    } else {
+        fprintf(stderr, "retrofit_lock_version: fence_acquire: %s\n", fence_status_name(rc));
+        g_failed++;
+    }
+    show_rows();
+
+out:
+    if (!keep)
+        PQclear(sql("DROP TABLE IF EXISTS %s", g_table));
+    printf("RESULT retrofit=%s checks=%d failed=%d\n", g_failed == 0 ? "ok" : "failed", g_checks,
+           g_failed);
+    fence_client_close(c);
+    PQfreemem(g_table);
+    PQfinish(g_conn);
+    return g_failed == 0 ? 0 : 1;
+}
