@@ -249,6 +249,26 @@ START_TEST(test_injection_names_are_names)
 }
 END_TEST
 
+/* Many distinct names: the in-memory table grows, nothing gets mixed up. */
+START_TEST(test_many_resources)
+{
+    int n = scale(_i == 0 ? 5000 : 300);
+    fence_gate *g = open_gate_opts(_i, 2000, FENCE_GATE_SYNC_NORMAL);
+    char name[64];
+    for (int k = 0; k < n; k++) {
+        snprintf(name, sizeof name, "res-%d", k);
+        ck_status(write_once(g, name, (uint64_t)k + 1, NULL), FENCE_OK, g);
+    }
+    for (int k = 0; k < n; k++) {
+        snprintf(name, sizeof name, "res-%d", k);
+        ck_assert_uint_eq(high_water(g, name), (uint64_t)k + 1);
+    }
+    snprintf(name, sizeof name, "res-%d", n);
+    ck_assert_uint_eq(high_water(g, name), 0);
+    close_gate(g);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Bad arguments and states                                             */
 /* ------------------------------------------------------------------ */
@@ -832,6 +852,7 @@ static Suite *gate_suite(void)
     tcase_add_loop_test(tc, test_token_zero_rejected, 0, 2);
     tcase_add_test(tc, test_persists_across_reopen);
     tcase_add_loop_test(tc, test_injection_names_are_names, 0, 2);
+    tcase_add_loop_test(tc, test_many_resources, 0, 2);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_loop_test(tc, test_close_with_open_txn, 0, 2);
     tcase_add_loop_test(tc, test_same_thread_rebegin, 0, 2);

@@ -27,9 +27,11 @@
  *
  * Two backings:
  *   - In memory (path NULL or ":memory:"): a process-local table of marks
- *     with one lock per resource.  Thread-safe, not shared between
- *     processes, forgotten at close.  Granularity: per resource; writers of
- *     different resources never wait for each other.
+ *     where each resource is held on its own.  Thread-safe, not shared
+ *     between processes, forgotten at close (and at a crash: after a
+ *     restart every token passes again).  Granularity: per resource;
+ *     writers of different resources never wait for each other.  Memory
+ *     grows with the number of distinct names until the gate is closed.
  *   - Persistent (path of a SQLite file, created if missing): marks survive
  *     restarts and every process that opens the same file shares them.  A
  *     begin is a SQLite write transaction (BEGIN IMMEDIATE) kept open while
@@ -42,7 +44,12 @@
  * When a holder dies.  Persistent gate: the lock is the SQLite file lock of
  * the holder's process; if the process dies (even by SIGKILL) the operating
  * system drops the lock, SQLite discards the unfinished transaction (its
- * token is not recorded) and the next begin proceeds.  In-memory gate: the
+ * token is not recorded) and the next begin proceeds.  Mind the one window
+ * this leaves: a holder killed after its own write landed but before
+ * commit leaves that write in place with its token unrecorded, so a writer
+ * with a token between the old mark and the dead holder's could still be
+ * admitted.  Where that matters, store the token with the data and check
+ * it after begin (examples/filestore.c does).  In-memory gate: the
  * table dies with its process; a *thread* that exits while holding leaves
  * the resource held until the gate is closed, and other writers get
  * FENCE_TIMEOUT after wait_ms, never an endless wait.

@@ -113,7 +113,7 @@ int fence_gate__cond_init(pthread_cond_t *cond)
     return rc == 0 ? 0 : -1;
 }
 
-int fence_gate__wait_free(fence_gate *g, pthread_cond_t *cond, const int *busy,
+int fence_gate__wait_free(pthread_mutex_t *mu, pthread_cond_t *cond, const int *busy,
                           int64_t deadline_ns)
 {
     while (*busy) {
@@ -122,7 +122,7 @@ int fence_gate__wait_free(fence_gate *g, pthread_cond_t *cond, const int *busy,
         }
         struct timespec ts = {(time_t)(deadline_ns / 1000000000LL),
                               (long)(deadline_ns % 1000000000LL)};
-        int rc = pthread_cond_timedwait(cond, &g->mu, &ts);
+        int rc = pthread_cond_timedwait(cond, mu, &ts);
         if (rc == ETIMEDOUT && *busy) {
             return FENCE_TIMEOUT;
         }
@@ -222,15 +222,12 @@ int fence_gate_close(fence_gate *g)
     if (g == NULL) {
         return FENCE_OK;
     }
-    if (g->mu_ok) {
-        pthread_mutex_lock(&g->mu);
-        unsigned open = g->open_txns;
-        pthread_mutex_unlock(&g->mu);
-        if (open > 0) {
-            fence_gate__set_err(g, "%u txn(s) of this gate are still open: commit or abort "
-                                   "them before closing", open);
-            return FENCE_ESTATE;
-        }
+    unsigned open = g->persistent ? __atomic_load_n(&g->open_txns, __ATOMIC_ACQUIRE)
+                                  : fence_gate__mem_held(g);
+    if (open > 0) {
+        fence_gate__set_err(g, "%u txn(s) of this gate are still open: commit or abort "
+                               "them before closing", open);
+        return FENCE_ESTATE;
     }
     if (g->persistent) {
         fence_gate__db_close(g);
@@ -285,7 +282,7 @@ static int usable(const fence_gate *g)
     if (g->persistent) {
         return g->wdb != NULL && g->st_upsert != NULL && g->st_rselect != NULL;
     }
-    return g->buckets != NULL;
+    return g->nstripes_ok == FENCE_GATE__STRIPES;
 }
 
 int fence_gate_begin(fence_gate *g, const char *resource, uint64_t token,

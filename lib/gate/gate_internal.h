@@ -24,22 +24,37 @@ typedef struct fence_gate__entry {
     char name[];       /* NUL-terminated */
 } fence_gate__entry;
 
+/* In memory, the table is split into stripes, each with its own mutex and
+ * hash table, so that writers of different resources do not even contend
+ * for the bookkeeping lock (unless their names hash to the same stripe).
+ * A stripe's mutex guards its table and every entry in it. */
+#define FENCE_GATE__STRIPES 16
+typedef struct fence_gate__stripe {
+    pthread_mutex_t mu;
+    fence_gate__entry **buckets;
+    size_t nbuckets;
+    size_t nentries;
+    char pad_[64]; /* keep stripes on separate cache lines */
+} fence_gate__stripe;
+
 struct fence_gate {
     uint64_t id;       /* unique per open, keys the per-thread messages */
     int persistent;
     int64_t wait_ms;
     int synchronous;
     char *path;        /* persistent only */
+    /* Persistent: txns begun and not yet ended (atomic).  In memory the
+     * held entries are counted instead, so that writers of different
+     * resources share no counter. */
+    unsigned open_txns;
 
-    /* mu guards every field below it except the SQLite ones noted. */
+    /* In memory. */
+    fence_gate__stripe *stripes; /* FENCE_GATE__STRIPES of them */
+    int nstripes_ok;             /* stripes whose mutex is initialised */
+
+    /* Persistent: mu guards the slot fields. */
     pthread_mutex_t mu;
-    int mu_ok;          /* mu (and slot_cond) were initialised */
-    unsigned open_txns; /* txns begun and not yet ended */
-
-    /* In memory: a chained hash table of entries. */
-    fence_gate__entry **buckets;
-    size_t nbuckets;
-    size_t nentries;
+    int mu_ok;          /* mu and slot_cond were initialised */
 
     /* Persistent: one write connection, used only by the thread that holds
      * the slot (slot_busy), so threads of this gate queue on slot_cond
@@ -85,6 +100,8 @@ void fence_gate__mem_close(fence_gate *g);
 int fence_gate__mem_begin(fence_gate *g, fence_gate_txn *t);
 int fence_gate__mem_end(fence_gate_txn *t, int commit);
 int fence_gate__mem_high_water(fence_gate *g, const char *resource, uint64_t *mark);
+/* The number of resources held right now. */
+unsigned fence_gate__mem_held(fence_gate *g);
 
 /* Persistent (gate_sqlite.c). */
 int fence_gate__db_open(fence_gate *g);
@@ -93,10 +110,10 @@ int fence_gate__db_begin(fence_gate *g, fence_gate_txn *t);
 int fence_gate__db_end(fence_gate_txn *t, int commit);
 int fence_gate__db_high_water(fence_gate *g, const char *resource, uint64_t *mark);
 
-/* Wait on cond (with g->mu held) until *busy is 0 or the deadline (absolute
+/* Wait on cond (with mu held) until *busy is 0 or the deadline (absolute
  * CLOCK_MONOTONIC ns, -1 = try once) passes.  FENCE_OK when free,
  * FENCE_TIMEOUT otherwise. */
-int fence_gate__wait_free(fence_gate *g, pthread_cond_t *cond, const int *busy,
+int fence_gate__wait_free(pthread_mutex_t *mu, pthread_cond_t *cond, const int *busy,
                           int64_t deadline_ns);
 /* Initialise a condition variable that waits on CLOCK_MONOTONIC. */
 int fence_gate__cond_init(pthread_cond_t *cond);

@@ -1,14 +1,15 @@
 /* gate_mem.c -- the in-memory gate: a hash table of resources, each with
- * its mark, a held flag and a condition variable.  g->mu guards the table
- * and every entry, but is held only for bookkeeping, never while a caller
- * writes; a held resource is a flag, so resources never block each other
- * beyond those few instructions. */
+ * its mark, a held flag and a condition variable.  The table is split into
+ * stripes (by the name's hash), each with its own mutex, held only for
+ * bookkeeping and never while a caller writes: a held resource is a flag,
+ * so writers of different resources never wait for each other, and mostly
+ * do not even touch the same lock. */
 #include "gate_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define INITIAL_BUCKETS 64
+#define INITIAL_BUCKETS 16
 
 static uint64_t hash_name(const char *s, size_t n)
 {
@@ -17,40 +18,74 @@ static uint64_t hash_name(const char *s, size_t n)
         h ^= (unsigned char)s[i];
         h *= 1099511628211ULL;
     }
+    /* FNV's top bits barely change with the last byte ("res-1", "res-2"),
+     * and the top bits pick the stripe: mix them (murmur3's finaliser). */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
     return h;
+}
+
+/* The stripe of a hash: its top bits (the low bits pick the bucket). */
+static fence_gate__stripe *stripe_of(fence_gate *g, uint64_t h)
+{
+    return &g->stripes[(h >> 56) % FENCE_GATE__STRIPES];
 }
 
 int fence_gate__mem_open(fence_gate *g)
 {
-    g->buckets = calloc(INITIAL_BUCKETS, sizeof *g->buckets);
-    if (g->buckets == NULL) {
+    g->stripes = calloc(FENCE_GATE__STRIPES, sizeof *g->stripes);
+    if (g->stripes == NULL) {
         fence_gate__set_err(g, "out of memory");
         return FENCE_ENOMEM;
     }
-    g->nbuckets = INITIAL_BUCKETS;
+    for (int i = 0; i < FENCE_GATE__STRIPES; i++) {
+        fence_gate__stripe *st = &g->stripes[i];
+        st->buckets = calloc(INITIAL_BUCKETS, sizeof *st->buckets);
+        if (st->buckets == NULL) {
+            fence_gate__set_err(g, "out of memory");
+            return FENCE_ENOMEM;
+        }
+        st->nbuckets = INITIAL_BUCKETS;
+        if (pthread_mutex_init(&st->mu, NULL) != 0) {
+            fence_gate__set_err(g, "cannot initialise a mutex");
+            return FENCE_ESYS;
+        }
+        g->nstripes_ok++;
+    }
     return FENCE_OK;
 }
 
 void fence_gate__mem_close(fence_gate *g)
 {
-    for (size_t i = 0; i < g->nbuckets; i++) {
-        fence_gate__entry *e = g->buckets[i];
-        while (e != NULL) {
-            fence_gate__entry *next = e->next;
-            pthread_cond_destroy(&e->cond);
-            free(e);
-            e = next;
+    if (g->stripes == NULL) {
+        return;
+    }
+    for (int i = 0; i < FENCE_GATE__STRIPES; i++) {
+        fence_gate__stripe *st = &g->stripes[i];
+        for (size_t b = 0; b < st->nbuckets; b++) {
+            fence_gate__entry *e = st->buckets[b];
+            while (e != NULL) {
+                fence_gate__entry *next = e->next;
+                pthread_cond_destroy(&e->cond);
+                free(e);
+                e = next;
+            }
+        }
+        free(st->buckets);
+        if (i < g->nstripes_ok) {
+            pthread_mutex_destroy(&st->mu);
         }
     }
-    free(g->buckets);
-    g->buckets = NULL;
-    g->nbuckets = 0;
+    free(g->stripes);
+    g->stripes = NULL;
+    g->nstripes_ok = 0;
 }
 
-/* Called with g->mu held. */
-static fence_gate__entry *lookup(fence_gate *g, const char *name, size_t n, uint64_t h)
+/* Called with st->mu held. */
+static fence_gate__entry *lookup(fence_gate__stripe *st, const char *name, size_t n, uint64_t h)
 {
-    for (fence_gate__entry *e = g->buckets[h % g->nbuckets]; e != NULL; e = e->next) {
+    for (fence_gate__entry *e = st->buckets[h % st->nbuckets]; e != NULL; e = e->next) {
         if (e->hash == h && e->len == n && memcmp(e->name, name, n) == 0) {
             return e;
         }
@@ -58,20 +93,20 @@ static fence_gate__entry *lookup(fence_gate *g, const char *name, size_t n, uint
     return NULL;
 }
 
-/* Double the table when it gets full; a failed resize is harmless (the
- * chains just get longer).  Called with g->mu held. */
-static void maybe_grow(fence_gate *g)
+/* Double the stripe's table when it gets full; a failed resize is harmless
+ * (the chains just get longer).  Called with st->mu held. */
+static void maybe_grow(fence_gate__stripe *st)
 {
-    if (g->nentries < g->nbuckets) {
+    if (st->nentries < st->nbuckets) {
         return;
     }
-    size_t nb = g->nbuckets * 2;
+    size_t nb = st->nbuckets * 2;
     fence_gate__entry **b = calloc(nb, sizeof *b);
     if (b == NULL) {
         return;
     }
-    for (size_t i = 0; i < g->nbuckets; i++) {
-        fence_gate__entry *e = g->buckets[i];
+    for (size_t i = 0; i < st->nbuckets; i++) {
+        fence_gate__entry *e = st->buckets[i];
         while (e != NULL) {
             fence_gate__entry *next = e->next;
             e->next = b[e->hash % nb];
@@ -79,17 +114,16 @@ static void maybe_grow(fence_gate *g)
             e = next;
         }
     }
-    free(g->buckets);
-    g->buckets = b;
-    g->nbuckets = nb;
+    free(st->buckets);
+    st->buckets = b;
+    st->nbuckets = nb;
 }
 
-/* Called with g->mu held. */
-static fence_gate__entry *lookup_or_add(fence_gate *g, const char *name)
+/* Called with st->mu held. */
+static fence_gate__entry *lookup_or_add(fence_gate__stripe *st, const char *name, size_t n,
+                                        uint64_t h)
 {
-    size_t n = strlen(name);
-    uint64_t h = hash_name(name, n);
-    fence_gate__entry *e = lookup(g, name, n, h);
+    fence_gate__entry *e = lookup(st, name, n, h);
     if (e != NULL) {
         return e;
     }
@@ -104,10 +138,10 @@ static fence_gate__entry *lookup_or_add(fence_gate *g, const char *name)
     e->hash = h;
     e->len = n;
     memcpy(e->name, name, n + 1);
-    maybe_grow(g);
-    e->next = g->buckets[h % g->nbuckets];
-    g->buckets[h % g->nbuckets] = e;
-    g->nentries++;
+    maybe_grow(st);
+    e->next = st->buckets[h % st->nbuckets];
+    st->buckets[h % st->nbuckets] = e;
+    st->nentries++;
     return e;
 }
 
@@ -115,32 +149,34 @@ int fence_gate__mem_begin(fence_gate *g, fence_gate_txn *t)
 {
     int64_t deadline = g->wait_ms > 0 ? fence_gate__now_ns() + g->wait_ms * 1000000LL : -1;
     pthread_t self = pthread_self();
-    int rc = FENCE_OK;
+    size_t n = strlen(t->resource);
+    uint64_t h = hash_name(t->resource, n);
+    fence_gate__stripe *st = stripe_of(g, h);
 
-    pthread_mutex_lock(&g->mu);
-    fence_gate__entry *e = lookup_or_add(g, t->resource);
+    pthread_mutex_lock(&st->mu);
+    fence_gate__entry *e = lookup_or_add(st, t->resource, n, h);
     if (e == NULL) {
-        pthread_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&st->mu);
         fence_gate__set_err(g, "out of memory adding resource \"%s\"",
                             fence_gate__show(t->resource));
         return FENCE_ENOMEM;
     }
     if (e->held && pthread_equal(e->holder, self)) {
-        pthread_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&st->mu);
         fence_gate__set_err(g, "this thread already holds \"%s\": commit or abort that txn "
                                "first", fence_gate__show(t->resource));
         return FENCE_ESTATE;
     }
-    rc = fence_gate__wait_free(g, &e->cond, &e->held, deadline);
+    int rc = fence_gate__wait_free(&st->mu, &e->cond, &e->held, deadline);
     if (rc != FENCE_OK) {
-        pthread_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&st->mu);
         fence_gate__set_err(g, "\"%s\" is still held by another writer after %lld ms",
                             fence_gate__show(t->resource), (long long)g->wait_ms);
         return rc;
     }
     t->mark_seen = e->mark;
     if (t->token < e->mark) {
-        pthread_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&st->mu);
         fence_gate__set_err(g, "stale token %llu for \"%s\": a write with token %llu was "
                                "already accepted",
                             (unsigned long long)t->token, fence_gate__show(t->resource),
@@ -149,9 +185,8 @@ int fence_gate__mem_begin(fence_gate *g, fence_gate_txn *t)
     }
     e->held = 1;
     e->holder = self;
-    g->open_txns++;
     t->entry = e;
-    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&st->mu);
     return FENCE_OK;
 }
 
@@ -159,26 +194,43 @@ int fence_gate__mem_end(fence_gate_txn *t, int commit)
 {
     fence_gate *g = t->gate;
     fence_gate__entry *e = t->entry;
-    pthread_mutex_lock(&g->mu);
+    fence_gate__stripe *st = stripe_of(g, e->hash);
+    pthread_mutex_lock(&st->mu);
     if (commit && t->token > e->mark) {
         e->mark = t->token;
     }
     e->held = 0;
-    g->open_txns--;
     /* Broadcast: a waiter that wakes and finds its token stale leaves
      * without taking the resource, so every waiter must get a look. */
     pthread_cond_broadcast(&e->cond);
-    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&st->mu);
     return FENCE_OK;
+}
+
+unsigned fence_gate__mem_held(fence_gate *g)
+{
+    unsigned held = 0;
+    for (int i = 0; i < g->nstripes_ok; i++) {
+        fence_gate__stripe *st = &g->stripes[i];
+        pthread_mutex_lock(&st->mu);
+        for (size_t b = 0; b < st->nbuckets; b++) {
+            for (fence_gate__entry *e = st->buckets[b]; e != NULL; e = e->next) {
+                held += e->held != 0;
+            }
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    return held;
 }
 
 int fence_gate__mem_high_water(fence_gate *g, const char *resource, uint64_t *mark)
 {
     size_t n = strlen(resource);
     uint64_t h = hash_name(resource, n);
-    pthread_mutex_lock(&g->mu);
-    fence_gate__entry *e = lookup(g, resource, n, h);
+    fence_gate__stripe *st = stripe_of(g, h);
+    pthread_mutex_lock(&st->mu);
+    fence_gate__entry *e = lookup(st, resource, n, h);
     *mark = e != NULL ? e->mark : 0;
-    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&st->mu);
     return FENCE_OK;
 }

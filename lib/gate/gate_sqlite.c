@@ -217,7 +217,7 @@ static void release_slot(fence_gate *g)
 {
     pthread_mutex_lock(&g->mu);
     g->slot_busy = 0;
-    g->open_txns--;
+    __atomic_sub_fetch(&g->open_txns, 1, __ATOMIC_ACQ_REL);
     pthread_cond_broadcast(&g->slot_cond);
     pthread_mutex_unlock(&g->mu);
 }
@@ -266,7 +266,7 @@ int fence_gate__db_begin(fence_gate *g, fence_gate_txn *t)
                                "locks the whole file): commit or abort it first");
         return FENCE_ESTATE;
     }
-    int rc = fence_gate__wait_free(g, &g->slot_cond, &g->slot_busy, deadline);
+    int rc = fence_gate__wait_free(&g->mu, &g->slot_cond, &g->slot_busy, deadline);
     if (rc != FENCE_OK) {
         pthread_mutex_unlock(&g->mu);
         fence_gate__set_err(g, "%s is still held by another thread of this gate after %lld ms "
@@ -276,7 +276,7 @@ int fence_gate__db_begin(fence_gate *g, fence_gate_txn *t)
     }
     g->slot_busy = 1;
     g->slot_holder = self;
-    g->open_txns++;
+    __atomic_add_fetch(&g->open_txns, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&g->mu);
 
     /* Now the connection is ours.  A deadline already past makes the busy
