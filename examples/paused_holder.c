@@ -460,7 +460,8 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
         goto out;
     res->token_a = m.token;
     long long a_read = m.balance;
-    say("A acquired the lease: token %" PRIu64 " (valid for %" PRId64 " ms)", m.token, m.valid_ms);
+    say("A (pid %ld) acquired the lease: token %" PRIu64 " (valid for %" PRId64 " ms)",
+        (long)g_kids[0], m.token, m.valid_ms);
     say("A read balance = %lld; it will add 50 and write %lld", a_read, a_read + 50);
 
     /* Pause A, heartbeat and all. */
@@ -503,7 +504,7 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
     if (get_msg(rep_b[0], "B", MSG_READY, &m) != 0)
         goto out;
     res->token_b = m.token;
-    say("B acquired the lease: token %" PRIu64, m.token);
+    say("B (pid %ld) acquired the lease: token %" PRIu64, (long)g_kids[1], m.token);
     if (get_msg(rep_b[0], "B", MSG_WROTE, &m) != 0)
         goto out;
     if (m.outcome.status != FENCE_OK) {
