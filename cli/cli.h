@@ -107,6 +107,8 @@ typedef struct cli__spawn cli__spawn;
 /* Record the file descriptors open now (call first thing in main): the
  * child inherits these and no others (the Redis sockets stay with us). */
 void cli__fds_snapshot(void);
+/* Free what cli__fds_snapshot() recorded (at exit). */
+void cli__fds_free(void);
 
 /* Build a spawn plan; NULL when out of memory (message printed). */
 cli__spawn *cli__spawn_prepare(char **argv, const char *name, uint64_t token,

@@ -39,12 +39,20 @@ static const char *help_for(const char *cmd)
     return NULL;
 }
 
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
     /* First, before anything opens a descriptor or changes a signal. */
     cli__fds_snapshot();
     cli__dispositions_snapshot();
+    int ex = dispatch(argc, argv);
+    cli__fds_free();
+    return ex;
+}
 
+static int dispatch(int argc, char **argv)
+{
     if (argc < 2) {
         fputs(usage, stderr);
         return CLI_EX_USAGE;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,7 +82,9 @@ const char cli__run_help[] =
     "from such stragglers.  The command is not in the terminal's foreground\n"
     "group, so a command that reads from the terminal stops (SIGTTIN): give it\n"
     "input from a file or a pipe.  The command inherits the file descriptors\n"
-    "fence was started with, not the ones fence opens (its Redis sockets).\n";
+    "fence was started with, not the ones fence opens (its Redis sockets).\n"
+    "fence is a child subreaper while the command runs: orphans of the command\n"
+    "are reaped by fence, and go to init when fence exits.\n";
 
 typedef struct {
     const char *url;
@@ -313,13 +316,20 @@ static int supervise(pid_t pid, const run_args *ra, int *was_lost)
     int reaped = 0, lost = 0, killed = 0, st = 0;
     int64_t kill_at = 0;
     for (;;) {
-        if (!reaped) {
-            pid_t w = waitpid(pid, &st, WNOHANG);
+        /* Reap the command, and any orphan of its that was handed to us
+         * (we are a child subreaper), so that a dead group member does
+         * not linger as a zombie in the group. */
+        for (;;) {
+            int ws = 0;
+            pid_t w = waitpid(-1, &ws, WNOHANG);
             if (w == pid) {
+                st = ws;
                 reaped = 1;
-            } else if (w < 0 && errno == ECHILD) {
-                reaped = 1; /* cannot happen; do not spin */
-                st = 0;
+            } else if (w <= 0) {
+                if (w < 0 && errno == ECHILD && !reaped) {
+                    reaped = 1; /* cannot happen; do not spin */
+                }
+                break;
             }
         }
         if (lost && !killed && now_ms() >= kill_at) {
@@ -456,6 +466,9 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
         return CLI_EX_LOST;
     }
     install_handlers();
+    /* Orphans of the command come to us, not to init: we reap them, so
+     * "the group is empty" can be seen even where init leaves zombies. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     int exec_errno = 0;
     pid_t pid = cli__spawn_run(sp, &exec_errno);
     int searched = cli__spawn_searched(sp);

@@ -111,6 +111,13 @@ void cli__fds_snapshot(void)
     qsort(start_fds, nstart_fds, sizeof *start_fds, cmp_int);
 }
 
+void cli__fds_free(void)
+{
+    free(start_fds);
+    start_fds = NULL;
+    nstart_fds = 0;
+}
+
 /* ---- the plan ---------------------------------------------------------- */
 
 struct cli__spawn {

@@ -247,10 +247,11 @@ fp=$!; BG+=("$fp")
 wait_until 5 file_has "$T/gc"
 gpid=$(cat "$T/gc")
 rcli del "fence:{$n}" > /dev/null
-wait "$fp"; rc=$?
+s=$(now); wait "$fp"; rc=$?; e=$(now)
 wait_until 1 not_alive "$gpid"
 check "lease lost: the command's grandchild (same group) is stopped too" \
   bash -c "[ $rc = 76 ] && ! ps -o stat= -p $gpid | grep -qv Z"
+check "... and fence sees the group gone without waiting out the 5s grace" elapsed_lt "$s" "$e" 2
 
 # SIGTERM first: a command that handles it exits in its own time, fence still says 76.
 n=$(name)
