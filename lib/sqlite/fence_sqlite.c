@@ -399,6 +399,7 @@ typedef struct fs_shape {
     char *rowkey;      /* "<k> IS NEW.<k> AND ..." */
     sqlite3_str *conflict;    /* "(...) OR (...)" */
     sqlite3_str *changed;     /* "NEW.k IS NOT OLD.k OR ..." */
+    sqlite3_str *keycols;     /* "k1", "k2", ... */
     int nkeys;
 } fs_shape;
 
@@ -479,6 +480,7 @@ static int read_columns(sqlite3 *db, const char *table, const char *want, int wi
                                 ipk);
             sqlite3_str_appendf(sh->changed, "%sNEW.%s IS NOT OLD.%s", sh->nkeys ? " OR " : "",
                                 ipk, ipk);
+            sqlite3_str_appendf(sh->keycols, "%s%s", sh->nkeys ? ", " : "", ipk);
             sh->nkeys++;
         } else {
             int i = 0;
@@ -543,6 +545,7 @@ static int read_keys(sqlite3 *db, const char *table, int without_rowid, fs_shape
             sqlite3_str_appendf(sh->changed, "%sNEW.\"%w\" IS NOT OLD.\"%w\"",
                                 sh->nkeys || n ? " OR " : "", col, col);
             sqlite3_str_appendf(rowkey, "%s\"%w\" IS NEW.\"%w\"", n ? " AND " : "", col, col);
+            sqlite3_str_appendf(sh->keycols, "%s\"%w\"", sh->nkeys || n ? ", " : "", col);
             n++;
         }
         if (rc == FENCE_OK && step != SQLITE_DONE) {
@@ -577,12 +580,13 @@ static int protect_body(sqlite3 *db, const void *arg)
     const fs_protect *p = arg;
     const char *want = p->column ? p->column : FENCE_SQLITE_DEFAULT_COLUMN;
     char *table = NULL, *q_table = NULL, *q_table_str = NULL, *q_table_msg = NULL;
-    char *q_col = NULL, *conflict = NULL, *changed = NULL;
+    char *q_col = NULL, *conflict = NULL, *changed = NULL, *keycols = NULL;
     fs_trigs t = {0};
     fs_shape sh = {0};
     int without_rowid = 0;
     sh.conflict = sqlite3_str_new(NULL);
     sh.changed = sqlite3_str_new(NULL);
+    sh.keycols = sqlite3_str_new(NULL);
 
     int rc = ensure_schema(db);
     if (rc == FENCE_OK) {
@@ -608,15 +612,19 @@ static int protect_body(sqlite3 *db, const void *arg)
         int nkeys = sh.nkeys;
         conflict = sqlite3_str_finish(sh.conflict);
         changed = sqlite3_str_finish(sh.changed);
-        sh.conflict = sh.changed = NULL;
+        keycols = sqlite3_str_finish(sh.keycols);
+        sh.conflict = sh.changed = sh.keycols = NULL;
         if (nkeys == 0) {
             /* No UNIQUE key: nothing an INSERT could replace. */
             sqlite3_free(conflict);
             sqlite3_free(changed);
+            sqlite3_free(keycols);
             conflict = sqlite3_mprintf("0");
             changed = sqlite3_mprintf("0");
+            keycols = sqlite3_mprintf("%s", "");
         }
-        if (!q_table || !q_table_str || !q_table_msg || !q_col || !conflict || !changed) {
+        if (!q_table || !q_table_str || !q_table_msg || !q_col || !conflict || !changed ||
+            !keycols) {
             rc = fail(FENCE_ENOMEM, "out of memory");
         }
     }
@@ -628,7 +636,7 @@ static int protect_body(sqlite3 *db, const void *arg)
         {"TABLE", q_table},       {"TABLE_STR", q_table_str}, {"TABLE_MSG", q_table_msg},
         {"COL", q_col},           {"STRICT", p->permissive ? "0" : "1"},
         {"ROWKEY", sh.rowkey},    {"CONFLICT", conflict},     {"KEYS_CHANGED", changed},
-        {"TRIGGER", NULL},
+        {"KEY_COLUMNS", keycols}, {"TRIGGER", NULL},
     };
     const size_t nvars = sizeof vars / sizeof vars[0];
     if (rc == FENCE_OK) {
@@ -661,6 +669,8 @@ static int protect_body(sqlite3 *db, const void *arg)
 
     sqlite3_free(sqlite3_str_finish(sh.conflict));
     sqlite3_free(sqlite3_str_finish(sh.changed));
+    sqlite3_free(sqlite3_str_finish(sh.keycols));
+    sqlite3_free(keycols);
     sqlite3_free(sh.col_canon);
     sqlite3_free(sh.rowkey);
     sqlite3_free(conflict);

@@ -1,7 +1,8 @@
 -- Per-row fencing, UPDATE that changes a UNIQUE key: a row the new key
 -- would collide with (and UPDATE OR REPLACE would delete) must not hold a
--- higher token.  Created only for tables that have UNIQUE keys.
-CREATE TRIGGER {{TRIGGER}} BEFORE UPDATE ON {{TABLE}} FOR EACH ROW
+-- higher token.  Created only for tables that have UNIQUE keys, and
+-- "UPDATE OF" the key columns so that other UPDATEs never run it.
+CREATE TRIGGER {{TRIGGER}} BEFORE UPDATE OF {{KEY_COLUMNS}} ON {{TABLE}} FOR EACH ROW
 WHEN {{KEYS_CHANGED}}
 BEGIN
     SELECT fence_stale('table', {{TABLE_STR}}, fence_token(), {{COL}}),
