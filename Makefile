@@ -54,6 +54,7 @@ TEST_BINS   :=
 TEST_SCRIPTS :=
 BENCH_BINS  :=
 EXAMPLE_BINS :=
+EXTENSIONS  :=   # loadable modules (the SQLite extension), installed in $(LIBDIR)/fence
 
 .PHONY: all test check valgrind bench demo examples install uninstall clean deps
 all:
@@ -66,7 +67,7 @@ include lib/core.mk
 -include examples/module.mk
 include tests/module.mk
 
-all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS)
+all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS)
 examples: $(EXAMPLE_BINS)
 
 $(B)/%.o: %.c
@@ -120,12 +121,14 @@ install: all
 	done
 	install -m 644 $(PC_FILES) $(DESTDIR)$(PKGCONFIGDIR)/
 	$(if $(BINS),install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/)
+	$(if $(EXTENSIONS),install -d $(DESTDIR)$(LIBDIR)/fence && install -m 755 $(EXTENSIONS) $(DESTDIR)$(LIBDIR)/fence/)
 
 uninstall:
 	for h in $(notdir $(HEADERS)); do rm -f $(DESTDIR)$(INCLUDEDIR)/$$h; done
 	for l in $(notdir $(LIBS_STATIC) $(LIBS_SHARED)); do rm -f $(DESTDIR)$(LIBDIR)/$$l $(DESTDIR)$(LIBDIR)/$$l.*; done
 	for p in $(notdir $(PC_FILES)); do rm -f $(DESTDIR)$(PKGCONFIGDIR)/$$p; done
 	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b; done
+	for e in $(notdir $(EXTENSIONS)); do rm -f $(DESTDIR)$(LIBDIR)/fence/$$e; done
 
 clean:
 	rm -rf build

@@ -37,7 +37,7 @@ $(B)/fence_sqlite.pc: lib/sqlite/fence_sqlite.pc.in
 $(SQLITE_EXT): $(SQLITE_EXT_OBJ) lib/sqlite/ext.map
 	$(CC) -shared -o $@ $(SQLITE_EXT_OBJ) $(REAL_LDFLAGS) \
 	  -Wl,--version-script=lib/sqlite/ext.map -Wl,-Bsymbolic -Wl,-z,defs
-all: $(SQLITE_EXT)
+EXTENSIONS += $(SQLITE_EXT)
 
 # Tests and benchmark.  (tests/module.mk is read after this file, so its
 # variables are not set yet here: name testutil.o directly.)
