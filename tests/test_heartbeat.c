@@ -610,6 +610,66 @@ START_TEST(lost_cb_econn_when_redis_stops)
 }
 END_TEST
 
+/* Manual mode with Redis down: fence_heartbeat_run() returns the
+ * connection error and the lease stays held while it is still valid; once
+ * Redis is back (empty: no persistence), the next pass finds it lost. */
+START_TEST(manual_mode_redis_down)
+{
+    fence_client *c = open_client_mode(FENCE_HEARTBEAT_MANUAL);
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("mandown"));
+    lost_rec lr;
+    lost_init(&lr);
+    fence_lease *l = acquire_cb(c, nm, 5000, 10, 0, &lr);
+    tu_sleep_ms(15);
+    int64_t next = 0;
+    EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
+
+    tu_redis_ctl("stop");
+    tu_sleep_ms(15);
+    int rc_down = fence_heartbeat_run(c, &next);
+    char msg_down[512];
+    snprintf(msg_down, sizeof msg_down, "%s", fence_client_errmsg(c));
+    int64_t next_down = next;
+    int calls_down = atomic_load(&lr.calls), reason_down = atomic_load(&lr.reason);
+    int lost_down = fence_lease_lost(l);
+    int64_t valid_down = fence_lease_valid_ms(l);
+    tu_sleep_ms(15);
+    int rc_down2 = fence_heartbeat_run(c, &next);
+    int calls_down2 = atomic_load(&lr.calls);
+    tu_redis_ctl("start");
+
+    ck_assert_msg(rc_down == FENCE_ECONN, "heartbeat_run with Redis down: %s (%s)",
+                  fence_status_name(rc_down), msg_down);
+    ck_assert_str_ne(msg_down, "");
+    ck_assert_msg(calls_down == 0 && !lost_down,
+                  "lease reported lost (reason %s) with Redis down and %" PRId64
+                  " ms of validity left",
+                  fence_status_name(reason_down), valid_down);
+    /* (redis-ctl stop itself takes up to ~2 s here.) */
+    ck_assert_msg(valid_down > 0, "valid_ms %" PRId64 " with TTL 5 s", valid_down);
+    ck_assert_msg(next_down >= 0 && next_down <= valid_down,
+                  "next_ms %" PRId64 " after a failed pass", next_down);
+    ck_assert_int_eq(rc_down2, FENCE_ECONN);
+    ck_assert_int_eq(calls_down2, 0);
+
+    /* Back and empty: one of the next passes reconnects and is refused. */
+    int rc = -1;
+    for (int i = 0; i < 2 && atomic_load(&lr.calls) == 0; i++) {
+        tu_sleep_ms(15);
+        rc = fence_heartbeat_run(c, &next);
+    }
+    ck_assert_msg(rc == FENCE_OK, "heartbeat_run after restart: %s (%s)", fence_status_name(rc),
+                  fence_client_errmsg(c));
+    ck_assert_int_eq(atomic_load(&lr.calls), 1);
+    ck_assert_int_eq(atomic_load(&lr.reason), FENCE_LOST);
+    ck_assert_int_ne(fence_lease_lost(l), 0);
+    ck_assert_int_eq(next, -1); /* nothing held any more */
+    EXPECT_RC(fence_release(l), FENCE_LOST, c);
+    fence_client_close(c);
+}
+END_TEST
+
 static Suite *heartbeat_suite(void)
 {
     Suite *s = suite_create("heartbeat");
@@ -638,6 +698,7 @@ static Suite *heartbeat_suite(void)
     tcase_add_test(tc, lost_cb_via_renew);
     tcase_add_test(tc, lost_cb_never_on_release);
     tcase_add_test(tc, lost_cb_econn_when_redis_stops);
+    tcase_add_test(tc, manual_mode_redis_down);
     suite_add_tcase(s, tc);
     return s;
 }
