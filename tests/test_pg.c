@@ -1036,6 +1036,53 @@ START_TEST(pipeline_send_token)
 }
 END_TEST
 
+START_TEST(prepared_statements)
+{
+    PGconn *c = db();
+    fence_pg_error e;
+    make_table(c, "pp");
+    ck_assert_int_eq(fence_pg_prepare(NULL, &e), FENCE_EINVAL);
+    ok(c, "BEGIN");
+    ck_assert_int_eq(fence_pg_prepare(c, &e), FENCE_ESTATE);
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(fence_pg_prepare(c, &e), FENCE_OK);
+    ck_assert_int_eq(fence_pg_prepare(c, NULL), FENCE_OK); /* again: harmless */
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_prepared_statements"
+                            " WHERE name LIKE 'fence_pg_set_token%'"),
+                     2);
+    /* Same behaviour through the prepared statements, in both modes. */
+    ck_assert_int_eq(write_tok(c, 9, "UPDATE pp SET v = 1 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 8, "UPDATE pp SET v = 2 WHERE id = 1", &e), FENCE_STALE);
+    ok(c, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(c, 9, "pp-res", &e), FENCE_OK);
+    ok(c, "COMMIT");
+    ok(c, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(c, 8, "pp-res", &e), FENCE_STALE);
+    ck_assert_uint_eq(e.highest, 9);
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(pipelined(c, 10, "pp-res", "UPDATE pp SET v = 3 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM pp WHERE id = 1"), 10);
+    ck_assert_int_eq(pipelined(c, 9, NULL, "UPDATE pp SET v = 4 WHERE id = 1", &e), FENCE_STALE);
+
+    /* Dropped behind the library's back: one clear failure, then it
+     * falls back to unprepared statements; prepare again works. */
+    ok(c, "DEALLOCATE ALL");
+    ok(c, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(c, 11, NULL, &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "26000");
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(write_tok(c, 11, "UPDATE pp SET v = 5 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(fence_pg_prepare(c, &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 12, "UPDATE pp SET v = 6 WHERE id = 1", &e), FENCE_OK);
+    /* PQreset forgets them (the new session has none). */
+    PQreset(c);
+    ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+    ck_assert_int_eq(write_tok(c, 13, "UPDATE pp SET v = 7 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM pp WHERE id = 1"), 13);
+    PQfinish(c);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* C API: bad arguments and states                                      */
 /* ------------------------------------------------------------------ */
@@ -1163,6 +1210,7 @@ static Suite *pg_suite(void)
     tcase_add_test(t, app_role_cannot_bypass);
     tcase_add_test(t, names_are_quoted);
     tcase_add_test(t, pipeline_send_token);
+    tcase_add_test(t, prepared_statements);
     tcase_add_test(t, api_bad_arguments);
     suite_add_tcase(s, t);
     return s;

@@ -85,6 +85,20 @@ FENCE_API int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resou
                                  fence_pg_error *err);
 
 /*
+ * Optional, once per connection: prepare the statements that
+ * fence_pg_set_token() and fence_pg_send_token() send, so that every later
+ * call skips parsing and planning them (a measurable share of a short
+ * transaction).  The connection remembers it (libpq instance data, cleared
+ * by PQreset); on a connection never prepared the calls send their
+ * statements unprepared and work the same.  If the application drops them
+ * (DEALLOCATE ALL, DISCARD ALL), the next call fails with FENCE_EDB
+ * (SQLSTATE 26000): call fence_pg_prepare() again.  The connection must be
+ * idle outside a transaction block and not in pipeline mode (FENCE_ESTATE).
+ * Calling it again is harmless.
+ */
+FENCE_API int fence_pg_prepare(PGconn *conn, fence_pg_error *err);
+
+/*
  * The same query as fence_pg_set_token(), queued in libpq pipeline mode
  * (PQenterPipelineMode) with PQsendQueryParams, so that a fenced write
  * needs no extra round trip even in autocommit: everything queued up to

@@ -2,6 +2,8 @@
  * transaction, read a resource's mark, install fence.sql. */
 #include "pg_internal.h"
 
+#include <libpq-events.h>
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,29 @@ static const char SQL_SET[] = "SELECT pg_catalog.set_config('fence.token', $1, t
 static const char SQL_SET_ADVANCE[] =
     "SELECT pg_catalog.set_config('fence.token', $1, true), fence.advance($2, $1::pg_catalog.int8)";
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
+
+/* Names of the statements fence_pg_prepare() prepares. */
+static const char STMT_SET[] = "fence_pg_set_token";
+static const char STMT_SET_ADVANCE[] = "fence_pg_set_token_advance";
+
+/* Per-connection memory of fence_pg_prepare(): libpq instance data of
+ * this event procedure, set to &prepared_marker while the statements are
+ * known to exist, NULL otherwise (PQreset drops them). */
+static char prepared_marker;
+
+static int event_proc(PGEventId id, void *info, void *pass)
+{
+    (void)pass;
+    if (id == PGEVT_CONNRESET) {
+        PQsetInstanceData(((PGEventConnReset *)info)->conn, event_proc, NULL);
+    }
+    return 1;
+}
+
+static int is_prepared(const PGconn *conn)
+{
+    return PQinstanceData(conn, event_proc) == &prepared_marker;
+}
 
 /* Checks shared by every call that takes a resource name (NULL allowed
  * when optional). */
@@ -121,10 +146,22 @@ int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence
     snprintf(tok, sizeof tok, "%" PRIu64, token);
     const Oid types[2] = {TEXTOID_, TEXTOID_};
     const char *values[2] = {tok, resource};
-    PGresult *res = PQexecParams(conn, resource != NULL ? SQL_SET_ADVANCE : SQL_SET,
-                                 resource != NULL ? 2 : 1, types, values, NULL, NULL, 0);
+    int nparams = resource != NULL ? 2 : 1;
+    int prepared = is_prepared(conn);
+    PGresult *res = prepared
+        ? PQexecPrepared(conn, resource != NULL ? STMT_SET_ADVANCE : STMT_SET, nparams, values,
+                         NULL, NULL, 0)
+        : PQexecParams(conn, resource != NULL ? SQL_SET_ADVANCE : SQL_SET, nparams, types,
+                       values, NULL, NULL, 0);
     if (res == NULL) {
         return null_result(fn, conn, err);
+    }
+    if (prepared && PQresultStatus(res) == PGRES_FATAL_ERROR) {
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        if (state != NULL && strcmp(state, "26000") == 0) {
+            /* Dropped behind our back: forget them. */
+            PQsetInstanceData(conn, event_proc, NULL);
+        }
     }
     return finish_set(fn, res, tok, err);
 }
@@ -156,9 +193,54 @@ int fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource, fenc
     snprintf(tok, sizeof tok, "%" PRIu64, token);
     const Oid types[2] = {TEXTOID_, TEXTOID_};
     const char *values[2] = {tok, resource};
-    if (!PQsendQueryParams(conn, resource != NULL ? SQL_SET_ADVANCE : SQL_SET,
-                           resource != NULL ? 2 : 1, types, values, NULL, NULL, 0)) {
+    int nparams = resource != NULL ? 2 : 1;
+    int sent = is_prepared(conn)
+        ? PQsendQueryPrepared(conn, resource != NULL ? STMT_SET_ADVANCE : STMT_SET, nparams,
+                              values, NULL, NULL, 0)
+        : PQsendQueryParams(conn, resource != NULL ? SQL_SET_ADVANCE : SQL_SET, nparams, types,
+                            values, NULL, NULL, 0);
+    if (!sent) {
         return null_result(fn, conn, err);
+    }
+    return fence_pg__reset(err, FENCE_OK);
+}
+
+int fence_pg_prepare(PGconn *conn, fence_pg_error *err)
+{
+    static const char fn[] = "fence_pg_prepare";
+    int st;
+    if ((st = check_conn(fn, conn, err)) != FENCE_OK) {
+        return st;
+    }
+    if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF || PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        return fence_pg__fail(err, FENCE_ESTATE,
+                              "%s: the connection must be idle, outside a transaction block and "
+                              "out of pipeline mode", fn);
+    }
+    if (is_prepared(conn)) {
+        return fence_pg__reset(err, FENCE_OK);
+    }
+    const Oid types[2] = {TEXTOID_, TEXTOID_};
+    const char *const names[2] = {STMT_SET, STMT_SET_ADVANCE};
+    const char *const sqls[2] = {SQL_SET, SQL_SET_ADVANCE};
+    for (int i = 0; i < 2; i++) {
+        PGresult *res = PQprepare(conn, names[i], sqls[i], i + 1, types);
+        if (res == NULL) {
+            return null_result(fn, conn, err);
+        }
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        int dup = state != NULL && strcmp(state, "42P05") == 0; /* exists already */
+        st = dup ? fence_pg__reset(err, FENCE_OK) : fence_pg_result(res, err);
+        PQclear(res);
+        if (st != FENCE_OK) {
+            return st;
+        }
+    }
+    /* Registering fails harmlessly when an earlier call registered it. */
+    (void)PQregisterEventProc(conn, event_proc, "fence_pg", NULL);
+    if (!PQsetInstanceData(conn, event_proc, &prepared_marker)) {
+        return fence_pg__fail(err, FENCE_ENOMEM, "%s: libpq could not register the connection's "
+                              "event procedure", fn);
     }
     return fence_pg__reset(err, FENCE_OK);
 }

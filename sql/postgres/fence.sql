@@ -204,9 +204,10 @@ CREATE TRIGGER marks_no_truncate BEFORE TRUNCATE ON fence.marks
 
 -- Raise RESOURCE's high-water mark to TOKEN, or raise 23Q01 when the mark
 -- is already higher.  The mark's row stays locked until the transaction
--- ends (ON CONFLICT DO UPDATE locks the row even when its WHERE is false),
--- so the writes that follow in the same transaction cannot be overtaken
--- by a writer with a lower token.  Returns the mark (= TOKEN).
+-- ends (SELECT ... FOR UPDATE, or INSERT ... ON CONFLICT DO UPDATE, which
+-- locks the row even when its WHERE is false), so the writes that follow
+-- in the same transaction cannot be overtaken by a writer with a lower
+-- token.  Returns the mark (= TOKEN).
 CREATE OR REPLACE FUNCTION fence.advance(resource text, token bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -227,17 +228,24 @@ BEGIN
                   DETAIL = 'reason=' || CASE WHEN advance.token IS NULL THEN 'missing' ELSE 'malformed' END;
     END IF;
 
-    INSERT INTO fence.marks AS m (resource, token)
-    VALUES (advance.resource, advance.token)
-    ON CONFLICT (resource) DO UPDATE
-        SET token = EXCLUDED.token, updated_at = pg_catalog.now()
-        WHERE m.token < EXCLUDED.token;
-    IF FOUND THEN
-        RETURN advance.token;
+    -- The common case, the mark exists: lock its row and read it in one
+    -- statement (FOR UPDATE waits for a concurrent writer and then sees
+    -- its committed mark), raise it if lower.
+    SELECT m.token INTO seen FROM fence.marks m WHERE m.resource = advance.resource FOR UPDATE;
+    IF NOT FOUND THEN
+        -- A new resource, possibly created concurrently: ON CONFLICT waits
+        -- for the other inserter and then locks its row (even when its
+        -- WHERE is false).
+        INSERT INTO fence.marks AS m (resource, token)
+        VALUES (advance.resource, advance.token)
+        ON CONFLICT (resource) DO UPDATE
+            SET token = EXCLUDED.token, updated_at = pg_catalog.now()
+            WHERE m.token < EXCLUDED.token;
+        IF FOUND THEN
+            RETURN advance.token;
+        END IF;
+        SELECT m.token INTO seen FROM fence.marks m WHERE m.resource = advance.resource;
     END IF;
-
-    -- Not raised: the row is locked by us now; read what it holds.
-    SELECT m.token INTO seen FROM fence.marks m WHERE m.resource = advance.resource;
     IF seen > advance.token THEN
         RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %)',
                 advance.token, pg_catalog.quote_ident(advance.resource), seen
@@ -245,7 +253,11 @@ BEGIN
                   DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s',
                                              advance.token, seen, advance.resource);
     END IF;
-    RETURN seen;
+    IF seen < advance.token THEN
+        UPDATE fence.marks m SET token = advance.token, updated_at = pg_catalog.now()
+        WHERE m.resource = advance.resource;
+    END IF;
+    RETURN advance.token;
 END
 $$;
 
