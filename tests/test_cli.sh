@@ -102,6 +102,15 @@ check "fence token --raise never lowers it" test "$("$F" token --raise=5 "$n")" 
 "$F" run "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1"' sh "$T/env3"
 check "the next run after --raise 1000 gets token 1001" test "$(cat "$T/env3")" = 1001
 
+# The command inherits fence's own descriptors (here 0-2 and 7), never the
+# Redis sockets or pipes fence opened.
+# Compared with the same command started without fence.
+fdlist='ls /proc/$$/fd | sort -n | tr "\n" " "'
+sh -c "$fdlist" > "$T/fds0" 7< /dev/null
+"$F" run "$(name)" -- sh -c "$fdlist" > "$T/fds" 7< /dev/null
+check "the command inherits fd 7 and fence's other fds, no Redis socket ($(cat "$T/fds"))" \
+  bash -c "grep -q ' 7 ' '$T/fds' && [ \"\$(cat '$T/fds')\" = \"\$(cat '$T/fds0')\" ]"
+
 # ---- exit status ---------------------------------------------------------------
 "$F" run "$(name)" -- true; rc=$?
 check "exit status 0 passed through" test "$rc" = 0
