@@ -200,6 +200,19 @@ __attribute__((format(printf, 2, 3))) static void child_error(const child_args *
     child_send(a, &m);
 }
 
+/* A holder's lost-lease callback (heartbeat thread).  A real job would
+ * stop working here; A never gets the chance: its heartbeat thread was
+ * frozen with the rest of it and only finds out after SIGCONT, racing
+ * with the write A is already making.  That is the point of the demo. */
+static void on_lost(fence_lease *lease, int reason, void *user)
+{
+    (void)lease;
+    (void)reason;
+    atomic_store((atomic_int *)user, 1);
+}
+
+static atomic_int g_child_lost = 0;
+
 /*
  * One holder: acquire, read, (A: report ready and wait for "go"), write
  * balance + delta with the lease's token, report, release.  Runs in a
@@ -226,6 +239,8 @@ __attribute__((noreturn)) static void run_child(const child_args *a)
     fence_lease_options lo;
     fence_lease_options_init(&lo, a->ttl_ms);
     lo.wait_ms = ACQUIRE_WAIT_MS;
+    lo.on_lost = on_lost;
+    lo.user = &g_child_lost;
     rc = fence_acquire(c, a->lease, &lo, &l);
     if (rc != FENCE_OK) {
         child_error(a, "%s: fence_acquire %s: %s: %s", a->who, a->lease, fence_status_name(rc),
