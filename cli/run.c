@@ -366,8 +366,11 @@ static int supervise(pid_t pid, const run_args *ra, int *was_lost)
             nanosleep(&ts, NULL);
         }
         unsigned char buf[64];
-        ssize_t got;
-        while ((got = read(sig_pipe[0], buf, sizeof buf)) > 0) {
+        for (;;) {
+            ssize_t got = read(sig_pipe[0], buf, sizeof buf);
+            if (got <= 0) {
+                break;
+            }
             for (ssize_t i = 0; i < got; i++) {
                 if (buf[i] != SIGCHLD) {
                     kill(-pid, buf[i]);

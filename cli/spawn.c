@@ -74,8 +74,11 @@ void cli__fds_snapshot(void)
     DIR *d = opendir("/proc/self/fd");
     if (d != NULL) {
         int self = dirfd(d);
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
+        for (;;) {
+            struct dirent *e = readdir(d);
+            if (e == NULL) {
+                break;
+            }
             char *end;
             long fd = strtol(e->d_name, &end, 10);
             if (e->d_name[0] == '.' || *end != '\0' || fd < 3 || fd == self) {

@@ -194,6 +194,14 @@ check "exit 75 while another fence run holds the lease" \
 s=$(now); "$F" run --wait 300ms "$n" -- true 2> /dev/null; rc=$?; e=$(now)
 check "exit 75 when --wait 300ms runs out (rc $rc)" test "$rc" = 75
 check "... after waiting at least 300ms" elapsed_ge "$s" "$e" 0.29
+# SIGTERM while waiting for the lease ends the wait at once; nothing runs.
+"$F" run --wait 10s "$n" -- touch "$T/ran" 2> /dev/null &
+wp=$!; BG+=("$wp")
+sleep 0.2
+s=$(now); kill -TERM "$wp"; wait "$wp"; rc=$?; e=$(now)
+check "SIGTERM during --wait ends fence at once (143), the command never runs" \
+  bash -c "[ $rc = 143 ] && [ ! -e '$T/ran' ]"
+check "... promptly" elapsed_lt "$s" "$e" 1
 kill -TERM "$fp"; wait "$fp"; rc=$?
 check "SIGTERM to fence reaches the command (sleep dies: 143)" test "$rc" = 143
 check "the lease is released after the command ends (key gone)" key_gone "$n"
