@@ -94,6 +94,7 @@ int fence_client_open(fence_client **out, const fence_client_options *o)
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->cmd_lock, NULL);
     pthread_mutex_init(&c->hb_lock, NULL);
+    c->hb_wake_us = INT64_MAX;
     *out = c;
     if (o == NULL) {
         return fence__fail(c, FENCE_EINVAL, "fence_client_open: options are NULL");
@@ -104,6 +105,7 @@ int fence_client_open(fence_client **out, const fence_client_options *o)
     }
     pthread_mutex_lock(&c->cmd_lock);
     st = fence__conn_open(c, &c->cmd, 0);
+    c->cmd_ever = st == FENCE_OK;
     if (st == FENCE_OK) {
         fence__scripts_load(c, c->cmd);
         if (c->cmd->err) {

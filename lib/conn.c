@@ -110,16 +110,18 @@ int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
     return FENCE_OK;
 }
 
-int fence__conn_ensure(fence_client *c, redisContext **rc, int64_t timeout_ms)
+int fence__conn_ensure(fence_client *c, redisContext **rc, int *ever, int64_t timeout_ms)
 {
     if (*rc != NULL && (*rc)->err == 0) {
         return FENCE_OK;
     }
-    int had = *rc != NULL;
     fence__conn_drop(rc);
     int st = fence__conn_open(c, rc, timeout_ms);
-    if (st == FENCE_OK && had) {
-        atomic_fetch_add(&c->m.reconnects, 1);
+    if (st == FENCE_OK) {
+        if (*ever) {
+            atomic_fetch_add(&c->m.reconnects, 1);
+        }
+        *ever = 1;
     }
     return st;
 }
@@ -210,7 +212,7 @@ int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const cha
     int st = FENCE_ECONN;
     for (int attempt = 0; attempt < 2; attempt++) {
         int fresh = c->cmd == NULL || c->cmd->err != 0;
-        st = fence__conn_ensure(c, &c->cmd, 0);
+        st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, 0);
         if (st != FENCE_OK) {
             break;
         }

@@ -192,9 +192,11 @@ typedef struct fence_lease_options {
 FENCE_API void fence_lease_options_init(fence_lease_options *opts, int64_t ttl_ms);
 
 /*
- * Acquire the lease NAME.  In one round trip (one Lua script) the owner key
- * is set with NX and the TTL, and only then the name's counter is
- * incremented; its new value is the lease's fencing token.
+ * Acquire the lease NAME (1..FENCE_NAME_MAX bytes, no control characters).
+ * In one round trip (one Lua script, atomic): if the owner key is free, the
+ * name's counter is incremented and the owner key is set with the TTL; the
+ * counter's new value is the lease's fencing token.  When the key is held,
+ * nothing is written and no token is used up.
  * Returns FENCE_OK and sets *out, or FENCE_BUSY (held by another owner and
  * wait_ms == 0), FENCE_TIMEOUT (still held when wait_ms ran out), or an
  * error; *out is NULL on anything but FENCE_OK.

@@ -165,7 +165,10 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
         if (results == NULL) {
             st = fence__fail(c, FENCE_ENOMEM, "out of memory");
         } else {
-            st = fence__conn_ensure(c, &c->hb, bound_ms);
+            for (size_t i = 0; i < due_v.n; i++) {
+                results[i] = -1; /* no answer, until Redis gives one */
+            }
+            st = fence__conn_ensure(c, &c->hb, &c->hb_ever, bound_ms);
         }
         if (st == FENCE_OK) {
             fence__conn_timeout(c->hb, bound_ms < c->io_timeout_ms ? bound_ms : c->io_timeout_ms);
@@ -288,6 +291,7 @@ static void *hb_main(void *arg)
                 }
             }
         }
+        c->hb_wake_us = next;
         if (next == INT64_MAX) {
             pthread_cond_wait(&c->cond, &c->lock);
             continue;
@@ -301,6 +305,7 @@ static void *hb_main(void *arg)
             pthread_cond_timedwait(&c->cond, &c->lock, &ts);
             continue;
         }
+        c->hb_wake_us = 0; /* busy: a kick now would change nothing */
         pthread_mutex_unlock(&c->lock);
         fence__heartbeat_pass(c, NULL);
         pthread_mutex_lock(&c->lock);
@@ -329,10 +334,14 @@ int fence__heartbeat_start(fence_client *c)
     return st;
 }
 
-void fence__heartbeat_kick(fence_client *c)
+void fence__heartbeat_kick(fence_client *c, int64_t due_us)
 {
     pthread_mutex_lock(&c->lock);
-    pthread_cond_broadcast(&c->cond);
+    /* Wake the thread only if it would otherwise sleep past this lease's
+     * first renewal: most acquisitions then cost no context switch. */
+    if (due_us < c->hb_wake_us) {
+        pthread_cond_broadcast(&c->cond);
+    }
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -109,6 +109,7 @@ struct fence_client {
     /* The command connection, used by calling threads. */
     pthread_mutex_t cmd_lock;
     redisContext *cmd;
+    int cmd_ever; /* it had connected before: a new connection is a reconnect */
 
     /* Leases and heartbeat state. */
     pthread_mutex_t lock;
@@ -117,10 +118,12 @@ struct fence_client {
     int stopping;
     int hb_started;
     pthread_t hb_thread;
+    int64_t hb_wake_us; /* when the thread plans to wake; INT64_MAX: idle */
 
     /* The heartbeat connection; one pass at a time. */
     pthread_mutex_t hb_lock;
     redisContext *hb;
+    int hb_ever;
 
     fence__metrics m;
 };
@@ -129,8 +132,9 @@ struct fence_client {
 /* Open a connection: connect (within timeout_ms), set I/O timeouts, AUTH,
  * SELECT.  FENCE_ECONN / FENCE_EAUTH / FENCE_EPROTO with a message. */
 int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms);
-/* Make sure *rc is open (reconnecting if needed, counting reconnects). */
-int fence__conn_ensure(fence_client *c, redisContext **rc, int64_t timeout_ms);
+/* Make sure *rc is open, reconnecting if needed.  *ever says whether this
+ * slot was ever connected: a new connection then counts as a reconnect. */
+int fence__conn_ensure(fence_client *c, redisContext **rc, int *ever, int64_t timeout_ms);
 /* Close and NULL *rc. */
 void fence__conn_drop(redisContext **rc);
 /* Set both I/O timeouts on an open connection. */
@@ -170,8 +174,9 @@ int fence__acquire_wait(fence_client *c, const char *name, const fence_lease_opt
 /* Start the thread if the mode asks for it and it is not running. */
 int fence__heartbeat_start(fence_client *c);
 void fence__heartbeat_stop(fence_client *c);
-/* Wake the thread: the set of leases or their deadlines changed. */
-void fence__heartbeat_kick(fence_client *c);
+/* A lease was added whose first renewal is due at due_us: wake the thread
+ * if it plans to sleep past that. */
+void fence__heartbeat_kick(fence_client *c, int64_t due_us);
 /* One pass: renew the due leases in one round trip. */
 int fence__heartbeat_pass(fence_client *c, int64_t *next_ms);
 

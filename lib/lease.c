@@ -184,7 +184,7 @@ int fence__try_once(fence_client *c, const char *name, const fence_lease_options
     atomic_fetch_add(&c->m.lease_acquired, 1);
     atomic_fetch_add(&c->m.leases_held, 1);
     if (!l->no_heartbeat) {
-        fence__heartbeat_kick(c);
+        fence__heartbeat_kick(c, l->next_renew_us - l->renew_every_ms * 250);
     }
     *out = l;
     return FENCE_OK;
