@@ -646,6 +646,39 @@ END_TEST
 /* Loss, kill -9, release after loss                                    */
 /* ------------------------------------------------------------------ */
 
+/* Tokens stay exact across 2^53, where Lua's doubles stop being exact, up
+ * to the largest value a Redis counter can hold. */
+START_TEST(tokens_exact_past_2_53)
+{
+    fence_client *c = open_client();
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("big"));
+    uint64_t t = 0;
+    const uint64_t start = 9007199254740990ULL; /* 2^53 - 2 */
+    EXPECT_RC(fence_token_raise(c, nm, start, &t), FENCE_OK, c);
+    ck_assert_uint_eq(t, start);
+    for (uint64_t i = 1; i <= 4; i++) {
+        fence_lease *l = acquire_ok(c, nm, 1000, 0);
+        ck_assert_uint_eq(fence_lease_token(l), start + i);
+        ck_assert_int_eq(fence_release(l), FENCE_OK);
+    }
+    EXPECT_RC(fence_token_raise(c, nm, (uint64_t)INT64_MAX - 1, &t), FENCE_OK, c);
+    fence_lease *l = acquire_ok(c, nm, 1000, 0);
+    ck_assert_uint_eq(fence_lease_token(l), (uint64_t)INT64_MAX);
+    ck_assert_int_eq(fence_release(l), FENCE_OK);
+    /* The counter is exhausted: acquiring fails with a clear error and
+     * leaves no owner key behind. */
+    fence_lease *none = NULL;
+    ck_assert_int_eq(fence_try_acquire(c, nm, 1000, &none), FENCE_EPROTO);
+    ck_assert_ptr_null(none);
+    int held = 1;
+    EXPECT_RC(fence_lease_inspect(c, nm, &held, NULL, NULL, &t), FENCE_OK, c);
+    ck_assert_int_eq(held, 0);
+    ck_assert_uint_eq(t, (uint64_t)INT64_MAX);
+    fence_client_close(c);
+}
+END_TEST
+
 START_TEST(kill9_frees_after_ttl)
 {
     const int64_t ttl = 300;
@@ -1018,6 +1051,7 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, threads_own_clients);
     tcase_add_test(tc, threads_shared_client);
     tcase_add_test(tc, token_raise_last_inspect);
+    tcase_add_test(tc, tokens_exact_past_2_53);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("loss");
