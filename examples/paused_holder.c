@@ -757,6 +757,8 @@ int main(int argc, char **argv)
         for (int fenced = 0; fenced < 2; fenced++) {
             if (!runs[fenced])
                 continue;
+            if (fenced && runs[0])
+                say("%s", ""); /* a blank line between the two runs */
             int r = run_once(&cfg, fenced, pc, url, lease, ttl_ms);
             if (r > status)
                 status = r;
