@@ -11,18 +11,9 @@ PC_FILES    += $(B)/fence_gate.pc
 HEADERS     += lib/gate/fence_gate.h
 
 # One C string per .sql file: fence_gate__sql_<basename> and its _len.
-$(B)/lib/gate/sql_embed.c: $(GATE_SQL) lib/gate/module.mk
+$(B)/lib/gate/sql_embed.c: scripts/embed $(GATE_SQL)
 	@mkdir -p $(dir $@)
-	{ echo '/* Generated from the lib/gate/sql/ files by lib/gate/module.mk; do not edit. */'; \
-	  echo '#include <stddef.h>'; \
-	  for f in $(GATE_SQL); do n=$$(basename $$f .sql); \
-	    echo "extern const char fence_gate__sql_$$n[];"; \
-	    echo "extern const size_t fence_gate__sql_$${n}_len;"; \
-	    echo "const char fence_gate__sql_$$n[] = {"; \
-	    od -An -v -tx1 $$f | sed -e 's/ *$$//' -e 's/^ *//' -e 's/ /, 0x/g' -e 's/^/0x/' -e 's/$$/,/'; \
-	    echo '0x00 };'; \
-	    echo "const size_t fence_gate__sql_$${n}_len = sizeof(fence_gate__sql_$$n) - 1;"; \
-	  done; } > $@.tmp && mv $@.tmp $@
+	scripts/embed fence_gate__sql_ $(GATE_SQL) > $@.tmp && mv $@.tmp $@
 
 $(B)/lib/gate/sql_embed.o: $(B)/lib/gate/sql_embed.c
 	$(CC) $(REAL_CFLAGS) -c -o $@ $<

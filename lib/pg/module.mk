@@ -1,6 +1,6 @@
 # libfence_pg: storage-side fencing for PostgreSQL.  Links libpq; the core
 # libfence never does.  The SQL lives in sql/postgres/fence.sql and is
-# embedded at build time (lib/pg/embed-sql) for fence_pg_install().
+# embedded at build time (scripts/embed) for fence_pg_install().
 PG_SRC := $(wildcard lib/pg/*.c)
 PG_OBJ := $(PG_SRC:%.c=$(B)/%.o) $(B)/lib/pg/sql_embed.o
 
@@ -11,9 +11,9 @@ HEADERS     += lib/pg/fence_pg.h
 
 $(B)/lib/pg/%.o: MOD_CFLAGS += $(PQ_CFLAGS)
 
-$(B)/lib/pg/sql_embed.c: lib/pg/embed-sql sql/postgres/fence.sql
+$(B)/lib/pg/sql_embed.c: scripts/embed sql/postgres/fence.sql
 	@mkdir -p $(dir $@)
-	sh lib/pg/embed-sql sql/postgres/fence.sql > $@.tmp && mv $@.tmp $@
+	scripts/embed fence_pg__sql_ sql/postgres/fence.sql > $@.tmp && mv $@.tmp $@
 
 $(B)/lib/pg/sql_embed.o: $(B)/lib/pg/sql_embed.c
 	$(CC) $(REAL_CFLAGS) $(PQ_CFLAGS) -Ilib/pg -c -o $@ $<
@@ -30,9 +30,7 @@ BENCH_BINS += $(B)/tests/bench/bench_pg
 
 $(B)/tests/test_pg.o $(B)/tests/bench/bench_pg.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
 
-# lib/status.o is fence_strerror()/fence_status_name() of the core, linked
-# alone so this suite does not depend on the rest of libfence.
-$(B)/tests/test_pg: $(B)/tests/test_pg.o $(B)/tests/testutil.o $(B)/libfence_pg.a $(B)/lib/status.o
+$(B)/tests/test_pg: $(B)/tests/test_pg.o $(B)/tests/testutil.o $(B)/libfence_pg.a $(B)/libfence.a
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS) $(CHECK_LIBS)
 
 $(B)/tests/bench/bench_pg: $(B)/tests/bench/bench_pg.o $(B)/libfence_pg.a

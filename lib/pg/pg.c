@@ -300,7 +300,7 @@ int fence_pg_install(PGconn *conn, fence_pg_error *err)
                               "%s: the connection must be idle, outside a transaction block and "
                               "out of pipeline mode (the script commits its own transaction)", fn);
     }
-    PGresult *res = PQexec(conn, fence_pg__sql);
+    PGresult *res = PQexec(conn, fence_pg__sql_fence);
     if (res == NULL) {
         return null_result(fn, conn, err);
     }
@@ -333,7 +333,7 @@ int fence_pg_install(PGconn *conn, fence_pg_error *err)
 const char *fence_pg_install_sql(size_t *len)
 {
     if (len != NULL) {
-        *len = fence_pg__sql_len;
+        *len = fence_pg__sql_fence_len;
     }
-    return fence_pg__sql;
+    return fence_pg__sql_fence;
 }

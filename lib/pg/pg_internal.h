@@ -5,9 +5,9 @@
 
 #include "fence_pg.h"
 
-/* sql/postgres/fence.sql, embedded at build time by lib/pg/embed-sql. */
-extern const char fence_pg__sql[];
-extern const size_t fence_pg__sql_len;
+/* sql/postgres/fence.sql, embedded at build time by scripts/embed. */
+extern const char fence_pg__sql_fence[];
+extern const size_t fence_pg__sql_fence_len;
 
 /* Reset every field of err (when not NULL) and set status.  Returns status. */
 int fence_pg__reset(fence_pg_error *err, int status);

@@ -20,7 +20,7 @@ SQLITE_EXTENSION_INIT3
 
 #include "fence_sqlite.h"
 
-/* The SQL, embedded by lib/sqlite/embed-sql. */
+/* The SQL, embedded by scripts/embed. */
 extern const char fence_sqlite__sql_schema[];
 extern const char fence_sqlite__sql_row_before_insert[];
 extern const char fence_sqlite__sql_row_after_insert[];

@@ -13,9 +13,9 @@ PC_FILES    += $(B)/fence_sqlite.pc
 HEADERS     += lib/sqlite/fence_sqlite.h
 
 # The SQL lives in sql/sqlite/*.sql and is embedded at build time.
-$(B)/lib/sqlite/sql_embed.c: lib/sqlite/embed-sql $(SQLITE_SQL)
+$(B)/lib/sqlite/sql_embed.c: scripts/embed $(SQLITE_SQL)
 	@mkdir -p $(dir $@)
-	lib/sqlite/embed-sql $(SQLITE_SQL) > $@.tmp && mv $@.tmp $@
+	scripts/embed fence_sqlite__sql_ $(SQLITE_SQL) > $@.tmp && mv $@.tmp $@
 
 $(B)/lib/sqlite/sql_embed.o: $(B)/lib/sqlite/sql_embed.c
 	$(CC) $(REAL_CFLAGS) -c -o $@ $<
