@@ -105,9 +105,9 @@ check "the next run after --raise 1000 gets token 1001" test "$(cat "$T/env3")" 
 # The command inherits fence's own descriptors (here 0-2 and 7), never the
 # Redis sockets or pipes fence opened.
 # Compared with the same command started without fence.
-fdlist='ls /proc/$$/fd | sort -n | tr "\n" " "'
-sh -c "$fdlist" > "$T/fds0" 7< /dev/null
-"$F" run "$(name)" -- sh -c "$fdlist" > "$T/fds" 7< /dev/null
+# (ls lists its own descriptors, plus the one it opens to read the folder.)
+ls /proc/self/fd 7< /dev/null | sort -n | tr '\n' ' ' > "$T/fds0"
+"$F" run "$(name)" -- ls /proc/self/fd 7< /dev/null | sort -n | tr '\n' ' ' > "$T/fds"
 check "the command inherits fd 7 and fence's other fds, no Redis socket ($(cat "$T/fds"))" \
   bash -c "grep -q ' 7 ' '$T/fds' && [ \"\$(cat '$T/fds')\" = \"\$(cat '$T/fds0')\" ]"
 
