@@ -118,12 +118,17 @@ int fence_client_open(fence_client **out, const fence_client_options *o)
     if (st == FENCE_OK) {
         /* A server that wants a password we did not give answers NOAUTH
          * only now: ask it something harmless to find out. */
-        const char *args[2] = {"fence:{probe}", "fence:{probe}:token"};
+        char *k1 = fence__key(c, "probe", "");
+        char *k2 = fence__key(c, "probe", ":token");
+        const char *args[2] = {k1, k2};
         void *r = NULL;
-        st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, NULL, &r);
+        st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, NULL, &r)
+                      : fence__fail(c, FENCE_ENOMEM, "out of memory");
         if (r != NULL) {
             freeReplyObject(r);
         }
+        free(k1);
+        free(k2);
     }
     if (st == FENCE_OK) {
         fence__clear(c);

@@ -2,6 +2,7 @@
  * script loading and EVALSHA with the NOSCRIPT fallback. */
 #include "internal.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,6 +78,12 @@ int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
                              rc->errstr);
         redisFree(rc);
         return st;
+    }
+    /* hiredis 0.14 opens its socket without SOCK_CLOEXEC: a program that
+     * forks and execs must not hand our connections to its children. */
+    int fl = fcntl(rc->fd, F_GETFD);
+    if (fl >= 0) {
+        fcntl(rc->fd, F_SETFD, fl | FD_CLOEXEC);
     }
     int64_t io = c->io_timeout_ms;
     if (timeout_ms > 0 && timeout_ms < io) {

@@ -21,6 +21,12 @@
  *     valid until the next call on that handle from the same thread, or
  *     until it is freed.
  *   - Status codes are only ever appended, never renumbered.
+ *
+ * Processes: the heartbeat thread (started by the first acquire that wants
+ * it) runs with all signals blocked.  hiredis writes with write(2): ignore
+ * SIGPIPE in programs that must survive Redis closing a connection.  The
+ * library's sockets are close-on-exec.  A client does not survive fork():
+ * open a new one in the child.
  */
 #ifndef FENCE_H
 #define FENCE_H

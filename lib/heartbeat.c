@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,7 +208,10 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
             atomic_fetch_add(&c->m.renew_failed, 1);
             if (fence__mark_lost_locked(l)) {
                 l->lost_reason = FENCE_LOST; /* renewal refused */
-                if (vec_push(&lost, l) != 0) {
+                /* Only a lease with a callback is touched after the lock
+                 * is dropped: its claimed callback makes fence_release()
+                 * wait.  One without may be freed at any moment. */
+                if (l->on_lost != NULL && vec_push(&lost, l) != 0) {
                     l->cb_running = 0; /* out of memory: no callback */
                 }
             }
@@ -226,7 +230,10 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
             l->valid_until_us <= now) {
             if (fence__mark_lost_locked(l)) {
                 l->lost_reason = FENCE_ECONN; /* validity ran out unanswered */
-                if (vec_push(&lost, l) != 0) {
+                /* Only a lease with a callback is touched after the lock
+                 * is dropped: its claimed callback makes fence_release()
+                 * wait.  One without may be freed at any moment. */
+                if (l->on_lost != NULL && vec_push(&lost, l) != 0) {
                     l->cb_running = 0; /* out of memory: no callback */
                 }
             }
@@ -322,7 +329,13 @@ int fence__heartbeat_start(fence_client *c)
     int st = FENCE_OK;
     pthread_mutex_lock(&c->lock);
     if (!c->hb_started && !c->stopping) {
+        /* The thread runs with every signal blocked, so the application's
+         * handlers (and sigwait/signalfd) never see it. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
         int e = pthread_create(&c->hb_thread, NULL, hb_main, c);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (e != 0) {
             st = fence__fail(c, FENCE_ESYS, "cannot start the heartbeat thread: %s",
                              strerror(e));

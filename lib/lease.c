@@ -331,7 +331,7 @@ int fence_renew(fence_lease *l)
     char msg[FENCE_NAME_MAX + 100];
     snprintf(msg, sizeof msg, "lease '%s' was lost: the owner key expired or holds another owner",
              l->name);
-    if (fire) {
+    if (fire && l->cb_running) {
         fence__fire_lost(l, FENCE_LOST); /* may free l */
     }
     return fence__fail(c, FENCE_LOST, "%s", msg);

@@ -477,7 +477,14 @@ START_TEST(restart_loses_held_lease)
     fence_lease *l = NULL;
     EXPECT_RC(fence_acquire(c, nm, &lo, &l), FENCE_OK, c);
     uint64_t tok = fence_lease_token(l);
+    /* Let the heartbeat connect and renew once, so that its connection
+     * after the restart is a reconnect. */
+    int64_t w0 = tu_now_ms();
+    while (metrics(c).renew_ok == 0 && tu_now_ms() - w0 < 2000) {
+        tu_sleep_ms(5);
+    }
     fence_metrics m0 = metrics(c);
+    ck_assert_uint_gt(m0.renew_ok, 0);
 
     /* Down: the lease is still valid for seconds, so it is not lost yet
      * (renewals fail with FENCE_ECONN and are retried). */

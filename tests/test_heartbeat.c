@@ -546,6 +546,33 @@ END_TEST
 
 /* Redis goes away: the lease is reported lost with FENCE_ECONN once its
  * local validity runs out, not before, and exactly once. */
+/* A lease without a callback, lost while its holder releases it: the
+ * heartbeat must not touch it once the lock is dropped (run under ASan and
+ * valgrind by make check / make valgrind). */
+START_TEST(lost_without_cb_races_release)
+{
+    fence_client *c = open_client();
+    redisContext *r = tu_redis();
+    for (int i = 0; i < 150; i++) {
+        char nm[256], k[600];
+        snprintf(nm, sizeof nm, "%s", tu_name("racerel"));
+        owner_key(k, sizeof k, nm);
+        fence_lease_options o;
+        fence_lease_options_init(&o, 60);
+        o.renew_every_ms = 10;
+        fence_lease *l = NULL;
+        EXPECT_RC(fence_acquire(c, nm, &o, &l), FENCE_OK, c);
+        ck_assert_int_eq(rint_cmd(r, "DEL", k), 1);
+        tu_sleep_ms(i % 15); /* release before, during or after the pass */
+        int rc = fence_release(l);
+        ck_assert_msg(rc == FENCE_LOST, "release after the key was deleted: %s",
+                      fence_status_name(rc));
+    }
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
 START_TEST(lost_cb_econn_when_redis_stops)
 {
     fence_client *c = open_client();
@@ -697,6 +724,7 @@ static Suite *heartbeat_suite(void)
     tcase_add_test(tc, lost_cb_releases_its_lease);
     tcase_add_test(tc, lost_cb_via_renew);
     tcase_add_test(tc, lost_cb_never_on_release);
+    tcase_add_test(tc, lost_without_cb_races_release);
     tcase_add_test(tc, lost_cb_econn_when_redis_stops);
     tcase_add_test(tc, manual_mode_redis_down);
     suite_add_tcase(s, tc);
