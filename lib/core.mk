@@ -9,7 +9,7 @@ PC_FILES    += $(B)/fence.pc
 HEADERS     += lib/fence.h
 
 # Lua scripts live in lib/*.lua and are embedded at build time.
-$(B)/lib/lua_embed.c: scripts/embed $(CORE_LUA)
+$(B)/lib/lua_embed.c: scripts/embed $(CORE_LUA) lib/core.mk
 	@mkdir -p $(dir $@)
 	scripts/embed fence__lua_ $(CORE_LUA) > $@.tmp && mv $@.tmp $@
 

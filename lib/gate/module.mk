@@ -11,7 +11,7 @@ PC_FILES    += $(B)/fence_gate.pc
 HEADERS     += lib/gate/fence_gate.h
 
 # One C string per .sql file: fence_gate__sql_<basename> and its _len.
-$(B)/lib/gate/sql_embed.c: scripts/embed $(GATE_SQL)
+$(B)/lib/gate/sql_embed.c: scripts/embed $(GATE_SQL) lib/gate/module.mk
 	@mkdir -p $(dir $@)
 	scripts/embed fence_gate__sql_ $(GATE_SQL) > $@.tmp && mv $@.tmp $@
 

@@ -11,7 +11,7 @@ HEADERS     += lib/pg/fence_pg.h
 
 $(B)/lib/pg/%.o: MOD_CFLAGS += $(PQ_CFLAGS)
 
-$(B)/lib/pg/sql_embed.c: scripts/embed sql/postgres/fence.sql
+$(B)/lib/pg/sql_embed.c: scripts/embed sql/postgres/fence.sql lib/pg/module.mk
 	@mkdir -p $(dir $@)
 	scripts/embed fence_pg__sql_ sql/postgres/fence.sql > $@.tmp && mv $@.tmp $@
 

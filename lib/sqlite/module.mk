@@ -13,7 +13,7 @@ PC_FILES    += $(B)/fence_sqlite.pc
 HEADERS     += lib/sqlite/fence_sqlite.h
 
 # The SQL lives in sql/sqlite/*.sql and is embedded at build time.
-$(B)/lib/sqlite/sql_embed.c: scripts/embed $(SQLITE_SQL)
+$(B)/lib/sqlite/sql_embed.c: scripts/embed $(SQLITE_SQL) lib/sqlite/module.mk
 	@mkdir -p $(dir $@)
 	scripts/embed fence_sqlite__sql_ $(SQLITE_SQL) > $@.tmp && mv $@.tmp $@
 
