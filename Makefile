@@ -106,7 +106,7 @@ bench:
 
 demo:
 	@scripts/install-deps --if-missing
-	@$(MAKE) --no-print-directory all examples
+	@$(MAKE) --no-print-directory -s all examples
 	@scripts/demo $(B)
 
 install: all
