@@ -6,7 +6,7 @@
 #   make valgrind            the core suites under valgrind memcheck
 #   make bench               the benchmarks (never part of make test)
 #   make demo                the paused-holder race, shown and defeated
-#   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR
+#   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR
 #
 # Your CFLAGS/LDFLAGS add to the project's flags; they never replace them.
 
@@ -16,6 +16,7 @@ PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
+DATADIR    ?= $(PREFIX)/share/fence
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR    ?=
 CC         ?= cc
@@ -122,6 +123,9 @@ install: all
 	install -m 644 $(PC_FILES) $(DESTDIR)$(PKGCONFIGDIR)/
 	$(if $(BINS),install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/)
 	$(if $(EXTENSIONS),install -d $(DESTDIR)$(LIBDIR)/fence && install -m 755 $(EXTENSIONS) $(DESTDIR)$(LIBDIR)/fence/)
+	install -d $(DESTDIR)$(DATADIR)/postgres $(DESTDIR)$(DATADIR)/sqlite
+	install -m 644 sql/postgres/*.sql $(DESTDIR)$(DATADIR)/postgres/
+	install -m 644 sql/sqlite/*.sql $(DESTDIR)$(DATADIR)/sqlite/
 
 uninstall:
 	for h in $(notdir $(HEADERS)); do rm -f $(DESTDIR)$(INCLUDEDIR)/$$h; done
@@ -129,6 +133,7 @@ uninstall:
 	for p in $(notdir $(PC_FILES)); do rm -f $(DESTDIR)$(PKGCONFIGDIR)/$$p; done
 	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b; done
 	for e in $(notdir $(EXTENSIONS)); do rm -f $(DESTDIR)$(LIBDIR)/fence/$$e; done
+	rm -rf $(DESTDIR)$(DATADIR)
 
 clean:
 	rm -rf build
