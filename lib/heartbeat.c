@@ -25,12 +25,36 @@ static int64_t retry_us(const fence_lease *l)
     return r;
 }
 
-/* Due now, or soon enough (within a quarter period) to ride along: renewing
- * a little early costs nothing and keeps passes few. */
+int64_t fence__renew_at(const fence_lease *l)
+{
+    /* Within a quarter period of its renewal a lease rides along with a
+     * pass: renewing a little early costs nothing and keeps passes few. */
+    return l->next_renew_us - l->renew_every_ms * 250;
+}
+
 static int due(const fence_lease *l, int64_t now)
 {
     return l->state == FENCE__HELD && !l->no_heartbeat && !l->in_pass &&
-           l->next_renew_us - l->renew_every_ms * 250 <= now;
+           fence__renew_at(l) <= now;
+}
+
+/* When the heartbeat must look next (c->lock held): the earliest renewal
+ * or end of validity among the leases it renews; INT64_MAX for none. */
+static int64_t next_look_locked(const fence_client *c)
+{
+    int64_t next = INT64_MAX;
+    for (const fence_lease *l = c->leases; l != NULL; l = l->next) {
+        if (l->state == FENCE__HELD && !l->no_heartbeat) {
+            int64_t t = fence__renew_at(l);
+            if (l->valid_until_us < t) {
+                t = l->valid_until_us;
+            }
+            if (t < next) {
+                next = t;
+            }
+        }
+    }
+    return next;
 }
 
 typedef struct {
@@ -239,18 +263,7 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
             }
         }
     }
-    int64_t next = INT64_MAX;
-    for (fence_lease *l = c->leases; l != NULL; l = l->next) {
-        if (l->state == FENCE__HELD && !l->no_heartbeat) {
-            int64_t t = l->next_renew_us - l->renew_every_ms * 250;
-            if (l->valid_until_us < t) {
-                t = l->valid_until_us;
-            }
-            if (t < next) {
-                next = t;
-            }
-        }
-    }
+    int64_t next = next_look_locked(c);
     pthread_cond_broadcast(&c->cond); /* in_pass cleared */
     pthread_mutex_unlock(&c->lock);
     pthread_mutex_unlock(&c->hb_lock);
@@ -286,18 +299,7 @@ static void *hb_main(void *arg)
     pthread_mutex_lock(&c->lock);
     while (!c->stopping) {
         int64_t now = fence__now_us();
-        int64_t next = INT64_MAX;
-        for (fence_lease *l = c->leases; l != NULL; l = l->next) {
-            if (l->state == FENCE__HELD && !l->no_heartbeat) {
-                int64_t t = l->next_renew_us - l->renew_every_ms * 250;
-                if (l->valid_until_us < t) {
-                    t = l->valid_until_us;
-                }
-                if (t < next) {
-                    next = t;
-                }
-            }
-        }
+        int64_t next = next_look_locked(c);
         c->hb_wake_us = next;
         if (next == INT64_MAX) {
             pthread_cond_wait(&c->cond, &c->lock);

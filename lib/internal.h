@@ -171,6 +171,8 @@ int fence__acquire_wait(fence_client *c, const char *name, const fence_lease_opt
                         fence_lease **out);
 
 /* ---- heartbeat.c ---------------------------------------------------- */
+/* When the heartbeat renews l next (c->lock held, or l not yet shared). */
+int64_t fence__renew_at(const fence_lease *l);
 /* Start the thread if the mode asks for it and it is not running. */
 int fence__heartbeat_start(fence_client *c);
 void fence__heartbeat_stop(fence_client *c);

@@ -174,6 +174,7 @@ int fence__try_once(fence_client *c, const char *name, const fence_lease_options
     l->valid_until_us = sent + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
     l->next_renew_us = sent + l->renew_every_ms * 1000;
 
+    int64_t first_renewal = fence__renew_at(l); /* before others can see l */
     pthread_mutex_lock(&c->lock);
     l->next = c->leases;
     if (c->leases != NULL) {
@@ -184,7 +185,7 @@ int fence__try_once(fence_client *c, const char *name, const fence_lease_options
     atomic_fetch_add(&c->m.lease_acquired, 1);
     atomic_fetch_add(&c->m.leases_held, 1);
     if (!l->no_heartbeat) {
-        fence__heartbeat_kick(c, l->next_renew_us - l->renew_every_ms * 250);
+        fence__heartbeat_kick(c, first_renewal);
     }
     *out = l;
     return FENCE_OK;
