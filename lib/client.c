@@ -55,11 +55,11 @@ static int setup(fence_client *c, const fence_client_options *o)
     }
     int nomem = 0;
     if (o->username != NULL) {
-        free(c->url.user);
+        fence__wipe_free(c->url.user);
         c->url.user = dup_secret(o->username, &nomem);
     }
     if (o->password != NULL) {
-        free(c->url.password);
+        fence__wipe_free(c->url.password);
         c->url.password = dup_secret(o->password, &nomem);
     }
     c->prefix = strdup(prefix);
@@ -73,6 +73,19 @@ static int setup(fence_client *c, const fence_client_options *o)
     c->io_timeout_ms = o->io_timeout_ms ? o->io_timeout_ms : DEFAULT_TIMEOUT_MS;
     c->heartbeat_mode = o->heartbeat_mode;
     c->renew_batch = o->renew_batch ? o->renew_batch : DEFAULT_RENEW_BATCH;
+    c->ready = 1;
+    return FENCE_OK;
+}
+
+int fence__check_client(const fence_client *c, const char *fn)
+{
+    if (c == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "%s: client is NULL", fn);
+    }
+    if (!c->ready) {
+        return fence__fail(c, FENCE_ESTATE, "%s: this client failed to open (bad options); "
+                           "close it", fn);
+    }
     return FENCE_OK;
 }
 
@@ -122,7 +135,7 @@ int fence_client_open(fence_client **out, const fence_client_options *o)
         char *k2 = fence__key(c, "probe", ":token");
         const char *args[2] = {k1, k2};
         void *r = NULL;
-        st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, NULL, &r)
+        st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, &r)
                       : fence__fail(c, FENCE_ENOMEM, "out of memory");
         if (r != NULL) {
             freeReplyObject(r);
@@ -157,7 +170,14 @@ void fence_client_close(fence_client *c)
         if (l == NULL) {
             break;
         }
-        fence_release(l); /* best effort; it unlinks and frees */
+        int st = fence_release(l); /* best effort; it unlinks and frees */
+        if (st == FENCE_ECONN || st == FENCE_EAUTH) {
+            /* Unreachable: do not pay a timeout per lease; the rest
+             * expire by their TTL. */
+            pthread_mutex_lock(&c->lock);
+            c->offline = 1;
+            pthread_mutex_unlock(&c->lock);
+        }
     }
     fence__conn_drop(&c->cmd);
     fence__conn_drop(&c->hb);

@@ -213,23 +213,38 @@ int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int 
 }
 
 int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const char **args,
-                    const size_t *lens, void **reply)
+                    int64_t bound_ms, int *retried, void **reply)
 {
+    int64_t io = c->io_timeout_ms;
+    if (bound_ms > 0 && bound_ms < io) {
+        io = bound_ms;
+    }
+    if (retried != NULL) {
+        *retried = 0;
+    }
     pthread_mutex_lock(&c->cmd_lock);
     int st = FENCE_ECONN;
     for (int attempt = 0; attempt < 2; attempt++) {
         int fresh = c->cmd == NULL || c->cmd->err != 0;
-        st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, 0);
+        st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, io);
         if (st != FENCE_OK) {
             break;
         }
-        st = fence__eval(c, &c->cmd, script, nkeys, nargs, args, lens, reply);
+        fence__conn_timeout(c->cmd, io);
+        st = fence__eval(c, &c->cmd, script, nkeys, nargs, args, NULL, reply);
         /* A connection that had been idle may have been closed by a Redis
          * restart: retry once on a new one.  Every script is safe to
-         * repeat (acquire recognises its own owner id). */
+         * repeat (acquire recognises its own owner id; the caller of a
+         * retried release is told, since its answer is then ambiguous). */
         if (st != FENCE_ECONN || fresh) {
             break;
         }
+        if (retried != NULL) {
+            *retried = 1;
+        }
+    }
+    if (c->cmd != NULL && io != c->io_timeout_ms) {
+        fence__conn_timeout(c->cmd, c->io_timeout_ms);
     }
     pthread_mutex_unlock(&c->cmd_lock);
     return st;

@@ -142,15 +142,19 @@ FENCE_API void fence_client_options_init(fence_client_options *opts);
  * client.  On failure returns the status and, where memory allowed, still
  * sets *out to a handle whose fence_client_errmsg() says why; it must be
  * closed with fence_client_close() either way.  *out is NULL only when
- * out itself was NULL or memory ran out.
+ * out itself was NULL or memory ran out.  A handle whose options were
+ * valid but whose server could not be reached is usable (calls reconnect);
+ * one whose options were invalid answers every call with FENCE_ESTATE.
  */
 FENCE_API int fence_client_open(fence_client **out, const fence_client_options *opts);
 
 /* fence_client_open() with default options and the given URL. */
 FENCE_API int fence_client_open_url(fence_client **out, const char *url);
 
-/* Release every lease still open on the client (best effort), stop its
- * heartbeat thread, close its connections and free it.  NULL is a no-op. */
+/* Stop the heartbeat thread, release every lease still open on the client
+ * (best effort: once Redis proves unreachable the rest are left to expire
+ * by their TTL instead of costing a timeout each), close its connections
+ * and free it.  NULL is a no-op. */
 FENCE_API void fence_client_close(fence_client *c);
 
 /* Detail of the last failure of a call on this client made by the calling
@@ -216,9 +220,11 @@ FENCE_API int fence_try_acquire(fence_client *c, const char *name, int64_t ttl_m
 
 /*
  * Renew now: extend the TTL only if Redis still holds this lease's owner
- * value.  FENCE_OK, or FENCE_LOST (expired or taken; the lease becomes lost
- * and its on_lost fires), or FENCE_ECONN etc. (the lease stays held until
- * its local validity runs out).  Works in every heartbeat mode.
+ * value.  FENCE_OK, or FENCE_LOST (expired or taken, or its local validity
+ * had already run out: the lease becomes lost and its on_lost fires), or
+ * FENCE_ECONN etc. (the lease stays held until its local validity runs
+ * out; a failed renewal past that point makes it lost, reason
+ * FENCE_ECONN).  Works in every heartbeat mode.
  */
 FENCE_API int fence_renew(fence_lease *lease);
 
@@ -227,8 +233,12 @@ FENCE_API int fence_renew(fence_lease *lease);
  * Compare-and-delete: the owner key is deleted only if it still holds this
  * lease's owner value, and waiters are woken.  FENCE_OK when deleted,
  * FENCE_LOST when the lease had already been lost (the new owner's key is
- * left untouched), FENCE_ECONN etc. when Redis could not be told (the key
- * then expires by its TTL).  NULL is a no-op returning FENCE_EINVAL.
+ * left untouched; a lease lost only because Redis did not answer is still
+ * deleted if its key is there, to free it for waiters), FENCE_ECONN etc.
+ * when Redis could not be told (the key then expires by its TTL) or when
+ * the connection failed mid-release (the lease is then not held, but
+ * whether it was released or had expired is unknown).  NULL is a no-op
+ * returning FENCE_EINVAL.
  */
 FENCE_API int fence_release(fence_lease *lease);
 

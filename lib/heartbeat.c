@@ -28,8 +28,9 @@ static int64_t retry_us(const fence_lease *l)
 int64_t fence__renew_at(const fence_lease *l)
 {
     /* Within a quarter period of its renewal a lease rides along with a
-     * pass: renewing a little early costs nothing and keeps passes few. */
-    return l->next_renew_us - l->renew_every_ms * 250;
+     * pass: renewing a little early costs nothing and keeps passes few.
+     * A retry after an unanswered renewal waits its whole delay. */
+    return l->retrying ? l->next_renew_us : l->next_renew_us - l->renew_every_ms * 250;
 }
 
 static int due(const fence_lease *l, int64_t now)
@@ -163,16 +164,17 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
 
     pthread_mutex_lock(&c->lock);
     int64_t now = fence__now_us();
-    int64_t deadline = INT64_MAX; /* the earliest validity among them */
+    /* The earliest validity of every lease the heartbeat keeps, due now or
+     * not: the pass must not block past it, or that lease would be
+     * reported lost late.  (Those already past it are marked lost below.) */
+    int64_t deadline = INT64_MAX;
     for (fence_lease *l = c->leases; l != NULL; l = l->next) {
-        if (due(l, now)) {
-            if (vec_push(&due_v, l) != 0) {
-                break; /* out of memory: renew what we have */
-            }
+        if (l->state == FENCE__HELD && !l->no_heartbeat && l->valid_until_us > now &&
+            l->valid_until_us < deadline) {
+            deadline = l->valid_until_us;
+        }
+        if (due(l, now) && vec_push(&due_v, l) == 0) { /* out of memory: renew fewer */
             l->in_pass = 1;
-            if (l->valid_until_us < deadline) {
-                deadline = l->valid_until_us;
-            }
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -221,13 +223,18 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
         if (l->state != FENCE__HELD) {
             continue;
         }
-        if (res == 1) {
+        if (res == 1 && l->valid_until_us > now) {
             int64_t until = sent + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
             if (until > l->valid_until_us) {
                 l->valid_until_us = until;
             }
             l->next_renew_us = sent + l->renew_every_ms * 1000;
+            l->retrying = 0;
             atomic_fetch_add(&c->m.renew_ok, 1);
+        } else if (res == 1) {
+            /* Renewed, but the answer came after its validity had run
+             * out: once lost, always lost (the sweep below says so). */
+            atomic_fetch_add(&c->m.renew_failed, 1);
         } else if (res == 0) {
             atomic_fetch_add(&c->m.renew_failed, 1);
             if (fence__mark_lost_locked(l)) {
@@ -241,6 +248,7 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
             }
         } else {
             atomic_fetch_add(&c->m.renew_failed, 1);
+            l->retrying = 1;
             l->next_renew_us = now + retry_us(l);
             if (l->next_renew_us > l->valid_until_us) {
                 l->next_renew_us = l->valid_until_us;
@@ -283,8 +291,9 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
 
 int fence_heartbeat_run(fence_client *c, int64_t *next_ms)
 {
-    if (c == NULL) {
-        return fence__fail(NULL, FENCE_EINVAL, "fence_heartbeat_run: client is NULL");
+    int st = fence__check_client(c, "fence_heartbeat_run");
+    if (st != FENCE_OK) {
+        return st;
     }
     if (c->heartbeat_mode != FENCE_HEARTBEAT_MANUAL) {
         return fence__fail(c, FENCE_ESTATE,

@@ -39,6 +39,8 @@ typedef struct fence__url {
  * credentials) into err. */
 int fence__url_parse(fence__url *u, const char *url, char *err, size_t errlen);
 void fence__url_free(fence__url *u);
+/* Overwrite a secret string with zeros, then free it (NULL: no-op). */
+void fence__wipe_free(char *s);
 
 /* ---- errmsg.c: per-thread message for the last failure ---------------- */
 /* Record a failure on c (may be NULL) for this thread; returns status. */
@@ -94,6 +96,7 @@ struct fence_lease {
     pthread_t cb_thread;    /* ... on this thread */
     int free_after_cb;      /* released from inside its own callback */
     int lost_reason;        /* FENCE_LOST or FENCE_ECONN, once lost */
+    int retrying;           /* the last renewal went unanswered */
     fence_lease *prev, *next; /* the client's open leases */
 };
 
@@ -104,6 +107,8 @@ struct fence_client {
     int io_timeout_ms;
     int heartbeat_mode;
     int renew_batch;
+    int ready;   /* options were valid: the handle may be used */
+    int offline; /* closing with Redis unreachable: stop contacting it */
     char sha[FENCE__NSCRIPTS][41]; /* "" until SCRIPT LOAD told us */
 
     /* The command connection, used by calling threads. */
@@ -147,9 +152,16 @@ void fence__scripts_load(fence_client *c, redisContext *rc);
 int fence__eval(fence_client *c, redisContext **rc, int script, int nkeys, int nargs,
                 const char **args, const size_t *lens, void **reply);
 /* Run a script on the command connection with one retry after a
- * reconnect when the connection failed.  Takes cmd_lock. */
+ * reconnect when a connection that had been idle failed.  Takes cmd_lock.
+ * bound_ms > 0 caps each attempt's connect and I/O time below the client's
+ * timeouts.  *retried (optional) tells whether the retry happened. */
 int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const char **args,
-                    const size_t *lens, void **reply);
+                    int64_t bound_ms, int *retried, void **reply);
+
+/* ---- client.c --------------------------------------------------------- */
+/* FENCE_EINVAL for NULL, FENCE_ESTATE for a handle whose open failed on
+ * its options; fn names the caller in the message. */
+int fence__check_client(const fence_client *c, const char *fn);
 
 /* ---- lease.c ---------------------------------------------------------- */
 int fence__check_name(const fence_client *c, const char *name);
@@ -157,7 +169,7 @@ int fence__check_name(const fence_client *c, const char *name);
 char *fence__key(const fence_client *c, const char *name, const char *suffix);
 /* One acquire attempt.  FENCE_OK (*out set), FENCE_BUSY (*pttl_ms set). */
 int fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
-                    fence_lease **out, int64_t *pttl_ms);
+                    int64_t bound_ms, fence_lease **out, int64_t *pttl_ms);
 /* Mark HELD -> LOST under c->lock; returns 1 if this call made the
  * transition (its caller then fires the callback). */
 int fence__mark_lost_locked(fence_lease *l);

@@ -102,7 +102,7 @@ static int parse_u64(const char *s, size_t n, uint64_t *out)
 }
 
 int fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
-                    fence_lease **out, int64_t *pttl_ms)
+                    int64_t bound_ms, fence_lease **out, int64_t *pttl_ms)
 {
     *out = NULL;
     fence_lease *l = calloc(1, sizeof *l);
@@ -140,7 +140,7 @@ int fence__try_once(fence_client *c, const char *name, const fence_lease_options
     redisReply *r = NULL;
     atomic_fetch_add(&c->m.acquire_attempts, 1);
     int64_t sent = fence__now_us();
-    int st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 4, args, NULL, (void **)&r);
+    int st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 4, args, bound_ms, NULL, (void **)&r);
     free(counter);
     if (st != FENCE_OK) {
         lease_free(l);
@@ -197,14 +197,15 @@ int fence_acquire(fence_client *c, const char *name, const fence_lease_options *
     if (out != NULL) {
         *out = NULL;
     }
-    if (c == NULL) {
-        return fence__fail(NULL, FENCE_EINVAL, "fence_acquire: client is NULL");
+    int st = fence__check_client(c, "fence_acquire");
+    if (st != FENCE_OK) {
+        return st;
     }
     if (out == NULL || o == NULL) {
         return fence__fail(c, FENCE_EINVAL, "fence_acquire: %s is NULL",
                            out == NULL ? "out" : "opts");
     }
-    int st = fence__check_name(c, name);
+    st = fence__check_name(c, name);
     if (st == FENCE_OK) {
         st = check_opts(c, o);
     }
@@ -222,7 +223,7 @@ int fence_acquire(fence_client *c, const char *name, const fence_lease_options *
         return fence__acquire_wait(c, name, o, out);
     }
     int64_t pttl;
-    return fence__try_once(c, name, o, out, &pttl);
+    return fence__try_once(c, name, o, 0, out, &pttl);
 }
 
 int fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms, fence_lease **out)
@@ -267,11 +268,14 @@ static void unlink_locked(fence_lease *l)
 void fence__fire_lost(fence_lease *l, int reason)
 {
     fence_client *c = l->c;
-    if (l->on_lost == NULL) {
-        return;
+    pthread_mutex_lock(&c->lock);
+    /* Released (from another lease's callback on this thread) between
+     * being marked lost and now: then its callback must not run. */
+    int skip = l->on_lost == NULL || l->free_after_cb;
+    pthread_mutex_unlock(&c->lock);
+    if (!skip) {
+        l->on_lost(l, reason, l->user);
     }
-    l->on_lost(l, reason, l->user);
-
     pthread_mutex_lock(&c->lock);
     l->cb_running = 0;
     int free_it = l->free_after_cb;
@@ -288,9 +292,26 @@ int fence_renew(fence_lease *l)
         return fence__fail(NULL, FENCE_EINVAL, "fence_renew: lease is NULL");
     }
     fence_client *c = l->c;
+    char msg[FENCE_NAME_MAX + 128];
     pthread_mutex_lock(&c->lock);
     int lost = l->state != FENCE__HELD;
+    int expired = !lost && l->valid_until_us <= fence__now_us();
+    int fire_expired = expired && fence__mark_lost_locked(l) && l->cb_running;
+    if (expired) {
+        l->lost_reason = FENCE_LOST;
+        snprintf(msg, sizeof msg, "lease '%s' was lost: its validity ran out before this "
+                 "renewal", l->name);
+    }
     pthread_mutex_unlock(&c->lock);
+    if (expired) {
+        /* Once its validity has run out a lease is lost, even if its key
+         * happens to be still there: renewals stop. */
+        atomic_fetch_add(&c->m.renew_failed, 1);
+        if (fire_expired) {
+            fence__fire_lost(l, FENCE_LOST); /* may free l */
+        }
+        return fence__fail(c, FENCE_LOST, "%s", msg);
+    }
     if (lost) {
         return fence__fail(c, FENCE_LOST, "lease '%s' was lost", l->name);
     }
@@ -299,41 +320,49 @@ int fence_renew(fence_lease *l)
     const char *args[3] = {l->owner_key, l->value, ttl};
     redisReply *r = NULL;
     int64_t sent = fence__now_us();
-    int st = fence__eval_cmd(c, FENCE__RENEW, 1, 3, args, NULL, (void **)&r);
-    if (st != FENCE_OK) {
-        atomic_fetch_add(&c->m.renew_failed, 1);
-        return st;
-    }
-    int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    int proto = r->type != REDIS_REPLY_INTEGER;
-    freeReplyObject(r);
-    if (proto) {
-        atomic_fetch_add(&c->m.renew_failed, 1);
-        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to renew", c->url.display);
+    int st = fence__eval_cmd(c, FENCE__RENEW, 1, 3, args, 0, NULL, (void **)&r);
+    int reason = FENCE_LOST; /* why it is lost, if it is */
+    int ok = 0;
+    if (st == FENCE_OK) {
+        int proto = r->type != REDIS_REPLY_INTEGER;
+        ok = !proto && r->integer == 1;
+        freeReplyObject(r);
+        if (proto) {
+            st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to renew", c->url.display);
+        }
     }
     pthread_mutex_lock(&c->lock);
     int fire = 0;
-    if (ok && l->state == FENCE__HELD) {
+    if (st == FENCE_OK && ok && l->state == FENCE__HELD) {
         int64_t until = sent + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
         if (until > l->valid_until_us) {
             l->valid_until_us = until;
         }
         l->next_renew_us = sent + l->renew_every_ms * 1000;
-    } else if (!ok) {
+        l->retrying = 0;
+    } else if (st == FENCE_OK && !ok) {
+        fire = fence__mark_lost_locked(l); /* refused: expired or taken */
+    } else if (st != FENCE_OK && l->valid_until_us <= fence__now_us()) {
+        reason = FENCE_ECONN; /* unanswered until its validity ran out */
+        l->lost_reason = reason;
         fire = fence__mark_lost_locked(l);
     }
     int held = l->state == FENCE__HELD;
+    int has_cb = fire && l->cb_running;
+    snprintf(msg, sizeof msg, "lease '%s' was lost: %s", l->name,
+             reason == FENCE_LOST ? "the owner key expired or holds another owner"
+                                  : "Redis did not answer before its validity ran out");
     pthread_mutex_unlock(&c->lock);
-    if (ok && held) {
+    if (st == FENCE_OK && ok && held) {
         atomic_fetch_add(&c->m.renew_ok, 1);
         return FENCE_OK;
     }
     atomic_fetch_add(&c->m.renew_failed, 1);
-    char msg[FENCE_NAME_MAX + 100];
-    snprintf(msg, sizeof msg, "lease '%s' was lost: the owner key expired or holds another owner",
-             l->name);
-    if (fire && l->cb_running) {
-        fence__fire_lost(l, FENCE_LOST); /* may free l */
+    if (has_cb) {
+        fence__fire_lost(l, reason); /* may free l */
+    }
+    if (st != FENCE_OK && !fire && held) {
+        return st; /* still held until its validity runs out */
     }
     return fence__fail(c, FENCE_LOST, "%s", msg);
 }
@@ -352,33 +381,51 @@ int fence_release(fence_lease *l)
     }
     unlink_locked(l);
     int was_held = l->state == FENCE__HELD;
+    int lost_reason = was_held ? 0 : l->lost_reason;
     if (was_held) {
         /* No callback for a lease its user releases; stop renewing it. */
         l->state = FENCE__LOST;
         atomic_fetch_sub(&c->m.leases_held, 1);
     }
+    int offline = c->offline;
     pthread_mutex_unlock(&c->lock);
 
     int st;
-    if (!was_held) {
-        st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->name);
-    } else {
+    /* A lease lost because Redis went unanswered may still own its key:
+     * compare-and-delete is always safe, and frees it for the waiters. */
+    if ((was_held || lost_reason == FENCE_ECONN) && !offline) {
         const char *args[3] = {l->owner_key, l->value, l->channel};
         redisReply *r = NULL;
-        st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, NULL, (void **)&r);
+        int retried = 0;
+        st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, 0, &retried, (void **)&r);
         if (st == FENCE_OK) {
-            if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+            int deleted = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+            if (r->type != REDIS_REPLY_INTEGER) {
+                st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to release",
+                                 c->url.display);
+            } else if (!was_held) {
+                st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->name);
+            } else if (deleted) {
                 atomic_fetch_add(&c->m.lease_released, 1);
-            } else if (r->type == REDIS_REPLY_INTEGER) {
+            } else if (retried) {
+                /* The first attempt may have deleted it before its reply
+                 * was lost: the lease is not held, but whether it was
+                 * released or had been lost is unknown. */
+                st = fence__fail(c, FENCE_ECONN, "%s: the connection failed during the release "
+                                 "of '%s'; it is no longer held (released or expired)",
+                                 c->url.display, l->name);
+            } else {
                 st = fence__fail(c, FENCE_LOST, "lease '%s' was lost before release; the "
                                  "current owner's key was left alone", l->name);
                 atomic_fetch_add(&c->m.lease_lost, 1);
-            } else {
-                st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to release",
-                                 c->url.display);
             }
             freeReplyObject(r);
         }
+    } else if (!was_held) {
+        st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->name);
+    } else {
+        st = fence__fail(c, FENCE_ECONN, "%s: not contacted while closing (unreachable); "
+                         "'%s' expires by its TTL", c->url.display, l->name);
     }
     if (in_own_cb) {
         pthread_mutex_lock(&c->lock);
@@ -416,7 +463,7 @@ int fence_lease_lost(const fence_lease *l)
         return 1;
     }
     pthread_mutex_lock(&l->c->lock);
-    int lost = l->state != FENCE__HELD;
+    int lost = l->state != FENCE__HELD || l->valid_until_us <= fence__now_us();
     pthread_mutex_unlock(&l->c->lock);
     return lost;
 }
@@ -436,10 +483,11 @@ int64_t fence_lease_valid_ms(const fence_lease *l)
 
 int fence_token_raise(fence_client *c, const char *name, uint64_t floor, uint64_t *token_out)
 {
-    if (c == NULL) {
-        return fence__fail(NULL, FENCE_EINVAL, "fence_token_raise: client is NULL");
+    int st = fence__check_client(c, "fence_token_raise");
+    if (st != FENCE_OK) {
+        return st;
     }
-    int st = fence__check_name(c, name);
+    st = fence__check_name(c, name);
     if (st != FENCE_OK) {
         return st;
     }
@@ -454,7 +502,7 @@ int fence_token_raise(fence_client *c, const char *name, uint64_t floor, uint64_
     snprintf(f, sizeof f, "%" PRIu64, floor);
     const char *args[2] = {counter, f};
     redisReply *r = NULL;
-    st = fence__eval_cmd(c, FENCE__TOKEN_RAISE, 1, 2, args, NULL, (void **)&r);
+    st = fence__eval_cmd(c, FENCE__TOKEN_RAISE, 1, 2, args, 0, NULL, (void **)&r);
     free(counter);
     if (st != FENCE_OK) {
         return st;
@@ -473,10 +521,11 @@ int fence_token_raise(fence_client *c, const char *name, uint64_t floor, uint64_
 int fence_lease_inspect(fence_client *c, const char *name, int *held, int64_t *pttl_ms,
                         uint64_t *holder_token, uint64_t *last_token)
 {
-    if (c == NULL) {
-        return fence__fail(NULL, FENCE_EINVAL, "fence_lease_inspect: client is NULL");
+    int st = fence__check_client(c, "fence_lease_inspect");
+    if (st != FENCE_OK) {
+        return st;
     }
-    int st = fence__check_name(c, name);
+    st = fence__check_name(c, name);
     if (st != FENCE_OK) {
         return st;
     }
@@ -489,7 +538,7 @@ int fence_lease_inspect(fence_client *c, const char *name, int *held, int64_t *p
     }
     const char *args[2] = {owner, counter};
     redisReply *r = NULL;
-    st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, NULL, (void **)&r);
+    st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, (void **)&r);
     free(owner);
     free(counter);
     if (st != FENCE_OK) {

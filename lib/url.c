@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void wipe_free(char *s)
+void fence__wipe_free(char *s)
 {
     if (s != NULL) {
         volatile char *p = s;
@@ -22,8 +22,8 @@ void fence__url_free(fence__url *u)
     if (u == NULL) {
         return;
     }
-    wipe_free(u->user);
-    wipe_free(u->password);
+    fence__wipe_free(u->user);
+    fence__wipe_free(u->password);
     u->user = NULL;
     u->password = NULL;
 }

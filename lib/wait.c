@@ -98,7 +98,8 @@ int fence__acquire_wait(fence_client *c, const char *name, const fence_lease_opt
     int st;
     for (;;) {
         int64_t pttl = -1;
-        st = fence__try_once(c, name, o, out, &pttl);
+        int64_t left_ms = (deadline - fence__now_us()) / 1000;
+        st = fence__try_once(c, name, o, left_ms > 1 ? left_ms : 1, out, &pttl);
         if (st != FENCE_BUSY) {
             break;
         }

@@ -239,6 +239,40 @@ START_TEST(open_bad_options)
 }
 END_TEST
 
+/* The handle a failed open returns (bad options) can be read and closed,
+ * and every other call on it says FENCE_ESTATE instead of crashing. */
+START_TEST(failed_open_handle_is_inert)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = tu_env("FENCE_TEST_REDIS_URL");
+    o.io_timeout_ms = -5;
+    fence_client *c = NULL;
+    ck_assert_int_eq(fence_client_open(&c, &o), FENCE_EINVAL);
+    ck_assert_ptr_nonnull(c);
+    fence_lease *l = NULL;
+    ck_assert_int_eq(fence_try_acquire(c, "x", 1000, &l), FENCE_ESTATE);
+    ck_assert_ptr_null(l);
+    ck_assert_msg(strstr(fence_client_errmsg(c), "failed to open") != NULL, "errmsg: %s",
+                  fence_client_errmsg(c));
+    uint64_t t = 0;
+    ck_assert_int_eq(fence_token_raise(c, "x", 5, &t), FENCE_ESTATE);
+    ck_assert_int_eq(fence_token_last(c, "x", &t), FENCE_ESTATE);
+    ck_assert_int_eq(fence_lease_inspect(c, "x", NULL, NULL, NULL, NULL), FENCE_ESTATE);
+    int64_t next = 0;
+    ck_assert_int_eq(fence_heartbeat_run(c, &next), FENCE_ESTATE);
+    fence_metrics m;
+    ck_assert_int_eq(fence_client_metrics(c, &m), FENCE_OK);
+    fence_client_close(c);
+
+    /* A bad URL too. */
+    c = NULL;
+    ck_assert_int_eq(fence_client_open_url(&c, "http://nope"), FENCE_EINVAL);
+    ck_assert_int_eq(fence_try_acquire(c, "x", 1000, &l), FENCE_ESTATE);
+    fence_client_close(c);
+}
+END_TEST
+
 START_TEST(open_unreachable_is_econn)
 {
     int port = closed_port();
@@ -523,6 +557,7 @@ static Suite *badinput_suite(void)
     tcase_add_test(tc, open_bad_urls);
     tcase_add_test(tc, open_tls_url_refused);
     tcase_add_test(tc, open_bad_options);
+    tcase_add_test(tc, failed_open_handle_is_inert);
     tcase_add_test(tc, open_unreachable_is_econn);
     tcase_add_test(tc, open_wrong_password_is_eauth);
     tcase_add_test(tc, open_db_out_of_range);

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -573,6 +574,138 @@ START_TEST(lost_without_cb_races_release)
 }
 END_TEST
 
+/* While Redis is down the heartbeat backs off (10..250 ms between tries),
+ * it does not spin: a lease renewed every 100 ms is retried about every
+ * 25 ms, not thousands of times. */
+START_TEST(heartbeat_backs_off_while_down)
+{
+    fence_client *c = open_client();
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("backoff"));
+    fence_lease *l = acquire_cb(c, nm, 5000, 100, 0, NULL);
+    fence_metrics m0 = metrics(c);
+    tu_redis_ctl("stop");
+    int64_t t0 = tu_now_ms();
+    tu_sleep_ms(600);
+    fence_metrics m1 = metrics(c);
+    int64_t took = tu_now_ms() - t0;
+    int lost_down = fence_lease_lost(l);
+    tu_redis_ctl("start");
+    uint64_t tries = m1.renew_failed - m0.renew_failed;
+    fprintf(stderr, "heartbeat_backs_off_while_down: %" PRIu64 " failed renewals in %" PRId64
+            " ms\n", tries, took);
+    ck_assert_msg(tries >= 3 && tries <= 60, "%" PRIu64 " failed renewals in %" PRId64 " ms",
+                  tries, took);
+    ck_assert_int_eq(lost_down, 0); /* still valid while down: 5 s TTL */
+    fence_release(l);
+    fence_client_close(c);
+}
+END_TEST
+
+/* Two leases lost in one pass; the first callback releases the other lease:
+ * the other's callback must then never run (it was released by the user). */
+typedef struct pair_rec {
+    fence_lease *other[2];
+    atomic_int calls[2];
+    atomic_int release_rc;
+} pair_rec;
+
+static pair_rec g_pair;
+
+static void pair_lost(fence_lease *lease, int reason, void *user)
+{
+    (void)reason;
+    int i = (int)(intptr_t)user;
+    atomic_fetch_add(&g_pair.calls[i], 1);
+    fence_lease *o = g_pair.other[i];
+    if (o != NULL) {
+        g_pair.other[0] = g_pair.other[1] = NULL;
+        atomic_store(&g_pair.release_rc, fence_release(o));
+    }
+    (void)lease;
+}
+
+START_TEST(lost_cb_skipped_after_release_in_other_cb)
+{
+    fence_client *c = open_client_mode(FENCE_HEARTBEAT_MANUAL);
+    redisContext *r = tu_redis();
+    char a[256], b[256], ka[600], kb[600];
+    snprintf(a, sizeof a, "%s", tu_name("pairA"));
+    snprintf(b, sizeof b, "%s", tu_name("pairB"));
+    owner_key(ka, sizeof ka, a);
+    owner_key(kb, sizeof kb, b);
+    fence_lease *la = NULL, *lb = NULL;
+    fence_lease_options o;
+    fence_lease_options_init(&o, 2000);
+    o.renew_every_ms = 50;
+    o.on_lost = pair_lost;
+    o.user = (void *)(intptr_t)0;
+    EXPECT_RC(fence_acquire(c, a, &o, &la), FENCE_OK, c);
+    o.user = (void *)(intptr_t)1;
+    EXPECT_RC(fence_acquire(c, b, &o, &lb), FENCE_OK, c);
+    g_pair.other[0] = lb;
+    g_pair.other[1] = la;
+    atomic_init(&g_pair.calls[0], 0);
+    atomic_init(&g_pair.calls[1], 0);
+    atomic_init(&g_pair.release_rc, -1);
+    ck_assert_int_eq(rint_cmd(r, "DEL", ka), 1);
+    ck_assert_int_eq(rint_cmd(r, "DEL", kb), 1);
+    tu_sleep_ms(60); /* both due */
+    int64_t next = 0;
+    fence_heartbeat_run(c, &next);
+    int ca = atomic_load(&g_pair.calls[0]), cb = atomic_load(&g_pair.calls[1]);
+    ck_assert_msg(ca + cb == 1, "callbacks: A %d, B %d (the released one must not run)", ca, cb);
+    ck_assert_int_eq(atomic_load(&g_pair.release_rc), FENCE_LOST);
+    EXPECT_RC(fence_release(ca == 1 ? la : lb), FENCE_LOST, c);
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
+/* Redis frozen (SIGSTOP): a short lease that is not due when a pass starts
+ * is still reported lost on time, not after the pass's I/O timeout. */
+static long redis_pid(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/redis.pid", tu_env("FENCE_TEST_REDIS_DIR"));
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    long pid = 0;
+    ck_assert_int_eq(fscanf(f, "%ld", &pid), 1);
+    fclose(f);
+    return pid;
+}
+
+START_TEST(lost_on_time_while_redis_frozen)
+{
+    fence_client *c = open_client();
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s", tu_name("frozenA"));
+    snprintf(b, sizeof b, "%s", tu_name("frozenB"));
+    lost_rec lr;
+    lost_init(&lr);
+    fence_lease *la = acquire_cb(c, a, 60000, 100, 0, NULL);
+    fence_lease *lb = acquire_cb(c, b, 600, 0, 0, &lr);
+    long pid = redis_pid();
+    int64_t t0 = tu_now_ms();
+    ck_assert_int_eq(kill((pid_t)pid, SIGSTOP), 0);
+    int64_t waited = wait_lost(&lr, 1800);
+    int64_t valid_left = fence_lease_valid_ms(lb);
+    kill((pid_t)pid, SIGCONT);
+    fprintf(stderr, "lost_on_time_while_redis_frozen: lost after %" PRId64 " ms (TTL 600)\n",
+            tu_now_ms() - t0);
+    ck_assert_msg(atomic_load(&lr.calls) == 1, "not reported lost within %" PRId64 " ms",
+                  waited);
+    ck_assert_int_eq(atomic_load(&lr.reason), FENCE_ECONN);
+    ck_assert_msg(waited < 900, "reported lost %" PRId64 " ms after the freeze (TTL 600)", waited);
+    ck_assert_int_eq(valid_left, 0);
+    ck_assert_int_ne(fence_lease_lost(lb), 0);
+    fence_release(lb);
+    fence_release(la);
+    fence_client_close(c);
+}
+END_TEST
+
 START_TEST(lost_cb_econn_when_redis_stops)
 {
     fence_client *c = open_client();
@@ -727,6 +860,9 @@ static Suite *heartbeat_suite(void)
     tcase_add_test(tc, lost_without_cb_races_release);
     tcase_add_test(tc, lost_cb_econn_when_redis_stops);
     tcase_add_test(tc, manual_mode_redis_down);
+    tcase_add_test(tc, heartbeat_backs_off_while_down);
+    tcase_add_test(tc, lost_cb_skipped_after_release_in_other_cb);
+    tcase_add_test(tc, lost_on_time_while_redis_frozen);
     suite_add_tcase(s, tc);
     return s;
 }
