@@ -110,6 +110,20 @@ out=$(sq load "SELECT fence_init();" "SELECT fence_set_token(7);" \
   "SELECT fence_set_token(6);" "INSERT INTO fence_advance(resource) VALUES ('job');")
 expect "per-resource advance: stale refused" 'fence:stale resource "job": token 6 is older than 7' "$out"
 
+out=$(sq load "CREATE TABLE r(v TEXT, name TEXT UNIQUE);" "SELECT fence_protect('r');" \
+  "SELECT fence_set_token(10);" "INSERT INTO r(v, name) VALUES ('by10', 'a');" \
+  "SELECT fence_set_token(5);" "INSERT INTO r(v, name) VALUES ('by5', 'c');" \
+  "INSERT OR REPLACE INTO r(rowid, v, name) VALUES (1, 'stale-replace', 'b');")
+expect "stale INSERT OR REPLACE through an explicit rowid refused" \
+  'fence:stale table "r": token 5 is older than 10' "$out"
+out=$(sq load "SELECT fence_set_token(5);" "UPDATE OR REPLACE r SET rowid = 1 WHERE rowid = 2;")
+expect "stale UPDATE OR REPLACE SET rowid refused" 'fence:stale table "r"' "$out"
+out=$(sq noload "SELECT group_concat(rowid || ':' || v, ',') FROM r;")
+expect "the token-10 row is still there" '^1:by10,2:by5$' "$out"
+
+out=$(sq load "CREATE TEMP TABLE s(id INTEGER PRIMARY KEY, v TEXT);" "SELECT fence_protect('s');")
+expect "fence_protect refuses a name a TEMP table shadows" 'a TEMP table named "s" shadows' "$out"
+
 out=$(sq load ".load $EXT sqlite3_fencesqlite_init" "SELECT fence_set_token(8);" "SELECT fence_token();")
 expect "the short entry point sqlite3_fencesqlite_init works" '^8.8$' "$(printf '%s' "$out" | tr '\n' '.')"
 

@@ -911,6 +911,359 @@ START_TEST(state_follows_connection)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Security review: replacing through the rowid, tokenless stamps, TEMP  */
+/* shadows, renamed tables, stamps that are not integers                 */
+/* ------------------------------------------------------------------ */
+
+static int64_t count_fence_triggers(sqlite3 *db, const char *schema, const char *table)
+{
+    char *sql = sqlite3_mprintf("SELECT count(*) FROM %s.sqlite_master WHERE type = 'trigger' "
+                                "AND tbl_name = %Q AND name LIKE 'fence\\_%%' ESCAPE '\\'",
+                                schema, table);
+    ck_assert_ptr_nonnull(sql);
+    int64_t n = q_int(db, sql);
+    sqlite3_free(sql);
+    return n;
+}
+
+/* A rowid table without an INTEGER PRIMARY KEY: its rowid is a key that
+ * pragma index_list does not show, and rows REPLACE deletes through it
+ * fire no DELETE trigger. */
+START_TEST(rowid_is_a_key)
+{
+    sqlite3 *db = open_fenced("rowid.db");
+    exec_ok(db, "CREATE TABLE t(v TEXT, name TEXT UNIQUE)");
+    ck_assert_int_eq(fence_sqlite_protect(db, "t", NULL), FENCE_OK);
+    set_tok(db, 10);
+    exec_ok(db, "INSERT INTO t(v, name) VALUES ('by10', 'a')"); /* rowid 1 */
+    set_tok(db, 5);
+    exec_ok(db, "INSERT INTO t(v, name) VALUES ('by5', 'c')"); /* rowid 2 */
+    expect_stale(db, "INSERT OR REPLACE INTO t(rowid, v, name) VALUES (1, 'stale-replace', 'b')",
+                 5, 10, "table", "t");
+    expect_stale(db, "REPLACE INTO t(oid, v, name) VALUES (1, 'stale-replace', 'b')", 5, 10,
+                 "table", "t");
+    expect_stale(db, "UPDATE OR REPLACE t SET rowid = 1 WHERE rowid = 2", 5, 10, "table", "t");
+    expect_stale(db, "UPDATE OR REPLACE t SET _rowid_ = 1 WHERE rowid = 2", 5, 10, "table", "t");
+    expect_stale(db, "UPDATE OR REPLACE t SET (\"OID\", v) = (1, 'x') WHERE rowid = 2", 5, 10,
+                 "table", "t");
+    expect_stale(db, "INSERT INTO t(rowid, v, name) VALUES (1, 'x', 'z') "
+                     "ON CONFLICT DO UPDATE SET v = excluded.v",
+                 5, 10, "table", "t");
+    ck_assert_str_eq(q_text(db, "SELECT group_concat(rowid || '|' || v || '|' || name || '|' || "
+                                "fence_token, ',') FROM (SELECT rowid, * FROM t ORDER BY rowid)"),
+                     "1|by10|a|10,2|by5|c|5");
+    /* Rows no newer holder wrote stay writable, with or without a rowid. */
+    exec_ok(db, "INSERT INTO t(v, name) VALUES ('auto5', 'd')");
+    exec_ok(db, "INSERT OR REPLACE INTO t(rowid, v, name) VALUES (2, 'again5', 'c')");
+    exec_ok(db, "UPDATE OR REPLACE t SET rowid = 20 WHERE name = 'd'");
+    set_tok(db, 10);
+    exec_ok(db, "UPDATE OR REPLACE t SET rowid = 1 WHERE rowid = 2");
+    ck_assert_str_eq(q_text(db, "SELECT v || '|' || fence_token FROM t WHERE rowid = 1"),
+                     "again5|10");
+    sqlite3_close(db);
+
+    /* An INTEGER PRIMARY KEY table: SET rowid (or oid) moves the key too,
+     * and UPDATE OF <the key column> alone does not see it. */
+    db = table_at_34();
+    set_tok(db, 33);
+    expect_stale(db, "UPDATE OR REPLACE t SET rowid = 1 WHERE id = 2", 33, 34, "table", "t");
+    expect_stale(db, "UPDATE OR REPLACE t SET oid = 1 WHERE id = 2", 33, 34, "table", "t");
+    ck_assert_str_eq(q_text(db, "SELECT v FROM t WHERE id = 1"), "by34");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM t"), 2);
+    sqlite3_close(db);
+
+    /* INTEGER PRIMARY KEY DESC is not the rowid: both are keys. */
+    db = open_fenced("desc.db");
+    exec_ok(db, "CREATE TABLE k(id INTEGER PRIMARY KEY DESC, v TEXT)");
+    ck_assert_int_eq(fence_sqlite_protect(db, "k", NULL), FENCE_OK);
+    set_tok(db, 10);
+    exec_ok(db, "INSERT INTO k(rowid, id, v) VALUES (1, 100, 'by10')");
+    set_tok(db, 5);
+    exec_ok(db, "INSERT INTO k(rowid, id, v) VALUES (2, 200, 'by5')");
+    expect_stale(db, "INSERT OR REPLACE INTO k(rowid, id, v) VALUES (1, 300, 'x')", 5, 10,
+                 "table", "k");
+    expect_stale(db, "INSERT OR REPLACE INTO k(rowid, id, v) VALUES (3, 100, 'x')", 5, 10,
+                 "table", "k");
+    expect_stale(db, "UPDATE OR REPLACE k SET rowid = 1 WHERE id = 200", 5, 10, "table", "k");
+    expect_stale(db, "UPDATE OR REPLACE k SET id = 100 WHERE id = 200", 5, 10, "table", "k");
+    ck_assert_str_eq(q_text(db, "SELECT v FROM k WHERE rowid = 1"), "by10");
+
+    /* WITHOUT ROWID: the primary key is the only row identity; moving a
+     * row onto a newer one's key is refused too. */
+    exec_ok(db, "CREATE TABLE w(a TEXT, b INTEGER, v TEXT, PRIMARY KEY (a, b)) WITHOUT ROWID");
+    ck_assert_int_eq(fence_sqlite_protect(db, "w", NULL), FENCE_OK);
+    set_tok(db, 10);
+    exec_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 1, 'by10')");
+    set_tok(db, 5);
+    exec_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 2, 'by5')");
+    expect_stale(db, "UPDATE OR REPLACE w SET b = 1 WHERE b = 2", 5, 10, "table", "w");
+    expect_stale(db, "INSERT OR REPLACE INTO w(a, b, v) VALUES ('k', 1, 'x')", 5, 10, "table",
+                 "w");
+    ck_assert_str_eq(q_text(db, "SELECT v FROM w WHERE b = 1"), "by10");
+    sqlite3_close(db);
+}
+END_TEST
+
+/* Permissive mode, no token: an UPDATE keeps the row's stamp whatever it
+ * writes to the column; an INSERT is stamped 0 (never fenced). */
+START_TEST(permissive_tokenless_keeps_stamp)
+{
+    sqlite3 *db = open_fenced("perm.db");
+    exec_ok(db, "CREATE TABLE p(id INTEGER PRIMARY KEY, v TEXT, lock_version INTEGER)");
+    exec_ok(db, "INSERT INTO p VALUES (1, 'a', 0), (2, 'b', NULL)");
+    fence_sqlite_protect_options o;
+    fence_sqlite_protect_options_init(&o);
+    o.column = "lock_version";
+    o.permissive = 1;
+    ck_assert_int_eq(fence_sqlite_protect(db, "p", &o), FENCE_OK);
+    set_tok(db, 10);
+    exec_ok(db, "UPDATE p SET v = 'by10' WHERE id = 1");
+    set_tok(db, 0);
+    /* Lowering the stamp would let a stale token in. */
+    exec_ok(db, "UPDATE p SET v = 'legacy', lock_version = 0 WHERE id = 1");
+    ck_assert_str_eq(q_text(db, "SELECT v || '|' || lock_version FROM p WHERE id = 1"),
+                     "legacy|10");
+    set_tok(db, 3);
+    expect_stale(db, "UPDATE p SET v = 'stale3' WHERE id = 1", 3, 10, "table", "p");
+    set_tok(db, 0);
+    /* Raising it would lock the row against every later holder. */
+    exec_ok(db, "UPDATE p SET lock_version = 9223372036854775807 WHERE id = 1");
+    exec_ok(db, "UPDATE p SET lock_version = NULL WHERE id = 1");
+    /* A legacy optimistic-lock writer (Rails) bumps the column itself. */
+    exec_ok(db, "UPDATE p SET v = 'rails', lock_version = lock_version + 1 "
+                "WHERE id = 1 AND lock_version = 10");
+    exec_ok(db, "INSERT INTO p(id, v) VALUES (1, 'upsert') "
+                "ON CONFLICT(id) DO UPDATE SET v = excluded.v, lock_version = 0");
+    ck_assert_str_eq(q_text(db, "SELECT v || '|' || lock_version FROM p WHERE id = 1"),
+                     "upsert|10");
+    set_tok(db, 11);
+    exec_ok(db, "UPDATE p SET v = 'by11' WHERE id = 1");
+    ck_assert_int_eq(q_int(db, "SELECT lock_version FROM p WHERE id = 1"), 11);
+    set_tok(db, 0);
+    /* A row nobody fenced stays at 0; NULL and 0 count the same. */
+    exec_ok(db, "UPDATE p SET v = 'b2', lock_version = NULL WHERE id = 2");
+    ck_assert_int_eq(q_int(db, "SELECT coalesce(lock_version, 0) FROM p WHERE id = 2"), 0);
+    exec_ok(db, "UPDATE p SET lock_version = 4 WHERE id = 2");
+    ck_assert_int_eq(q_int(db, "SELECT coalesce(lock_version, 0) FROM p WHERE id = 2"), 0);
+
+    /* INSERT without a token: stamped 0; planting a stamp is refused. */
+    exec_ok(db, "INSERT INTO p(id, v) VALUES (3, 'c')");
+    exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (4, 'd', NULL)");
+    exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (5, 'e', -7)");
+    exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (6, 'f', 0)");
+    ck_assert_str_eq(q_text(db, "SELECT group_concat(lock_version, ',') FROM "
+                                "(SELECT lock_version FROM p WHERE id >= 3 ORDER BY id)"),
+                     "0,0,0,0");
+    ck_assert_int_eq(exec_rc(db, "INSERT INTO p(id, v, lock_version) VALUES (7, 'g', 9)"),
+                     SQLITE_CONSTRAINT);
+    ck_assert_msg(strncmp(sqlite3_errmsg(db), "fence:forbidden ", 16) == 0, "%s",
+                  sqlite3_errmsg(db));
+    ck_assert_int_eq(exec_rc(db, "INSERT INTO p(id, v, lock_version) "
+                                 "VALUES (8, 'h', 9223372036854775807)"),
+                     SQLITE_CONSTRAINT);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM p WHERE id >= 7"), 0);
+
+    /* With recursive triggers on, restoring the stamp re-runs the trigger,
+     * which cannot tell the restore from a client write: such a write is
+     * refused whole; other tokenless writes go through. */
+    exec_ok(db, "PRAGMA recursive_triggers = ON");
+    ck_assert_int_ne(exec_rc(db, "UPDATE p SET v = 'rec', lock_version = 0 WHERE id = 1"),
+                     SQLITE_OK);
+    exec_ok(db, "UPDATE p SET v = 'rec' WHERE id = 1");
+    exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (9, 'i', NULL)");
+    ck_assert_str_eq(q_text(db, "SELECT v || '|' || lock_version FROM p WHERE id = 1"),
+                     "rec|11");
+    ck_assert_int_eq(q_int(db, "SELECT lock_version FROM p WHERE id = 9"), 0);
+    set_tok(db, 3);
+    expect_stale(db, "UPDATE p SET v = 'stale3' WHERE id = 1", 3, 11, "table", "p");
+
+    /* The same with the default column. */
+    exec_ok(db, "PRAGMA recursive_triggers = OFF");
+    exec_ok(db, "CREATE TABLE q(id INTEGER PRIMARY KEY, v TEXT)");
+    exec_ok(db, "SELECT fence_protect('q', NULL, 1)");
+    set_tok(db, 10);
+    exec_ok(db, "INSERT INTO q VALUES (1, 'by10', 10)");
+    set_tok(db, 0);
+    exec_ok(db, "UPDATE q SET v = 'legacy', fence_token = 0");
+    ck_assert_int_eq(q_int(db, "SELECT fence_token FROM q"), 10);
+    sqlite3_close(db);
+}
+END_TEST
+
+/* A TEMP table of the same name: unqualified SQL on this connection
+ * reaches it, not main's table. */
+START_TEST(temp_table_shadow)
+{
+    sqlite3 *db = open_fenced("shadow.db");
+    exec_ok(db, "CREATE TABLE m(id INTEGER PRIMARY KEY, v TEXT)");
+    exec_ok(db, "INSERT INTO main.m VALUES (1, 'main')");
+    exec_ok(db, "CREATE TEMP TABLE m(id INTEGER PRIMARY KEY, v TEXT)");
+    ck_assert_int_eq(fence_sqlite_protect(db, "m", NULL), FENCE_EINVAL);
+    ck_assert_msg(strstr(fence_sqlite_errmsg(), "TEMP") != NULL, "%s", fence_sqlite_errmsg());
+    ck_assert_int_ne(exec_rc(db, "SELECT fence_protect('m')"), SQLITE_OK);
+    ck_assert_msg(strstr(sqlite3_errmsg(db), "TEMP") != NULL, "%s", sqlite3_errmsg(db));
+    /* Nothing was changed, in either schema. */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_table_info('m', 'main')"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_table_info('m', 'temp')"), 2);
+    ck_assert_int_eq(count_fence_triggers(db, "main", "m"), 0);
+    ck_assert_int_eq(count_fence_triggers(db, "temp", "m"), 0);
+
+    /* Without the shadow it works, and everything lands in main. */
+    exec_ok(db, "DROP TABLE temp.m");
+    ck_assert_int_eq(fence_sqlite_protect(db, "m", NULL), FENCE_OK);
+    ck_assert_int_eq(count_fence_triggers(db, "main", "m"), 5);
+    ck_assert_int_eq(count_fence_triggers(db, "temp", "m"), 0);
+    set_tok(db, 10);
+    exec_ok(db, "UPDATE m SET v = 'by10'");
+
+    /* A shadow created afterwards does not blind main's triggers. */
+    exec_ok(db, "CREATE TEMP TABLE m(id INTEGER PRIMARY KEY, v TEXT, fence_token INTEGER)");
+    exec_ok(db, "INSERT INTO temp.m VALUES (1, 'temp', 0)");
+    set_tok(db, 5);
+    expect_stale(db, "UPDATE main.m SET v = 'by5'", 5, 10, "table", "m");
+    expect_stale(db, "INSERT OR REPLACE INTO main.m(id, v) VALUES (1, 'by5')", 5, 10, "table",
+                 "m");
+    expect_stale(db, "DELETE FROM main.m", 5, 10, "table", "m");
+    exec_ok(db, "UPDATE m SET v = 'temp5'"); /* the TEMP table: not fenced */
+    ck_assert_str_eq(q_text(db, "SELECT v || '|' || fence_token FROM main.m"), "by10|10");
+    /* Unprotect finds main's triggers, not the shadow. */
+    ck_assert_int_eq(fence_sqlite_unprotect(db, "m"), FENCE_OK);
+    ck_assert_int_eq(count_fence_triggers(db, "main", "m"), 0);
+
+    /* A TEMP fence_advance must not swallow a C-API advance. */
+    set_tok(db, 34);
+    ck_assert_int_eq(fence_sqlite_advance(db, "r"), FENCE_OK);
+    exec_ok(db, "CREATE TEMP TABLE fence_advance(resource)");
+    set_tok(db, 33);
+    ck_assert_int_eq(fence_sqlite_advance(db, "r"), FENCE_STALE);
+    ck_assert_int_eq(q_int(db, "SELECT high_water FROM main.fence_resource"), 34);
+    sqlite3_close(db);
+}
+END_TEST
+
+/* ALTER TABLE RENAME keeps the triggers' old names. */
+START_TEST(renamed_table_triggers)
+{
+    sqlite3 *db = open_fenced("rename.db");
+    exec_ok(db, "CREATE TABLE a(id INTEGER PRIMARY KEY, v TEXT, email TEXT UNIQUE)");
+    exec_ok(db, "INSERT INTO a VALUES (1, 'x', 'e1')");
+    ck_assert_int_eq(fence_sqlite_protect(db, "a", NULL), FENCE_OK);
+    set_tok(db, 10);
+    exec_ok(db, "UPDATE a SET v = 'by10'");
+    exec_ok(db, "ALTER TABLE a RENAME TO b");
+    ck_assert_int_eq(count_fence_triggers(db, "main", "b"), 5);
+    /* Protecting again replaces the old set instead of adding a second. */
+    ck_assert_int_eq(fence_sqlite_protect(db, "b", NULL), FENCE_OK);
+    ck_assert_int_eq(count_fence_triggers(db, "main", "b"), 5);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' "
+                               "AND name LIKE 'fence\\_%\\_a' ESCAPE '\\'"),
+                     0);
+    set_tok(db, 5);
+    expect_stale(db, "UPDATE b SET v = 'by5'", 5, 10, "table", "b");
+    /* Unprotect right after a rename finds them too. */
+    exec_ok(db, "ALTER TABLE b RENAME TO c");
+    ck_assert_int_eq(fence_sqlite_unprotect(db, "c"), FENCE_OK);
+    ck_assert_int_eq(count_fence_triggers(db, "main", "c"), 0);
+    exec_ok(db, "UPDATE c SET v = 'unfenced'");
+    /* A user's trigger that merely looks like ours is left alone. */
+    exec_ok(db, "CREATE TABLE audit(x)");
+    exec_ok(db, "CREATE TRIGGER fence_bi_audit BEFORE INSERT ON c BEGIN "
+                "INSERT INTO audit VALUES (NEW.v); END");
+    ck_assert_int_eq(fence_sqlite_protect(db, "c", NULL), FENCE_OK);
+    ck_assert_int_eq(fence_sqlite_unprotect(db, "c"), FENCE_OK);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'fence_bi_audit'"),
+                     1);
+    exec_ok(db, "DROP TRIGGER fence_bi_audit");
+
+    /* A new table under a renamed protected table's old name: its trigger
+     * names are taken; refused with a way out, not a bare SQLite error. */
+    ck_assert_int_eq(fence_sqlite_protect(db, "c", NULL), FENCE_OK);
+    exec_ok(db, "ALTER TABLE c RENAME TO d");
+    exec_ok(db, "CREATE TABLE c(id INTEGER PRIMARY KEY, v TEXT)");
+    ck_assert_int_eq(fence_sqlite_protect(db, "c", NULL), FENCE_EINVAL);
+    ck_assert_msg(strstr(fence_sqlite_errmsg(), "\"d\"") != NULL, "%s", fence_sqlite_errmsg());
+    ck_assert_int_eq(count_fence_triggers(db, "main", "d"), 5); /* untouched */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM pragma_table_info('c')"), 2);
+    ck_assert_int_eq(fence_sqlite_unprotect(db, "c"), FENCE_OK); /* not d's */
+    ck_assert_int_eq(count_fence_triggers(db, "main", "d"), 5);
+    ck_assert_int_eq(fence_sqlite_protect(db, "d", NULL), FENCE_OK);
+    ck_assert_int_eq(fence_sqlite_protect(db, "c", NULL), FENCE_OK);
+    ck_assert_int_eq(count_fence_triggers(db, "main", "c"), 5);
+    ck_assert_int_eq(count_fence_triggers(db, "main", "d"), 5);
+    sqlite3_close(db);
+}
+END_TEST
+
+/* Raise MSG from a trigger and classify it. */
+static void classify_raised(sqlite3 *db, const char *msg, int64_t offered, int64_t highest)
+{
+    char *sql = sqlite3_mprintf("DROP TRIGGER IF EXISTS temp.raiser;"
+                                "CREATE TEMP TRIGGER raiser BEFORE INSERT ON temp.scratch "
+                                "BEGIN SELECT RAISE(ABORT, %Q); END",
+                                msg);
+    ck_assert_ptr_nonnull(sql);
+    exec_ok(db, sql);
+    sqlite3_free(sql);
+    ck_assert_int_eq(exec_rc(db, "INSERT INTO temp.scratch VALUES (1)"), SQLITE_CONSTRAINT);
+    fence_sqlite_error e;
+    ck_assert_int_eq(fence_sqlite_classify(db, &e), FENCE_STALE);
+    ck_assert_msg(e.offered == offered && e.highest == highest,
+                  "'%s': offered %lld highest %lld, want %lld %lld", msg, (long long)e.offered,
+                  (long long)e.highest, (long long)offered, (long long)highest);
+}
+
+/* A stamp that is not a plain integer is unknown (0), never misread. */
+START_TEST(classify_reads_tokens_strictly)
+{
+    sqlite3 *db = open_fenced("real.db");
+    exec_ok(db, "CREATE TABLE r(id INTEGER PRIMARY KEY, v TEXT)");
+    exec_ok(db, "INSERT INTO r VALUES (1, 'a')");
+    ck_assert_int_eq(fence_sqlite_protect(db, "r", NULL), FENCE_OK);
+    ck_assert_int_eq(fence_sqlite_unprotect(db, "r"), FENCE_OK);
+    exec_ok(db, "UPDATE r SET fence_token = 1e30");
+    ck_assert_int_eq(fence_sqlite_protect(db, "r", NULL), FENCE_OK);
+    ck_assert_str_eq(q_text(db, "SELECT typeof(fence_token) FROM r"), "real");
+    set_tok(db, 5);
+    ck_assert_int_eq(exec_rc(db, "UPDATE r SET v = 'b'"), SQLITE_CONSTRAINT);
+    fence_sqlite_error e;
+    ck_assert_int_eq(fence_sqlite_classify(db, &e), FENCE_STALE);
+    ck_assert_msg(strstr(e.message, "older than 1.0e+30") != NULL, "%s", e.message);
+    ck_assert_int_eq(e.offered, 5);
+    ck_assert_int_eq(e.highest, 0);
+    ck_assert_str_eq(e.name, "r");
+
+    exec_ok(db, "CREATE TEMP TABLE scratch(x)");
+    static const char pre[] = "fence:stale table \"x\": token ";
+    static const struct {
+        const char *tail;
+        int64_t offered, highest;
+    } cases[] = {
+        {"5 is older than 7 (write rejected)", 5, 7},
+        {"5 is older than 9223372036854775807 (write rejected)", 5, INT64_MAX},
+        {"5 is older than 1.0e+30 (write rejected)", 5, 0},
+        {"5 is older than 12abc (write rejected)", 5, 0},
+        {"5 is older than 9223372036854775808 (write rejected)", 5, 0},
+        {"5 is older than 99999999999999999999 (write rejected)", 5, 0},
+        {"5 is older than -7 (write rejected)", 5, 0},
+        {"5 is older than  7 (write rejected)", 5, 0},
+        {"5 is older than +7 (write rejected)", 5, 0},
+        {"5 is older than 'abc' (write rejected)", 5, 0},
+        {"5 is older than 7", 5, 0},
+        {"5.5 is older than 7 (write rejected)", 0, 0},
+        {"-5 is older than 7 (write rejected)", 0, 0},
+        {"99999999999999999999 is older than 7 (write rejected)", 0, 0},
+        {"NULL is older than 7 (write rejected)", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s%s", pre, cases[i].tail);
+        classify_raised(db, msg, cases[i].offered, cases[i].highest);
+    }
+    sqlite3_close(db);
+}
+END_TEST
+
 static Suite *sqlite_suite(void)
 {
     Suite *s = suite_create("sqlite");
@@ -932,6 +1285,11 @@ static Suite *sqlite_suite(void)
     tcase_add_test(tc, without_rowid_and_odd_tables);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, state_follows_connection);
+    tcase_add_test(tc, rowid_is_a_key);
+    tcase_add_test(tc, permissive_tokenless_keeps_stamp);
+    tcase_add_test(tc, temp_table_shadow);
+    tcase_add_test(tc, renamed_table_triggers);
+    tcase_add_test(tc, classify_reads_tokens_strictly);
     suite_add_tcase(s, tc);
     return s;
 }

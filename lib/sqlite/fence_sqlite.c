@@ -10,6 +10,7 @@
 SQLITE_EXTENSION_INIT3
 #endif
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -30,6 +31,7 @@ extern const char fence_sqlite__sql_row_before_delete[];
 extern const char fence_sqlite__sql_retrofit[];
 extern const char fence_sqlite__sql_add_column[];
 extern const char fence_sqlite__sql_drop_row[];
+extern const char fence_sqlite__sql_find_row_triggers[];
 
 /* ------------------------------------------------------------------ */
 /* Messages                                                             */
@@ -304,82 +306,156 @@ typedef struct fs_protect {
     int permissive;
 } fs_protect;
 
-/* Trigger names for a (canonical) table name, quoted. */
-typedef struct fs_trigs {
-    char *bi, *ai, *bu, *au, *bd;
-} fs_trigs;
+/* The five kinds of fencing trigger, in the order they are created, and
+ * the name prefix each reserves: fence_<kind>_<table> (the same list as in
+ * find_row_triggers.sql). */
+enum { TRIG_BI, TRIG_AI, TRIG_BU, TRIG_AU, TRIG_BD, TRIG_N };
+static const char *const trig_prefix[TRIG_N] = {
+    "fence_bi_", "fence_ai_", "fence_bu_", "fence_au_", "fence_bd_",
+};
 
-static void trigs_free(fs_trigs *t)
-{
-    sqlite3_free(t->bi);
-    sqlite3_free(t->ai);
-    sqlite3_free(t->bu);
-    sqlite3_free(t->au);
-    sqlite3_free(t->bd);
-}
+/* The names SQLite gives the rowid when no column takes them. */
+static const char *const rowid_names[3] = {"rowid", "_rowid_", "oid"};
 
-static int trigs_make(const char *table, fs_trigs *t)
+/* Append FMT (an sqlite3_mprintf format: %w, %q) to S, after SEP unless S
+ * is still empty. */
+static void list_add(sqlite3_str *s, const char *sep, const char *fmt, ...)
 {
-    t->bi = sqlite3_mprintf("\"fence_bi_%w\"", table);
-    t->ai = sqlite3_mprintf("\"fence_ai_%w\"", table);
-    t->bu = sqlite3_mprintf("\"fence_bu_%w\"", table);
-    t->au = sqlite3_mprintf("\"fence_au_%w\"", table);
-    t->bd = sqlite3_mprintf("\"fence_bd_%w\"", table);
-    if (!t->bi || !t->ai || !t->bu || !t->au || !t->bd) {
-        return fail(FENCE_ENOMEM, "out of memory");
+    if (sqlite3_str_length(s) > 0) {
+        sqlite3_str_appendall(s, sep);
     }
-    return FENCE_OK;
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_str_vappendf(s, fmt, ap);
+    va_end(ap);
 }
 
+/* Drop the fencing triggers of TABLE (its canonical name), found by what
+ * they are (find_row_triggers.sql) rather than by the names its current
+ * name would give them: after ALTER TABLE RENAME they keep the old ones. */
 static int drop_triggers(sqlite3 *db, const char *table)
 {
-    fs_trigs t = {0};
-    int rc = trigs_make(table, &t);
-    if (rc == FENCE_OK) {
-        const fs_var vars[] = {
-            {"TRIG_BI", t.bi}, {"TRIG_AI", t.ai}, {"TRIG_BU", t.bu},
-            {"TRIG_AU", t.au}, {"TRIG_BD", t.bd},
-        };
-        rc = exec_template(db, "dropping the fence triggers", fence_sqlite__sql_drop_row, vars,
-                           sizeof vars / sizeof vars[0]);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, fence_sqlite__sql_find_row_triggers, -1, &st, NULL) !=
+        SQLITE_OK) {
+        return fail_db(db, "looking up the fence triggers");
     }
-    trigs_free(&t);
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    /* Collect first: the schema cannot change under a running SELECT. */
+    sqlite3_str *drops = sqlite3_str_new(NULL);
+    int rc = FENCE_OK, step;
+    while (rc == FENCE_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        char *q_name = quote_ident(name ? name : "");
+        char *sql = NULL;
+        if (q_name == NULL) {
+            rc = fail(FENCE_ENOMEM, "out of memory");
+        } else {
+            const fs_var vars[] = {{"TRIGGER", q_name}};
+            rc = fill_template(fence_sqlite__sql_drop_row, vars, 1, &sql);
+        }
+        if (rc == FENCE_OK) {
+            sqlite3_str_appendall(drops, sql);
+        }
+        sqlite3_free(sql);
+        sqlite3_free(q_name);
+    }
+    if (rc == FENCE_OK && step != SQLITE_DONE) {
+        rc = fail_db(db, "looking up the fence triggers");
+    }
+    sqlite3_finalize(st);
+    if (rc == FENCE_OK && sqlite3_str_errcode(drops) != SQLITE_OK) {
+        rc = fail(FENCE_ENOMEM, "out of memory");
+    }
+    char *all = sqlite3_str_finish(drops); /* NULL when there is nothing to drop */
+    if (rc == FENCE_OK && all != NULL &&
+        sqlite3_exec(db, all, NULL, NULL, NULL) != SQLITE_OK) {
+        rc = fail_db(db, "dropping the fence triggers");
+    }
+    sqlite3_free(all);
+    return rc;
+}
+
+/* The fencing trigger NAME (unquoted) about to be created for TABLE must
+ * not exist yet (TABLE's own ones were just dropped): another table holds
+ * it, typically one renamed from TABLE's name while protected. */
+static int check_trigger_free(sqlite3 *db, const char *name, const char *table)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT tbl_name FROM main.sqlite_master "
+                           "WHERE type = 'trigger' AND name = ?1 COLLATE NOCASE",
+                           -1, &st, NULL) != SQLITE_OK) {
+        return fail_db(db, "looking up a trigger");
+    }
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = FENCE_OK, step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const char *other = (const char *)sqlite3_column_text(st, 0);
+        rc = fail(FENCE_EINVAL, "a trigger named \"%s\" already exists on table \"%s\" "
+                  "(trigger names fence_bi_/ai_/bu_/au_/bd_<table> are reserved for fencing); "
+                  "if \"%s\" is a protected table renamed from \"%s\", protect \"%s\" again "
+                  "first: its triggers then take its new name",
+                  name, other ? other : "?", other ? other : "?", table, other ? other : "?");
+    } else if (step != SQLITE_DONE) {
+        rc = fail_db(db, "looking up a trigger");
+    }
+    sqlite3_finalize(st);
     return rc;
 }
 
 /* The table's canonical name (as stored) and whether it is WITHOUT ROWID.
- * *canon is sqlite3_malloc'd. */
-static int find_table(sqlite3 *db, const char *table, char **canon, int *without_rowid)
+ * With refuse_shadow, a TEMP table or view of the same name is refused:
+ * on this connection unqualified SQL would reach it, not the main table
+ * the caller meant to fence.  *canon is sqlite3_malloc'd. */
+static int find_table(sqlite3 *db, const char *table, int refuse_shadow, char **canon,
+                      int *without_rowid)
 {
     *canon = NULL;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
-                           "SELECT name, type, wr FROM pragma_table_list(?1) "
-                           "WHERE schema = 'main'",
+                           "SELECT name, type, wr, schema FROM pragma_table_list(?1) "
+                           "WHERE schema IN ('main', 'temp') ORDER BY schema = 'main'",
                            -1, &st, NULL) != SQLITE_OK) {
         return fail_db(db, "looking up the table");
     }
     sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE) {
-        sqlite3_finalize(st);
-        return fail(FENCE_EINVAL, "no table \"%s\" in the main schema", table);
+    int rc = FENCE_OK, step, found = 0;
+    char *shadow = NULL;
+    while (rc == FENCE_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        const char *type = (const char *)sqlite3_column_text(st, 1);
+        const char *schema = (const char *)sqlite3_column_text(st, 3);
+        if (schema != NULL && strcmp(schema, "temp") == 0) {
+            if (shadow == NULL) {
+                shadow = sqlite3_mprintf("%s", type ? type : "table");
+                rc = shadow ? FENCE_OK : fail(FENCE_ENOMEM, "out of memory");
+            }
+            continue;
+        }
+        found = 1;
+        if (type == NULL || strcmp(type, "table") != 0) {
+            rc = fail(FENCE_EINVAL, "\"%s\" is a %s, not an ordinary table", table,
+                      type ? type : "?");
+        } else {
+            *without_rowid = sqlite3_column_int(st, 2);
+            *canon = sqlite3_mprintf("%s", name ? name : "");
+            rc = *canon ? FENCE_OK : fail(FENCE_ENOMEM, "out of memory");
+        }
     }
-    if (rc != SQLITE_ROW) {
+    if (rc == FENCE_OK && step != SQLITE_DONE) {
         rc = fail_db(db, "looking up the table");
-        sqlite3_finalize(st);
-        return rc;
-    }
-    const char *type = (const char *)sqlite3_column_text(st, 1);
-    if (type == NULL || strcmp(type, "table") != 0) {
-        rc = fail(FENCE_EINVAL, "\"%s\" is a %s, not an ordinary table", table,
-                  type ? type : "?");
-    } else {
-        *without_rowid = sqlite3_column_int(st, 2);
-        *canon = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(st, 0));
-        rc = *canon ? FENCE_OK : fail(FENCE_ENOMEM, "out of memory");
     }
     sqlite3_finalize(st);
+    if (rc == FENCE_OK && !found) {
+        rc = fail(FENCE_EINVAL, "no table \"%s\" in the main schema", table);
+    }
+    if (rc == FENCE_OK && refuse_shadow && shadow != NULL) {
+        rc = fail(FENCE_EINVAL, "a TEMP %s named \"%s\" shadows the main table on this "
+                  "connection (unqualified SQL here reaches the TEMP one, which fencing "
+                  "cannot cover); drop or rename it, then protect again", shadow, table);
+    }
+    sqlite3_free(shadow);
     if (rc == FENCE_OK && (sqlite3_strnicmp(*canon, "sqlite_", 7) == 0 ||
                            sqlite3_stricmp(*canon, "fence_resource") == 0)) {
         rc = fail(FENCE_EINVAL, "\"%s\" is an internal table and cannot be protected", *canon);
@@ -396,11 +472,17 @@ static int find_table(sqlite3 *db, const char *table, char **canon, int *without
 typedef struct fs_shape {
     char *col_canon;   /* token column as stored, or NULL when missing */
     int col_missing;
-    char *rowkey;      /* "<k> IS NEW.<k> AND ..." */
-    sqlite3_str *conflict;    /* "(...) OR (...)" */
+    char *rowkey;      /* "<k> IS NEW.<k> AND ...": finds the written row */
+    sqlite3_str *conflict;    /* "(...) OR (...)": rows a new key collides with */
     sqlite3_str *changed;     /* "NEW.k IS NOT OLD.k OR ..." */
-    sqlite3_str *keycols;     /* "k1", "k2", ... */
+    sqlite3_str *keycols;     /* "k1", "k2", ...: names that change a key */
     int nkeys;
+    /* For rowid tables: */
+    int npk;           /* columns in the PRIMARY KEY */
+    char *pk_col;      /* the (last) PRIMARY KEY column, quoted */
+    int pk_integer;    /* ... declared exactly INTEGER */
+    int pk_index;      /* the PRIMARY KEY has an index of its own (not the rowid) */
+    int shadow[3];     /* rowid, _rowid_, oid taken by a column */
 } fs_shape;
 
 static int has_word_int(const char *type)
@@ -413,10 +495,9 @@ static int has_word_int(const char *type)
     return 0;
 }
 
-/* Columns: find the token column, the INTEGER PRIMARY KEY alias (rowid
- * tables) and which of rowid/_rowid_/oid are free. */
-static int read_columns(sqlite3 *db, const char *table, const char *want, int without_rowid,
-                        fs_shape *sh)
+/* Columns: find and check the token column; note the PRIMARY KEY and which
+ * of rowid/_rowid_/oid are column names. */
+static int read_columns(sqlite3 *db, const char *table, const char *want, fs_shape *sh)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db,
@@ -425,10 +506,7 @@ static int read_columns(sqlite3 *db, const char *table, const char *want, int wi
         return fail_db(db, "reading the table's columns");
     }
     sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    int npk = 0, ipk_ok = 0, shadow[3] = {0, 0, 0};
-    char *ipk = NULL;
     int rc = FENCE_OK, step;
-    static const char *const rowid_names[3] = {"rowid", "_rowid_", "oid"};
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
         const char *type = (const char *)sqlite3_column_text(st, 1);
@@ -439,14 +517,17 @@ static int read_columns(sqlite3 *db, const char *table, const char *want, int wi
         }
         for (int i = 0; i < 3; i++) {
             if (sqlite3_stricmp(name, rowid_names[i]) == 0) {
-                shadow[i] = 1;
+                sh->shadow[i] = 1;
             }
         }
         if (pk > 0) {
-            npk++;
-            sqlite3_free(ipk);
-            ipk = quote_ident(name);
-            ipk_ok = type != NULL && sqlite3_stricmp(type, "INTEGER") == 0;
+            sh->npk++;
+            sqlite3_free(sh->pk_col);
+            sh->pk_col = quote_ident(name);
+            sh->pk_integer = type != NULL && sqlite3_stricmp(type, "INTEGER") == 0;
+            if (sh->pk_col == NULL && rc == FENCE_OK) {
+                rc = fail(FENCE_ENOMEM, "out of memory");
+            }
         }
         if (sqlite3_stricmp(name, want) == 0) {
             if (hidden != 0) {
@@ -471,34 +552,6 @@ static int read_columns(sqlite3 *db, const char *table, const char *want, int wi
     }
     sqlite3_finalize(st);
     sh->col_missing = sh->col_canon == NULL;
-    if (rc == FENCE_OK && !without_rowid) {
-        if (npk == 1 && ipk_ok) {
-            /* INTEGER PRIMARY KEY: an alias of the rowid, and a UNIQUE key
-             * that pragma index_list does not show. */
-            sh->rowkey = sqlite3_mprintf("%s IS NEW.%s", ipk, ipk);
-            sqlite3_str_appendf(sh->conflict, "%s(%s = NEW.%s)", sh->nkeys ? " OR " : "", ipk,
-                                ipk);
-            sqlite3_str_appendf(sh->changed, "%sNEW.%s IS NOT OLD.%s", sh->nkeys ? " OR " : "",
-                                ipk, ipk);
-            sqlite3_str_appendf(sh->keycols, "%s%s", sh->nkeys ? ", " : "", ipk);
-            sh->nkeys++;
-        } else {
-            int i = 0;
-            while (i < 3 && shadow[i]) {
-                i++;
-            }
-            if (i == 3) {
-                rc = fail(FENCE_EINVAL, "table \"%s\" has columns named rowid, _rowid_ and oid "
-                          "and no INTEGER PRIMARY KEY: its rows cannot be addressed", table);
-            } else {
-                sh->rowkey = sqlite3_mprintf("%s IS NEW.%s", rowid_names[i], rowid_names[i]);
-            }
-        }
-        if (rc == FENCE_OK && sh->rowkey == NULL) {
-            rc = fail(FENCE_ENOMEM, "out of memory");
-        }
-    }
-    sqlite3_free(ipk);
     return rc;
 }
 
@@ -525,11 +578,13 @@ static int read_keys(sqlite3 *db, const char *table, int without_rowid, fs_shape
         const char *index = (const char *)sqlite3_column_text(il, 0);
         const char *origin = (const char *)sqlite3_column_text(il, 1);
         int is_pk = origin != NULL && strcmp(origin, "pk") == 0;
+        if (is_pk) {
+            sh->pk_index = 1;
+        }
         sqlite3_str *rowkey = sqlite3_str_new(NULL);
-        sqlite3_str_appendf(sh->conflict, "%s(", sh->nkeys ? " OR " : "");
+        sqlite3_str *group = sqlite3_str_new(NULL);
         sqlite3_reset(ix);
         sqlite3_bind_text(ix, 1, index, -1, SQLITE_TRANSIENT);
-        int n = 0;
         while (rc == FENCE_OK && (step = sqlite3_step(ix)) == SQLITE_ROW) {
             int cid = sqlite3_column_int(ix, 0);
             const char *col = (const char *)sqlite3_column_text(ix, 1);
@@ -540,18 +595,18 @@ static int read_keys(sqlite3 *db, const char *table, int without_rowid, fs_shape
                           index ? index : "?", table);
                 break;
             }
-            sqlite3_str_appendf(sh->conflict, "%s\"%w\" = NEW.\"%w\" COLLATE \"%w\"",
-                                n ? " AND " : "", col, col, coll ? coll : "BINARY");
-            sqlite3_str_appendf(sh->changed, "%sNEW.\"%w\" IS NOT OLD.\"%w\"",
-                                sh->nkeys || n ? " OR " : "", col, col);
-            sqlite3_str_appendf(rowkey, "%s\"%w\" IS NEW.\"%w\"", n ? " AND " : "", col, col);
-            sqlite3_str_appendf(sh->keycols, "%s\"%w\"", sh->nkeys || n ? ", " : "", col);
-            n++;
+            list_add(group, " AND ", "\"%w\" = NEW.\"%w\" COLLATE \"%w\"", col, col,
+                     coll ? coll : "BINARY");
+            list_add(sh->changed, " OR ", "NEW.\"%w\" IS NOT OLD.\"%w\"", col, col);
+            list_add(rowkey, " AND ", "\"%w\" IS NEW.\"%w\"", col, col);
+            list_add(sh->keycols, ", ", "\"%w\"", col);
         }
         if (rc == FENCE_OK && step != SQLITE_DONE) {
             rc = fail_db(db, "reading an index");
         }
-        sqlite3_str_appendchar(sh->conflict, 1, ')');
+        char *g = sqlite3_str_finish(group);
+        list_add(sh->conflict, " OR ", "(%s)", g ? g : "0");
+        sqlite3_free(g);
         sh->nkeys++;
         char *rk = sqlite3_str_finish(rowkey);
         if (rc == FENCE_OK && is_pk && without_rowid) {
@@ -569,10 +624,48 @@ static int read_keys(sqlite3 *db, const char *table, int without_rowid, fs_shape
     }
     sqlite3_finalize(il);
     sqlite3_finalize(ix);
-    if (rc == FENCE_OK && sh->rowkey == NULL) {
+    if (rc == FENCE_OK && without_rowid && sh->rowkey == NULL) {
         rc = fail(FENCE_EINVAL, "cannot find a key for the rows of \"%s\"", table);
     }
     return rc;
+}
+
+/*
+ * The rowid of a rowid table is a key too: INSERT OR REPLACE with an
+ * explicit rowid, or UPDATE OR REPLACE SET rowid = ..., replaces the row
+ * that holds it, and the deleted row fires no DELETE trigger.  It joins
+ * the conflict check, the key-change test and the UPDATE OF list (under
+ * every name a SET list can give it), and it is the row key.  An INTEGER
+ * PRIMARY KEY column is the rowid itself -- unless the primary key has an
+ * index of its own (e.g. INTEGER PRIMARY KEY DESC), which read_keys
+ * already took as a UNIQUE key.
+ */
+static int rowid_keys(const char *table, fs_shape *sh)
+{
+    int alias = sh->npk == 1 && sh->pk_integer && !sh->pk_index;
+    const char *name = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!sh->shadow[i]) {
+            name = name ? name : rowid_names[i];
+            list_add(sh->keycols, ", ", "%s", rowid_names[i]);
+        }
+    }
+    if (alias) {
+        list_add(sh->keycols, ", ", "%s", sh->pk_col);
+        name = name ? name : sh->pk_col;
+    }
+    if (name == NULL) {
+        return fail(FENCE_EINVAL, "table \"%s\" has columns named rowid, _rowid_ and oid "
+                    "and no INTEGER PRIMARY KEY: its rows cannot be addressed", table);
+    }
+    sh->rowkey = sqlite3_mprintf("%s IS NEW.%s", name, name);
+    list_add(sh->conflict, " OR ", "(%s = NEW.%s)", name, name);
+    list_add(sh->changed, " OR ", "NEW.%s IS NOT OLD.%s", name, name);
+    sh->nkeys++;
+    if (sh->rowkey == NULL) {
+        return fail(FENCE_ENOMEM, "out of memory");
+    }
+    return FENCE_OK;
 }
 
 static int protect_body(sqlite3 *db, const void *arg)
@@ -581,7 +674,7 @@ static int protect_body(sqlite3 *db, const void *arg)
     const char *want = p->column ? p->column : FENCE_SQLITE_DEFAULT_COLUMN;
     char *table = NULL, *q_table = NULL, *q_table_str = NULL, *q_table_msg = NULL;
     char *q_col = NULL, *conflict = NULL, *changed = NULL, *keycols = NULL;
-    fs_trigs t = {0};
+    char *trig[TRIG_N] = {NULL};
     fs_shape sh = {0};
     int without_rowid = 0;
     sh.conflict = sqlite3_str_new(NULL);
@@ -590,19 +683,19 @@ static int protect_body(sqlite3 *db, const void *arg)
 
     int rc = ensure_schema(db);
     if (rc == FENCE_OK) {
-        rc = find_table(db, p->table, &table, &without_rowid);
+        rc = find_table(db, p->table, 1, &table, &without_rowid);
     }
     if (rc == FENCE_OK) {
-        rc = read_columns(db, table, want, without_rowid, &sh);
+        rc = read_columns(db, table, want, &sh);
     }
     if (rc == FENCE_OK) {
         rc = read_keys(db, table, without_rowid, &sh);
     }
+    if (rc == FENCE_OK && !without_rowid) {
+        rc = rowid_keys(table, &sh);
+    }
     if (rc == FENCE_OK && sh.col_missing && p->column != NULL) {
         rc = fail(FENCE_EINVAL, "table \"%s\" has no column \"%s\"", table, p->column);
-    }
-    if (rc == FENCE_OK) {
-        rc = trigs_make(table, &t);
     }
     if (rc == FENCE_OK) {
         q_table = quote_ident(table);
@@ -610,12 +703,15 @@ static int protect_body(sqlite3 *db, const void *arg)
         q_table_msg = q_table ? sqlite3_mprintf("%q", q_table) : NULL;
         q_col = quote_ident(sh.col_missing ? want : sh.col_canon);
         int nkeys = sh.nkeys;
+        int str_ok = sqlite3_str_errcode(sh.conflict) == SQLITE_OK &&
+                     sqlite3_str_errcode(sh.changed) == SQLITE_OK &&
+                     sqlite3_str_errcode(sh.keycols) == SQLITE_OK;
         conflict = sqlite3_str_finish(sh.conflict);
         changed = sqlite3_str_finish(sh.changed);
         keycols = sqlite3_str_finish(sh.keycols);
         sh.conflict = sh.changed = sh.keycols = NULL;
-        if (nkeys == 0) {
-            /* No UNIQUE key: nothing an INSERT could replace. */
+        if (nkeys == 0 && str_ok) {
+            /* No key at all: nothing an INSERT could replace. */
             sqlite3_free(conflict);
             sqlite3_free(changed);
             sqlite3_free(keycols);
@@ -623,14 +719,21 @@ static int protect_body(sqlite3 *db, const void *arg)
             changed = sqlite3_mprintf("0");
             keycols = sqlite3_mprintf("%s", "");
         }
-        if (!q_table || !q_table_str || !q_table_msg || !q_col || !conflict || !changed ||
-            !keycols) {
+        for (int i = 0; i < TRIG_N; i++) {
+            trig[i] = sqlite3_mprintf("%s%s", trig_prefix[i], table);
+            str_ok = str_ok && trig[i] != NULL;
+        }
+        if (!str_ok || !q_table || !q_table_str || !q_table_msg || !q_col || !conflict ||
+            !changed || !keycols) {
             rc = fail(FENCE_ENOMEM, "out of memory");
         }
     }
     if (rc == FENCE_OK) {
         /* Old triggers first, so the retrofit UPDATE does not trip them. */
         rc = drop_triggers(db, table);
+    }
+    for (int i = 0; rc == FENCE_OK && i < TRIG_N; i++) {
+        rc = check_trigger_free(db, trig[i], table);
     }
     fs_var vars[] = {
         {"TABLE", q_table},       {"TABLE_STR", q_table_str}, {"TABLE_MSG", q_table_msg},
@@ -648,31 +751,37 @@ static int protect_body(sqlite3 *db, const void *arg)
                                vars, nvars - 1);
         }
     }
-    struct {
-        const char *tpl;
-        const char *name;
-        int want;
-    } trig[] = {
-        {fence_sqlite__sql_row_before_insert, t.bi, 1},
-        {fence_sqlite__sql_row_after_insert, t.ai, 1},
-        {fence_sqlite__sql_row_before_update, t.bu, strcmp(changed ? changed : "0", "0") != 0},
-        {fence_sqlite__sql_row_after_update, t.au, 1},
-        {fence_sqlite__sql_row_before_delete, t.bd, 1},
+    const char *const tpl[TRIG_N] = {
+        [TRIG_BI] = fence_sqlite__sql_row_before_insert,
+        [TRIG_AI] = fence_sqlite__sql_row_after_insert,
+        [TRIG_BU] = fence_sqlite__sql_row_before_update,
+        [TRIG_AU] = fence_sqlite__sql_row_after_update,
+        [TRIG_BD] = fence_sqlite__sql_row_before_delete,
     };
-    for (size_t i = 0; rc == FENCE_OK && i < sizeof trig / sizeof trig[0]; i++) {
-        if (!trig[i].want) {
-            continue;
+    for (int i = 0; rc == FENCE_OK && i < TRIG_N; i++) {
+        if (i == TRIG_BU && strcmp(changed, "0") == 0) {
+            continue; /* no key can change */
         }
-        vars[nvars - 1].val = trig[i].name;
-        rc = exec_template(db, "creating a fence trigger", trig[i].tpl, vars, nvars);
+        char *q_trig = quote_ident(trig[i]);
+        if (q_trig == NULL) {
+            rc = fail(FENCE_ENOMEM, "out of memory");
+            break;
+        }
+        vars[nvars - 1].val = q_trig;
+        rc = exec_template(db, "creating a fence trigger", tpl[i], vars, nvars);
+        sqlite3_free(q_trig);
     }
 
     sqlite3_free(sqlite3_str_finish(sh.conflict));
     sqlite3_free(sqlite3_str_finish(sh.changed));
     sqlite3_free(sqlite3_str_finish(sh.keycols));
+    for (int i = 0; i < TRIG_N; i++) {
+        sqlite3_free(trig[i]);
+    }
     sqlite3_free(keycols);
     sqlite3_free(sh.col_canon);
     sqlite3_free(sh.rowkey);
+    sqlite3_free(sh.pk_col);
     sqlite3_free(conflict);
     sqlite3_free(changed);
     sqlite3_free(q_col);
@@ -680,7 +789,6 @@ static int protect_body(sqlite3 *db, const void *arg)
     sqlite3_free(q_table_str);
     sqlite3_free(q_table);
     sqlite3_free(table);
-    trigs_free(&t);
     return rc;
 }
 
@@ -688,7 +796,7 @@ static int unprotect_body(sqlite3 *db, const void *arg)
 {
     char *table = NULL;
     int without_rowid = 0;
-    int rc = find_table(db, arg, &table, &without_rowid);
+    int rc = find_table(db, arg, 0, &table, &without_rowid);
     if (rc == FENCE_OK) {
         rc = drop_triggers(db, table);
     }
@@ -1056,7 +1164,7 @@ int fence_sqlite_advance(sqlite3 *db, const char *resource)
                     "call fence_sqlite_set_token() first");
     }
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "INSERT INTO fence_advance(resource) VALUES (?1)", -1, &st,
+    if (sqlite3_prepare_v2(db, "INSERT INTO main.fence_advance(resource) VALUES (?1)", -1, &st,
                            NULL) != SQLITE_OK) {
         return fail_db(db, "fence_sqlite_advance");
     }
@@ -1070,6 +1178,31 @@ int fence_sqlite_advance(sqlite3 *db, const char *resource)
     fail(rc == FENCE_OK ? FENCE_EDB : rc, "fence_sqlite_advance: %s", sqlite3_errmsg(db));
     sqlite3_finalize(st);
     return rc == FENCE_OK ? FENCE_EDB : rc;
+}
+
+/* A token as fn_stale printed it: decimal digits only (no sign, no
+ * space), 0..INT64_MAX, followed by exactly SUFFIX.  Sets *after (when
+ * not NULL) past the suffix.  0 if it is not that. */
+static int parse_tok(const char *p, const char *suffix, int64_t *out, const char **after)
+{
+    if (p[0] < '0' || p[0] > '9') {
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno != 0 || end == p || v > (unsigned long long)INT64_MAX) {
+        return 0;
+    }
+    size_t n = strlen(suffix);
+    if (strncmp(end, suffix, n) != 0) {
+        return 0;
+    }
+    *out = (int64_t)v;
+    if (after != NULL) {
+        *after = end + n;
+    }
+    return 1;
 }
 
 /* Parse ["table"|"resource"] ["quoted name"] [": token N is older than M"]
@@ -1103,9 +1236,14 @@ static void parse_detail(const char *p, fence_sqlite_error *out)
     }
     const char *t = strstr(p, ": token ");
     if (t != NULL) {
-        long long a = 0, b = 0;
-        if (sscanf(t, ": token %lld is older than %lld", &a, &b) == 2) {
+        /* Each number on its own: a stamp that is not a plain integer
+         * (a REAL such as 1.0e+30, text) is unknown (0), never misread. */
+        const char *rest = NULL;
+        int64_t a = 0, b = 0;
+        if (parse_tok(t + 8, " is older than ", &a, &rest)) {
             out->offered = a;
+        }
+        if (rest != NULL && parse_tok(rest, " (write rejected)", &b, NULL)) {
             out->highest = b;
         }
     }

@@ -1,3 +1,3 @@
 -- Retrofit an existing version column (e.g. Rails' lock_version): rows
 -- that never had a version count as never fenced.
-UPDATE {{TABLE}} SET {{COL}} = 0 WHERE {{COL}} IS NULL;
+UPDATE main.{{TABLE}} SET {{COL}} = 0 WHERE {{COL}} IS NULL;

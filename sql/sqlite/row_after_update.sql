@@ -11,13 +11,25 @@
 --     refused write leaves nothing behind.
 -- A BEFORE UPDATE check would be re-run by the stamping UPDATE against the
 -- client's value of the column, and could not tell the two apart.
-CREATE TRIGGER {{TRIGGER}} AFTER UPDATE ON {{TABLE}} FOR EACH ROW
+--
+-- The stamp: the writer's token; without a token (permissive tables only)
+-- the row keeps the stamp it had, whatever the client wrote to the column
+-- (a legacy writer's lock_version = lock_version + 1, or a planted 0 that
+-- would let a stale token in, or a huge value that would lock the row).
+-- Values of at most 0 and NULL all mean "never fenced" and count as equal,
+-- so the 0 that row_after_insert stamps on a new row is left alone.  (With
+-- recursive_triggers on, restoring the old stamp re-runs this trigger,
+-- which cannot tell the restore from a client write: such a write ends in
+-- "too many levels of trigger recursion" and is undone whole.)
+CREATE TRIGGER main.{{TRIGGER}} AFTER UPDATE ON {{TABLE}} FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:notoken table {{TABLE_MSG}}: no fencing token on this connection; call fence_set_token(N) with N >= 1')
      WHERE {{STRICT}} AND (typeof(fence_token()) <> 'integer' OR fence_token() < 1);
     SELECT fence_stale('table', {{TABLE_STR}}, fence_token(), OLD.{{COL}}),
            RAISE(ABORT, 'fence:stale table {{TABLE_MSG}}: write rejected')
      WHERE coalesce(OLD.{{COL}}, 0) > fence_token();
-    UPDATE {{TABLE}} SET {{COL}} = fence_token()
-     WHERE {{ROWKEY}} AND {{COL}} IS NOT fence_token() AND fence_token() IS NOT NULL;
+    UPDATE {{TABLE}} SET {{COL}} = coalesce(fence_token(), OLD.{{COL}})
+     WHERE {{ROWKEY}} AND {{COL}} IS NOT coalesce(fence_token(), OLD.{{COL}})
+       AND (fence_token() IS NOT NULL
+            OR max(coalesce(NEW.{{COL}}, 0), 0) IS NOT max(coalesce(OLD.{{COL}}, 0), 0));
 END;

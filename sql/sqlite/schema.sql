@@ -6,15 +6,19 @@
 -- with the connection's token (fence_token()): a lower token is refused
 -- (fence:stale), an equal one is admitted, a higher one raises the mark.
 -- Marks are never lowered, renamed or deleted: the guard triggers refuse.
-CREATE TABLE IF NOT EXISTS fence_resource (
+--
+-- Everything is created in main (a TEMP object of the same name must not
+-- catch it); the trigger bodies name tables unqualified, as SQLite
+-- requires, and SQLite resolves them in the trigger's own schema, main.
+CREATE TABLE IF NOT EXISTS main.fence_resource (
     name       TEXT PRIMARY KEY NOT NULL,
     high_water INTEGER NOT NULL
 );
 
-CREATE VIEW IF NOT EXISTS fence_advance(resource) AS
+CREATE VIEW IF NOT EXISTS main.fence_advance(resource) AS
     SELECT name FROM fence_resource WHERE 0;
 
-CREATE TRIGGER IF NOT EXISTS fence_advance_insert
+CREATE TRIGGER IF NOT EXISTS main.fence_advance_insert
 INSTEAD OF INSERT ON fence_advance FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:notoken resource: no fencing token on this connection; call fence_set_token(N) with N >= 1')
@@ -31,7 +35,7 @@ BEGIN
 END;
 
 -- Direct writes to fence_resource obey the same rule as fence_advance.
-CREATE TRIGGER IF NOT EXISTS fence_resource_insert
+CREATE TRIGGER IF NOT EXISTS main.fence_resource_insert
 BEFORE INSERT ON fence_resource FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:notoken resource: no fencing token on this connection; call fence_set_token(N) with N >= 1')
@@ -44,7 +48,7 @@ BEGIN
      WHERE name = NEW.name AND high_water > fence_token();
 END;
 
-CREATE TRIGGER IF NOT EXISTS fence_resource_update
+CREATE TRIGGER IF NOT EXISTS main.fence_resource_update
 BEFORE UPDATE ON fence_resource FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:forbidden resource: a high-water mark cannot be renamed')
@@ -58,7 +62,7 @@ BEGIN
      WHERE NEW.high_water IS NOT fence_token() AND NEW.high_water IS NOT OLD.high_water;
 END;
 
-CREATE TRIGGER IF NOT EXISTS fence_resource_delete
+CREATE TRIGGER IF NOT EXISTS main.fence_resource_delete
 BEFORE DELETE ON fence_resource FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:forbidden resource: high-water marks are never deleted');
