@@ -58,9 +58,43 @@
  *
  * Names: tables and resources are names in the "main" schema, at most
  * FENCE_NAME_MAX bytes; the library quotes them itself, so any name works
- * (quotes, spaces, semicolons included).  Trigger names
- * fence_bi_<table>, fence_ai_<table>, fence_bu_<table>, fence_au_<table>,
- * fence_bd_<table> are reserved.
+ * (quotes, spaces, semicolons included).  Everything it creates lives in
+ * main, qualified as such.  Trigger names fence_bi_<table>,
+ * fence_ai_<table>, fence_bu_<table>, fence_au_<table>, fence_bd_<table>
+ * are reserved.  A table's fencing triggers are found by what they are
+ * (on that table, a reserved prefix, calling fence_token()), so after
+ * ALTER TABLE RENAME -- which keeps the old trigger names -- protecting or
+ * unprotecting the table under its new name still finds them.
+ *
+ * Keys: a write that replaces another row (INSERT OR REPLACE, REPLACE,
+ * UPSERT, UPDATE OR REPLACE) is checked against the token of the row it
+ * would replace, found through every UNIQUE key, a WITHOUT ROWID table's
+ * primary key, and a rowid table's rowid (under any of its names: rowid,
+ * _rowid_, oid, its INTEGER PRIMARY KEY).
+ *
+ * Limits -- what this does not protect against:
+ *   - Hostile code.  SQLite has no access control: any connection to the
+ *     file can DROP TRIGGER (or fence_unprotect(), or edit the file) and
+ *     then write freely or lower the stamps and marks.  The gate stops
+ *     stale-but-honest writers that use this library or the extension;
+ *     it is no defence against code that means harm and can open the
+ *     database file.
+ *   - A TEMP table or view with a protected table's name shadows it for
+ *     unqualified SQL on the connection that made it: fence_protect()
+ *     refuses while one exists; one made later takes that connection's
+ *     unqualified writes (to itself, unfenced), while the triggers keep
+ *     fencing the main table for every writer that reaches it.
+ *   - An INSERT into a rowid table without an explicit rowid is also
+ *     checked against the row with rowid -1, if there is one (SQLite shows
+ *     -1 as the new rowid to BEFORE INSERT triggers): an insert may then
+ *     be refused as stale although it replaces nothing; never the reverse.
+ *   - Permissive tables with PRAGMA recursive_triggers=ON: a write without
+ *     a token that changes the token column is refused ("too many levels
+ *     of trigger recursion"), since restoring the old stamp re-runs the
+ *     trigger, which cannot tell the restore from the client's write.
+ *   - A token column value that is not an integer (a REAL such as 1e30,
+ *     text) is compared as SQLite compares values; fence_sqlite_classify()
+ *     reports such a stamp as highest = 0 (unknown).
  */
 #ifndef FENCE_SQLITE_H
 #define FENCE_SQLITE_H
@@ -95,8 +129,11 @@ typedef struct fence_sqlite_protect_options {
      * the column's largest value with fence_token_raise() first). */
     const char *column;
     /* 0 (default): writes without a token are refused.  1: migration
-     * mode, writes without a token are admitted (and not stamped); writes
-     * with a token are still checked. */
+     * mode, writes without a token are admitted: an UPDATE keeps the
+     * row's stamp whatever it writes to the column (as the PostgreSQL
+     * module does), an INSERT is stamped 0 and may not write the column
+     * above 0 (fence:forbidden).  Writes with a token are still checked
+     * and stamped. */
     int permissive;
 } fence_sqlite_protect_options;
 
@@ -111,14 +148,17 @@ FENCE_API void fence_sqlite_protect_options_init(fence_sqlite_protect_options *o
  * or renaming the table.  Unique indexes on expressions are refused
  * (FENCE_EINVAL): the INSERT OR REPLACE check could not see through them.
  * Requires fence_sqlite_attach() (FENCE_ESTATE).  FENCE_EINVAL for a
- * missing table or column, a column without INTEGER affinity, or a bad
- * name; FENCE_EDB when SQLite refuses.
+ * missing table or column, a column without INTEGER affinity, a bad name,
+ * a TEMP table or view of the same name on this connection, or a trigger
+ * name this table needs that another table holds (one renamed from this
+ * name while protected: protect it again first); FENCE_EDB when SQLite
+ * refuses.
  */
 FENCE_API int fence_sqlite_protect(sqlite3 *db, const char *table,
                                    const fence_sqlite_protect_options *opts);
 
-/* Drop TABLE's fencing triggers (its token column stays).  FENCE_OK also
- * when it was not protected. */
+/* Drop TABLE's fencing triggers, whatever their names (its token column
+ * stays).  FENCE_OK also when it was not protected. */
 FENCE_API int fence_sqlite_unprotect(sqlite3 *db, const char *table);
 
 /*
