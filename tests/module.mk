@@ -2,12 +2,15 @@
 # binaries to TEST_BINS; the core suites are here.  Shell suites are
 # tests/*.sh and print TAP-style "ok"/"not ok" lines.
 TESTUTIL_OBJ := $(B)/tests/testutil.o
+# leaseutil: helpers only the core suites share (clients, keys, raw Redis).
+LEASEUTIL_OBJ := $(B)/tests/leaseutil.o
 
 CORE_TESTS := lease client heartbeat badinput
 CORE_TEST_BINS := $(CORE_TESTS:%=$(B)/tests/test_%)
 TEST_BINS += $(CORE_TEST_BINS)
 
-$(CORE_TEST_BINS): $(B)/tests/test_%: $(B)/tests/test_%.o $(TESTUTIL_OBJ) $(B)/libfence.a | $(B)/tests/holder
+$(CORE_TEST_BINS): $(B)/tests/test_%: $(B)/tests/test_%.o $(LEASEUTIL_OBJ) $(TESTUTIL_OBJ) \
+		$(B)/libfence.a | $(B)/tests/holder
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS)
 
 # holder: a lease holder in a process of its own, spawned by the core

@@ -7,7 +7,7 @@
  * valgrind and ASan).
  */
 #include "fence.h"
-#include "testutil.h"
+#include "leaseutil.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -19,14 +19,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define EXPECT_RC(expr, want, c)                                                        \
-    do {                                                                                \
-        int rc_ = (expr);                                                               \
-        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (errmsg: \"%s\")",    \
-                      #expr, fence_status_name(rc_), fence_status_name(want),           \
-                      (c) != NULL ? fence_client_errmsg(c) : "-");                      \
-    } while (0)
-
 /* A status and a non-empty message on the client. */
 #define EXPECT_FAIL(expr, want, c)                                                      \
     do {                                                                                \
@@ -34,35 +26,16 @@
         ck_assert_msg(fence_client_errmsg(c)[0] != '\0', "%s: empty errmsg", #expr);    \
     } while (0)
 
-static fence_client *open_client(void)
-{
-    fence_client *c = NULL;
-    int rc = fence_client_open_url(&c, tu_env("FENCE_TEST_REDIS_URL"));
-    ck_assert_msg(rc == FENCE_OK, "fence_client_open_url: %s (%s)", fence_status_name(rc),
-                  c != NULL ? fence_client_errmsg(c) : "no handle");
-    return c;
-}
-
-static long long rexists(redisContext *r, const char *key)
-{
-    redisReply *rep = redisCommand(r, "EXISTS %s", key);
-    ck_assert_ptr_nonnull(rep);
-    ck_assert_int_eq(rep->type, REDIS_REPLY_INTEGER);
-    long long v = rep->integer;
-    freeReplyObject(rep);
-    return v;
-}
-
 /* Nothing in Redis for NAME: no owner key and no counter (a refused call
  * must not even consume a token). */
 static void expect_no_keys(const char *name)
 {
     redisContext *r = tu_redis();
     char k[FENCE_NAME_MAX + 64];
-    snprintf(k, sizeof k, "fence:{%s}", name);
-    ck_assert_msg(rexists(r, k) == 0, "key %s left behind", k);
-    snprintf(k, sizeof k, "fence:{%s}:token", name);
-    ck_assert_msg(rexists(r, k) == 0, "counter %s created by a refused call", k);
+    lu_owner_key(k, sizeof k, name);
+    ck_assert_msg(lu_rexists(r, k) == 0, "key %s left behind", k);
+    lu_token_key(k, sizeof k, name);
+    ck_assert_msg(lu_rexists(r, k) == 0, "counter %s created by a refused call", k);
     redisFree(r);
 }
 
@@ -193,43 +166,30 @@ START_TEST(open_tls_url_refused)
 }
 END_TEST
 
+/* Opening the test Redis with options O that are the defaults but for
+ * FIELD = VALUE fails with FENCE_EINVAL; WHAT names the case in a failure.
+ * O is left holding those options. */
+#define EXPECT_BAD_OPTION(o, field, value, what)                                        \
+    do {                                                                                \
+        fence_client_options_init(&(o));                                                \
+        (o).url = tu_env("FENCE_TEST_REDIS_URL");                                       \
+        (o).field = (value);                                                            \
+        expect_open_fails(&(o), FENCE_EINVAL, what);                                    \
+    } while (0)
+
 START_TEST(open_bad_options)
 {
     fence_client_options o;
-    const char *url = tu_env("FENCE_TEST_REDIS_URL");
-
-    fence_client_options_init(&o);
-    o.url = url;
-    o.connect_timeout_ms = -1;
-    expect_open_fails(&o, FENCE_EINVAL, "connect_timeout_ms -1");
-
-    fence_client_options_init(&o);
-    o.url = url;
-    o.io_timeout_ms = -5;
-    expect_open_fails(&o, FENCE_EINVAL, "io_timeout_ms -5");
-
-    fence_client_options_init(&o);
-    o.url = url;
-    o.heartbeat_mode = 7;
-    expect_open_fails(&o, FENCE_EINVAL, "heartbeat_mode 7");
-
-    fence_client_options_init(&o);
-    o.url = url;
-    o.heartbeat_mode = -1;
-    expect_open_fails(&o, FENCE_EINVAL, "heartbeat_mode -1");
-
-    fence_client_options_init(&o);
-    o.url = url;
-    o.renew_batch = -1;
-    expect_open_fails(&o, FENCE_EINVAL, "renew_batch -1");
+    EXPECT_BAD_OPTION(o, connect_timeout_ms, -1, "connect_timeout_ms -1");
+    EXPECT_BAD_OPTION(o, io_timeout_ms, -5, "io_timeout_ms -5");
+    EXPECT_BAD_OPTION(o, heartbeat_mode, 7, "heartbeat_mode 7");
+    EXPECT_BAD_OPTION(o, heartbeat_mode, -1, "heartbeat_mode -1");
+    EXPECT_BAD_OPTION(o, renew_batch, -1, "renew_batch -1");
 
     char prefix[66];
     memset(prefix, 'p', 65);
     prefix[65] = '\0';
-    fence_client_options_init(&o);
-    o.url = url;
-    o.prefix = prefix; /* 65 bytes: one too many */
-    expect_open_fails(&o, FENCE_EINVAL, "65-byte prefix");
+    EXPECT_BAD_OPTION(o, prefix, prefix, "65-byte prefix"); /* one byte too many */
 
     /* 64 bytes is fine. */
     prefix[64] = '\0';
@@ -299,21 +259,9 @@ END_TEST
 
 START_TEST(open_wrong_password_is_eauth)
 {
-    const char *auth = tu_env("FENCE_TEST_REDIS_AUTH_URL");
     char url[256];
-    snprintf(url, sizeof url, "redis://:bad-pw-4711@%s", strstr(auth, "://") + 3);
-    fence_client *c = NULL;
-    int rc = fence_client_open_url(&c, url);
-    if (rc == FENCE_OK) { /* lazy connect: the first call must refuse */
-        fence_lease *l = NULL;
-        rc = fence_try_acquire(c, tu_name("pw"), 1000, &l);
-    }
-    ck_assert_msg(rc == FENCE_EAUTH, "got %s", fence_status_name(rc));
-    ck_assert_ptr_nonnull(c);
-    ck_assert_str_ne(fence_client_errmsg(c), "");
-    ck_assert_ptr_null(strstr(fence_client_errmsg(c), "bad-pw-4711"));
-    ck_assert_ptr_null(strstr(fence_client_url(c), "bad-pw-4711"));
-    fence_client_close(c);
+    snprintf(url, sizeof url, "redis://:bad-pw-4711@%s", lu_hostport("FENCE_TEST_REDIS_AUTH_URL"));
+    lu_expect_eauth(url, "bad-pw-4711");
 }
 END_TEST
 
@@ -323,7 +271,7 @@ END_TEST
 
 START_TEST(acquire_null_args)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("nullarg"));
     fence_lease_options lo;
@@ -344,8 +292,7 @@ START_TEST(acquire_null_args)
     EXPECT_FAIL(fence_try_acquire(c, NULL, 1000, &l), FENCE_EINVAL, c);
     EXPECT_FAIL(fence_try_acquire(c, nm, 1000, NULL), FENCE_EINVAL, c);
     expect_no_keys(nm);
-    fence_metrics m;
-    EXPECT_RC(fence_client_metrics(c, &m), FENCE_OK, c);
+    fence_metrics m = lu_metrics(c);
     ck_assert_uint_eq(m.acquire_attempts, 0);
     ck_assert_uint_eq(m.leases_held, 0);
     fence_client_close(c);
@@ -354,7 +301,7 @@ END_TEST
 
 START_TEST(acquire_bad_names)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     fence_lease *l = (fence_lease *)(uintptr_t)0x1;
     EXPECT_FAIL(fence_try_acquire(c, "", 1000, &l), FENCE_EINVAL, c);
     ck_assert_ptr_null(l);
@@ -407,7 +354,7 @@ static void expect_bad_lease_opts(fence_client *c, const char *name,
 
 START_TEST(acquire_bad_numbers)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("badnum"));
     fence_lease_options lo;
@@ -484,7 +431,7 @@ START_TEST(client_functions_null)
     int held = 0;
     EXPECT_RC(fence_lease_inspect(NULL, "x", &held, NULL, NULL, NULL), FENCE_EINVAL, NULL);
 
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     EXPECT_FAIL(fence_client_metrics(c, NULL), FENCE_EINVAL, c);
     EXPECT_FAIL(fence_token_last(c, "x", NULL), FENCE_EINVAL, c);
     fence_client_close(c);
@@ -498,7 +445,7 @@ END_TEST
 
 START_TEST(token_raise_out_of_range)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("range"));
     uint64_t t = 0;

@@ -7,7 +7,7 @@
  * tests that restart Redis always bring it back.
  */
 #include "fence.h"
-#include "testutil.h"
+#include "leaseutil.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -24,83 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define EXPECT_RC(expr, want, c)                                                        \
-    do {                                                                                \
-        int rc_ = (expr);                                                               \
-        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (errmsg: \"%s\")",    \
-                      #expr, fence_status_name(rc_), fence_status_name(want),           \
-                      (c) != NULL ? fence_client_errmsg(c) : "-");                      \
-    } while (0)
-
-static fence_client *open_url_ok(const char *url)
-{
-    fence_client *c = NULL;
-    int rc = fence_client_open_url(&c, url);
-    ck_assert_msg(rc == FENCE_OK, "fence_client_open_url: %s (%s)", fence_status_name(rc),
-                  c != NULL ? fence_client_errmsg(c) : "no handle");
-    ck_assert_ptr_nonnull(c);
-    return c;
-}
-
-static fence_client *open_client(void)
-{
-    return open_url_ok(tu_env("FENCE_TEST_REDIS_URL"));
-}
-
-/* "host:port" of an env URL "redis://host:port". */
-static const char *hostport(const char *env)
-{
-    const char *url = tu_env(env);
-    const char *p = strstr(url, "://");
-    ck_assert_ptr_nonnull(p);
-    return p + 3;
-}
-
-static fence_lease *acquire_ok(fence_client *c, const char *name, int64_t ttl)
-{
-    fence_lease *l = NULL;
-    int rc = fence_try_acquire(c, name, ttl, &l);
-    ck_assert_msg(rc == FENCE_OK, "fence_try_acquire(%s): %s (%s)", name, fence_status_name(rc),
-                  fence_client_errmsg(c));
-    return l;
-}
-
 /* One acquire/release round trip works on this client. */
 static void round_trip(fence_client *c, const char *base)
 {
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name(base));
-    fence_lease *l = acquire_ok(c, nm, 1000);
-    ck_assert_uint_ge(fence_lease_token(l), 1);
+    fence_lease *l = lu_acquire_ok(c, nm, 1000, 0);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-}
-
-static fence_metrics metrics(fence_client *c)
-{
-    fence_metrics m;
-    memset(&m, 0, sizeof m);
-    EXPECT_RC(fence_client_metrics(c, &m), FENCE_OK, c);
-    return m;
-}
-
-static void ensure_redis_up(void)
-{
-    const char *port = getenv("FENCE_TEST_REDIS_PORT");
-    const char *ctl = getenv("FENCE_TEST_REDIS_CTL");
-    if (port == NULL || ctl == NULL) {
-        return;
-    }
-    struct timeval tv = {1, 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", atoi(port), tv);
-    int up = r != NULL && r->err == 0;
-    redisFree(r);
-    if (!up) {
-        char line[1024];
-        snprintf(line, sizeof line, "%s start", ctl);
-        if (system(line) != 0) {
-            fprintf(stderr, "test_client: could not restart the test Redis\n");
-        }
-    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -110,7 +40,7 @@ static void ensure_redis_up(void)
 START_TEST(open_plain_url)
 {
     const char *url = tu_env("FENCE_TEST_REDIS_URL");
-    fence_client *c = open_url_ok(url);
+    fence_client *c = lu_open_url(url);
     ck_assert_str_eq(fence_client_errmsg(c), "");
     /* The URL as given, or normalised (e.g. "/0" appended). */
     ck_assert_msg(strncmp(fence_client_url(c), url, strlen(url)) == 0,
@@ -122,75 +52,61 @@ START_TEST(open_plain_url)
     /* With an explicit db 0. */
     char u[256];
     snprintf(u, sizeof u, "%s/0", url);
-    c = open_url_ok(u);
+    c = lu_open_url(u);
     round_trip(c, "plain0");
     fence_client_close(c);
 }
 END_TEST
 
-START_TEST(auth_password_url)
+/* Open "redis://CREDS@<host:port of ENV>", do a round trip, and check that
+ * fence_client_url() does not show SECRET.  The caller closes the client. */
+static fence_client *open_with_creds(const char *creds, const char *env, const char *secret)
 {
     char url[256];
-    snprintf(url, sizeof url, "redis://:fence-auth-pw@%s", hostport("FENCE_TEST_REDIS_AUTH_URL"));
-    fence_client *c = open_url_ok(url);
-    round_trip(c, "authpw");
-    ck_assert_ptr_null(strstr(fence_client_url(c), "fence-auth-pw"));
-    ck_assert_ptr_nonnull(strstr(fence_client_url(c), hostport("FENCE_TEST_REDIS_AUTH_URL")));
+    snprintf(url, sizeof url, "redis://%s@%s", creds, lu_hostport(env));
+    fence_client *c = lu_open_url(url);
+    round_trip(c, "auth");
+    ck_assert_ptr_null(strstr(fence_client_url(c), secret));
+    return c;
+}
+
+START_TEST(auth_password_url)
+{
+    fence_client *c =
+        open_with_creds(":fence-auth-pw", "FENCE_TEST_REDIS_AUTH_URL", "fence-auth-pw");
+    ck_assert_ptr_nonnull(strstr(fence_client_url(c), lu_hostport("FENCE_TEST_REDIS_AUTH_URL")));
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(auth_acl_user)
 {
-    char url[256];
-    snprintf(url, sizeof url, "redis://fence:fence-test-pw@%s", hostport("FENCE_TEST_REDIS_URL"));
-    fence_client *c = open_url_ok(url);
-    round_trip(c, "acl");
-    ck_assert_ptr_null(strstr(fence_client_url(c), "fence-test-pw"));
     /* The connection really is user "fence". */
+    fence_client *c =
+        open_with_creds("fence:fence-test-pw", "FENCE_TEST_REDIS_URL", "fence-test-pw");
     fence_client_close(c);
 }
 END_TEST
-
-static void expect_eauth(const char *url, const char *secret)
-{
-    fence_client *c = NULL;
-    int rc = fence_client_open_url(&c, url);
-    if (rc == FENCE_OK) { /* a lazy connection must refuse at the first call */
-        fence_lease *l = NULL;
-        rc = fence_try_acquire(c, tu_name("eauth"), 1000, &l);
-        ck_assert_ptr_null(l);
-    }
-    ck_assert_msg(rc == FENCE_EAUTH, "%s: got %s, expected FENCE_EAUTH (%s)", "wrong credentials",
-                  fence_status_name(rc), c != NULL ? fence_client_errmsg(c) : "no handle");
-    ck_assert_ptr_nonnull(c);
-    const char *msg = fence_client_errmsg(c);
-    ck_assert_str_ne(msg, "");
-    ck_assert_msg(strstr(msg, secret) == NULL, "errmsg shows the password: \"%s\"", msg);
-    ck_assert_msg(strstr(fence_client_url(c), secret) == NULL, "url shows the password: \"%s\"",
-                  fence_client_url(c));
-    fence_client_close(c);
-}
 
 START_TEST(auth_wrong_password)
 {
     char url[256];
     snprintf(url, sizeof url, "redis://:wrong-pw-0xdead@%s",
-             hostport("FENCE_TEST_REDIS_AUTH_URL"));
-    expect_eauth(url, "wrong-pw-0xdead");
+             lu_hostport("FENCE_TEST_REDIS_AUTH_URL"));
+    lu_expect_eauth(url, "wrong-pw-0xdead");
     snprintf(url, sizeof url, "redis://fence:wrong-pw-0xbeef@%s",
-             hostport("FENCE_TEST_REDIS_URL"));
-    expect_eauth(url, "wrong-pw-0xbeef");
+             lu_hostport("FENCE_TEST_REDIS_URL"));
+    lu_expect_eauth(url, "wrong-pw-0xbeef");
     snprintf(url, sizeof url, "redis://nosuchuser:fence-test-pw@%s",
-             hostport("FENCE_TEST_REDIS_URL"));
-    expect_eauth(url, "fence-test-pw");
+             lu_hostport("FENCE_TEST_REDIS_URL"));
+    lu_expect_eauth(url, "fence-test-pw");
 }
 END_TEST
 
 START_TEST(auth_missing_password)
 {
     /* A password-protected Redis and no password. */
-    expect_eauth(tu_env("FENCE_TEST_REDIS_AUTH_URL"), "fence-auth-pw");
+    lu_expect_eauth(tu_env("FENCE_TEST_REDIS_AUTH_URL"), "fence-auth-pw");
 }
 END_TEST
 
@@ -209,7 +125,7 @@ START_TEST(auth_percent_encoded)
 
     char url[256];
     snprintf(url, sizeof url, "redis://u%%40%ld:p%%40ss%%3Aw%%2Frd%%25x%%20y%%3F%%23@%s",
-             (long)getpid(), hostport("FENCE_TEST_REDIS_URL"));
+             (long)getpid(), lu_hostport("FENCE_TEST_REDIS_URL"));
     fence_client *c = NULL;
     int rc = fence_client_open_url(&c, url);
     if (rc == FENCE_OK) {
@@ -227,7 +143,7 @@ START_TEST(auth_percent_encoded)
     char url2[256];
     snprintf(url2, sizeof url2,
              "redis://:%%66%%65%%6e%%63%%65%%2d%%61%%75%%74%%68%%2D%%70%%77@%s",
-             hostport("FENCE_TEST_REDIS_AUTH_URL"));
+             lu_hostport("FENCE_TEST_REDIS_AUTH_URL"));
     fence_client *c2 = NULL;
     int rc2 = fence_client_open_url(&c2, url2);
     char msg2[512];
@@ -248,37 +164,40 @@ START_TEST(auth_percent_encoded)
 }
 END_TEST
 
-START_TEST(auth_option_overrides)
+/* fence_client_open() of "redis://CREDS@<host:port of ENV>" (CREDS NULL:
+ * "redis://<host:port>") with the username and password options USER and
+ * PASSWORD (NULL: unset). */
+static int open_overriding(fence_client **c, const char *creds, const char *env,
+                           const char *user, const char *password)
 {
+    char url[256];
+    snprintf(url, sizeof url, "redis://%s%s%s", creds != NULL ? creds : "",
+             creds != NULL ? "@" : "", lu_hostport(env));
     fence_client_options o;
     fence_client_options_init(&o);
-    char url[256];
-    snprintf(url, sizeof url, "redis://%s", hostport("FENCE_TEST_REDIS_URL"));
     o.url = url;
-    o.username = "fence";
-    o.password = "fence-test-pw";
+    o.username = user;
+    o.password = password;
+    *c = NULL;
+    return fence_client_open(c, &o);
+}
+
+START_TEST(auth_option_overrides)
+{
     fence_client *c = NULL;
-    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
+    EXPECT_RC(open_overriding(&c, NULL, "FENCE_TEST_REDIS_URL", "fence", "fence-test-pw"),
+              FENCE_OK, c);
     round_trip(c, "ovr");
     fence_client_close(c);
 
     /* The override wins over the URL's credentials. */
-    snprintf(url, sizeof url, "redis://:not-it@%s", hostport("FENCE_TEST_REDIS_AUTH_URL"));
-    fence_client_options_init(&o);
-    o.url = url;
-    o.password = "fence-auth-pw";
-    c = NULL;
-    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
+    EXPECT_RC(open_overriding(&c, ":not-it", "FENCE_TEST_REDIS_AUTH_URL", NULL, "fence-auth-pw"),
+              FENCE_OK, c);
     round_trip(c, "ovr2");
     fence_client_close(c);
 
     /* A wrong override is refused and not shown. */
-    snprintf(url, sizeof url, "redis://%s", hostport("FENCE_TEST_REDIS_AUTH_URL"));
-    fence_client_options_init(&o);
-    o.url = url;
-    o.password = "override-wrong-1234";
-    c = NULL;
-    int rc = fence_client_open(&c, &o);
+    int rc = open_overriding(&c, NULL, "FENCE_TEST_REDIS_AUTH_URL", NULL, "override-wrong-1234");
     if (rc == FENCE_OK) {
         fence_lease *l = NULL;
         rc = fence_try_acquire(c, tu_name("ovr3"), 1000, &l);
@@ -293,20 +212,15 @@ START_TEST(db_from_url)
 {
     char url[256];
     snprintf(url, sizeof url, "%s/3", tu_env("FENCE_TEST_REDIS_URL"));
-    fence_client *c = open_url_ok(url);
+    fence_client *c = lu_open_url(url);
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name("db3"));
-    snprintf(k, sizeof k, "fence:{%s}", nm);
-    fence_lease *l = acquire_ok(c, nm, 2000);
+    lu_owner_key(k, sizeof k, nm);
+    fence_lease *l = lu_acquire_ok(c, nm, 2000, 0);
     redisContext *r = tu_redis();
-    redisReply *rep = redisCommand(r, "EXISTS %s", k);
-    ck_assert_int_eq(rep->integer, 0); /* not in db 0 */
-    freeReplyObject(rep);
+    ck_assert_int_eq(lu_rexists(r, k), 0); /* not in db 0 */
     freeReplyObject(redisCommand(r, "SELECT 3"));
-    rep = redisCommand(r, "GET %s", k);
-    ck_assert_int_eq(rep->type, REDIS_REPLY_STRING);
-    ck_assert_str_eq(rep->str, fence_lease_owner(l));
-    freeReplyObject(rep);
+    lu_expect_get(r, k, fence_lease_owner(l));
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     redisFree(r);
     fence_client_close(c);
@@ -403,7 +317,7 @@ static void *errmsg_thread(void *arg)
 
 START_TEST(errmsg_per_thread)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     fence_lease *l = NULL;
     EXPECT_RC(fence_try_acquire(c, "", 1000, &l), FENCE_EINVAL, c);
     ck_assert_str_ne(fence_client_errmsg(c), "");
@@ -423,24 +337,15 @@ END_TEST
 
 START_TEST(reconnect_after_restart)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     round_trip(c, "before");
-    fence_metrics m0 = metrics(c);
+    fence_metrics m0 = lu_metrics(c);
     tu_redis_ctl("restart");
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("after"));
-    fence_lease *l = NULL;
-    int rc = fence_try_acquire(c, nm, 1000, &l);
-    int first = rc;
-    if (rc != FENCE_OK) { /* one failed call is allowed */
-        rc = fence_try_acquire(c, nm, 1000, &l);
-    }
-    ck_assert_msg(rc == FENCE_OK, "acquire after restart: %s then %s (%s)",
-                  fence_status_name(first), fence_status_name(rc), fence_client_errmsg(c));
-    ck_assert_msg(first == FENCE_OK || first == FENCE_ECONN, "first call after restart: %s",
-                  fence_status_name(first));
+    fence_lease *l = lu_acquire_after_restart(c, nm, 1000);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-    fence_metrics m1 = metrics(c);
+    fence_metrics m1 = lu_metrics(c);
     ck_assert_uint_gt(m1.reconnects, m0.reconnects);
     fence_client_close(c);
 }
@@ -448,42 +353,22 @@ END_TEST
 
 /* Restart wipes the data (no persistence): the held lease's next renewal
  * is refused, so it is reported lost -- no crash, no hang. */
-typedef struct lost_count {
-    atomic_int calls;
-    atomic_int reason;
-} lost_count;
-
-static void count_lost(fence_lease *lease, int reason, void *user)
-{
-    (void)lease;
-    lost_count *lc = user;
-    atomic_store(&lc->reason, reason);
-    atomic_fetch_add(&lc->calls, 1);
-}
-
 START_TEST(restart_loses_held_lease)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("restart"));
-    lost_count lc;
-    atomic_init(&lc.calls, 0);
-    atomic_init(&lc.reason, -1);
-    fence_lease_options lo;
-    fence_lease_options_init(&lo, 5000);
-    lo.renew_every_ms = 100;
-    lo.on_lost = count_lost;
-    lo.user = &lc;
-    fence_lease *l = NULL;
-    EXPECT_RC(fence_acquire(c, nm, &lo, &l), FENCE_OK, c);
+    lu_lost lc;
+    lu_lost_init(&lc);
+    fence_lease *l = lu_acquire_cb(c, nm, 5000, 100, 0, &lc);
     uint64_t tok = fence_lease_token(l);
     /* Let the heartbeat connect and renew once, so that its connection
      * after the restart is a reconnect. */
     int64_t w0 = tu_now_ms();
-    while (metrics(c).renew_ok == 0 && tu_now_ms() - w0 < 2000) {
+    while (lu_metrics(c).renew_ok == 0 && tu_now_ms() - w0 < 2000) {
         tu_sleep_ms(5);
     }
-    fence_metrics m0 = metrics(c);
+    fence_metrics m0 = lu_metrics(c);
     ck_assert_uint_gt(m0.renew_ok, 0);
 
     /* Down: the lease is still valid for seconds, so it is not lost yet
@@ -501,11 +386,7 @@ START_TEST(restart_loses_held_lease)
     ck_assert_msg(valid_down > 0, "valid_ms 0 while Redis was down, TTL 5 s");
 
     /* Back, but empty: the next renewal is refused. */
-    int64_t t0 = tu_now_ms();
-    while (atomic_load(&lc.calls) == 0 && tu_now_ms() - t0 < 3000) {
-        tu_sleep_ms(10);
-    }
-    int64_t waited = tu_now_ms() - t0;
+    int64_t waited = lu_wait_lost(&lc, 3000);
     tu_sleep_ms(300);
     fprintf(stderr, "restart_loses_held_lease: lost %d ms after Redis was back\n", (int)waited);
     ck_assert_msg(atomic_load(&lc.calls) == 1, "on_lost called %d times in %" PRId64 " ms",
@@ -514,14 +395,14 @@ START_TEST(restart_loses_held_lease)
                   fence_status_name(atomic_load(&lc.reason)));
     ck_assert_int_ne(fence_lease_lost(l), 0);
     ck_assert_int_eq(fence_lease_valid_ms(l), 0);
-    fence_metrics m1 = metrics(c);
+    fence_metrics m1 = lu_metrics(c);
     ck_assert_uint_gt(m1.reconnects, m0.reconnects);
     ck_assert_uint_eq(m1.lease_lost, m0.lease_lost + 1);
     EXPECT_RC(fence_release(l), FENCE_LOST, c);
 
     /* The counter went with the data: a fresh lease starts over.  That is
      * the documented price of running Redis without persistence. */
-    fence_lease *l2 = acquire_ok(c, nm, 1000);
+    fence_lease *l2 = lu_acquire_ok(c, nm, 1000, 0);
     fprintf(stderr, "restart_loses_held_lease: token before restart %" PRIu64
             ", after %" PRIu64 "\n", tok, fence_lease_token(l2));
     EXPECT_RC(fence_release(l2), FENCE_OK, c);
@@ -535,13 +416,9 @@ END_TEST
 
 START_TEST(metrics_counters)
 {
-    fence_client_options o;
-    fence_client_options_init(&o);
-    o.url = tu_env("FENCE_TEST_REDIS_URL");
-    o.heartbeat_mode = FENCE_HEARTBEAT_MANUAL; /* no background passes */
-    fence_client *c = NULL, *c2 = open_client();
-    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
-    fence_metrics m = metrics(c);
+    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL); /* no background passes */
+    fence_client *c2 = lu_open_client();
+    fence_metrics m = lu_metrics(c);
     ck_assert_uint_eq(m.lease_acquired, 0);
     ck_assert_uint_eq(m.acquire_attempts, 0);
     ck_assert_uint_eq(m.leases_held, 0);
@@ -549,66 +426,57 @@ START_TEST(metrics_counters)
 
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("metrics"));
-    fence_lease_options lo;
-    fence_lease_options_init(&lo, 2000);
-    lo.renew_every_ms = 10;
-    fence_lease *l = NULL;
-    EXPECT_RC(fence_acquire(c, nm, &lo, &l), FENCE_OK, c);
-    m = metrics(c);
+    fence_lease *l = lu_acquire_cb(c, nm, 2000, 10, 0, NULL);
+    m = lu_metrics(c);
     ck_assert_uint_eq(m.lease_acquired, 1);
     ck_assert_uint_eq(m.acquire_attempts, 1);
     ck_assert_uint_eq(m.acquire_contended, 0);
     ck_assert_uint_eq(m.leases_held, 1);
 
     /* Contention seen from the other client. */
-    fence_metrics n0 = metrics(c2);
+    fence_metrics n0 = lu_metrics(c2);
     fence_lease *busy = NULL;
     EXPECT_RC(fence_try_acquire(c2, nm, 2000, &busy), FENCE_BUSY, c2);
-    fence_metrics n1 = metrics(c2);
+    fence_metrics n1 = lu_metrics(c2);
     ck_assert_uint_eq(n1.acquire_attempts, n0.acquire_attempts + 1);
     ck_assert_uint_eq(n1.acquire_contended, n0.acquire_contended + 1);
     ck_assert_uint_eq(n1.lease_acquired, n0.lease_acquired);
 
     /* Renewals: manual and by heartbeat passes. */
     EXPECT_RC(fence_renew(l), FENCE_OK, c);
-    ck_assert_uint_eq(metrics(c).renew_ok, 1);
+    ck_assert_uint_eq(lu_metrics(c).renew_ok, 1);
     for (int i = 0; i < 3; i++) {
         tu_sleep_ms(15);
         EXPECT_RC(fence_heartbeat_run(c, NULL), FENCE_OK, c);
     }
-    m = metrics(c);
+    m = lu_metrics(c);
     ck_assert_uint_eq(m.renew_ok, 4);
     ck_assert_uint_eq(m.heartbeat_latency_count, 3);
-    uint64_t sum = 0;
-    for (int i = 0; i < FENCE_LATENCY_NBUCKETS; i++) {
-        sum += m.heartbeat_latency_bucket[i];
-    }
-    ck_assert_uint_eq(sum, 3);
+    ck_assert_uint_eq(lu_latency_total(&m), 3);
     ck_assert(m.heartbeat_latency_sum_s > 0.0 && m.heartbeat_latency_sum_s < 3.0);
 
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-    m = metrics(c);
+    m = lu_metrics(c);
     ck_assert_uint_eq(m.lease_released, 1);
     ck_assert_uint_eq(m.leases_held, 0);
     ck_assert_uint_eq(m.lease_lost, 0);
 
     /* A lost lease counts once. */
-    l = NULL;
-    EXPECT_RC(fence_acquire(c, nm, &lo, &l), FENCE_OK, c);
+    l = lu_acquire_cb(c, nm, 2000, 10, 0, NULL);
     redisContext *r = tu_redis();
     char k[600];
-    snprintf(k, sizeof k, "fence:{%s}", nm);
-    freeReplyObject(redisCommand(r, "DEL %s", k));
+    lu_owner_key(k, sizeof k, nm);
+    lu_rdel(r, k);
     tu_sleep_ms(15);
     EXPECT_RC(fence_heartbeat_run(c, NULL), FENCE_OK, c);
     EXPECT_RC(fence_renew(l), FENCE_LOST, c);
-    m = metrics(c);
+    m = lu_metrics(c);
     ck_assert_uint_eq(m.lease_lost, 1);
     ck_assert_uint_eq(m.lease_acquired, 2);
     ck_assert_uint_ge(m.renew_failed, 1);
     ck_assert_uint_eq(m.leases_held, 0);
     EXPECT_RC(fence_release(l), FENCE_LOST, c);
-    m = metrics(c);
+    m = lu_metrics(c);
     ck_assert_uint_eq(m.lease_released, 1);
     ck_assert_uint_eq(m.lease_lost, 1);
     redisFree(r);
@@ -693,9 +561,9 @@ START_TEST(metrics_prometheus)
     free(tight);
 
     /* From a live client too. */
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     round_trip(c, "prom");
-    fence_metrics live = metrics(c);
+    fence_metrics live = lu_metrics(c);
     char big[16384];
     n = fence_metrics_prometheus(&live, big, sizeof big);
     ck_assert_int_gt(n, 0);
@@ -734,7 +602,7 @@ static Suite *client_suite(void)
 
     tc = tcase_create("restart");
     tcase_set_timeout(tc, 30);
-    tcase_add_unchecked_fixture(tc, NULL, ensure_redis_up);
+    tcase_add_unchecked_fixture(tc, NULL, lu_ensure_redis_up);
     tcase_add_test(tc, reconnect_after_restart);
     tcase_add_test(tc, restart_loses_held_lease);
     suite_add_tcase(s, tc);

@@ -6,7 +6,7 @@
  * scripts/with-servers; the Redis-stopping test always restarts it.
  */
 #include "fence.h"
-#include "testutil.h"
+#include "leaseutil.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -17,164 +17,21 @@
 #include <string.h>
 #include <time.h>
 
-#define EXPECT_RC(expr, want, c)                                                        \
-    do {                                                                                \
-        int rc_ = (expr);                                                               \
-        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (errmsg: \"%s\")",    \
-                      #expr, fence_status_name(rc_), fence_status_name(want),           \
-                      (c) != NULL ? fence_client_errmsg(c) : "-");                      \
-    } while (0)
-
-static fence_client *open_client_mode(int mode)
-{
-    fence_client_options o;
-    fence_client_options_init(&o);
-    o.url = tu_env("FENCE_TEST_REDIS_URL");
-    o.heartbeat_mode = mode;
-    fence_client *c = NULL;
-    int rc = fence_client_open(&c, &o);
-    ck_assert_msg(rc == FENCE_OK, "fence_client_open: %s (%s)", fence_status_name(rc),
-                  c != NULL ? fence_client_errmsg(c) : "no handle");
-    return c;
-}
-
-static fence_client *open_client(void)
-{
-    return open_client_mode(FENCE_HEARTBEAT_THREAD);
-}
-
-static void owner_key(char *buf, size_t n, const char *name)
-{
-    snprintf(buf, n, "fence:{%s}", name);
-}
-
-static char *rget(redisContext *r, const char *key)
-{
-    redisReply *rep = redisCommand(r, "GET %s", key);
-    ck_assert_msg(rep != NULL, "GET %s: %s", key, r->errstr);
-    char *v = rep->type == REDIS_REPLY_STRING ? strdup(rep->str) : NULL;
-    freeReplyObject(rep);
-    return v;
-}
-
-static long long rint_cmd(redisContext *r, const char *cmd, const char *key)
-{
-    redisReply *rep = redisCommand(r, "%s %s", cmd, key);
-    ck_assert_msg(rep != NULL, "%s %s: %s", cmd, key, r->errstr);
-    ck_assert_msg(rep->type == REDIS_REPLY_INTEGER, "%s %s: reply type %d", cmd, key, rep->type);
-    long long v = rep->integer;
-    freeReplyObject(rep);
-    return v;
-}
-
-static fence_metrics metrics(fence_client *c)
-{
-    fence_metrics m;
-    memset(&m, 0, sizeof m);
-    EXPECT_RC(fence_client_metrics(c, &m), FENCE_OK, c);
-    return m;
-}
-
-/* Counts on_lost calls. */
-typedef struct lost_rec {
-    atomic_int calls;
-    atomic_int reason;
-    atomic_int bad_lease; /* called with a lease other than the one expected */
-    atomic_int release_inside; /* 1: call fence_release() from the callback */
-    atomic_int release_rc;
-} lost_rec;
-
-static void lost_init(lost_rec *lr)
-{
-    atomic_init(&lr->calls, 0);
-    atomic_init(&lr->reason, -1);
-    atomic_init(&lr->bad_lease, 0);
-    atomic_init(&lr->release_inside, 0);
-    atomic_init(&lr->release_rc, -1);
-}
-
-static void on_lost(fence_lease *lease, int reason, void *user)
-{
-    lost_rec *lr = user;
-    atomic_store(&lr->reason, reason);
-    if (lease == NULL) {
-        atomic_fetch_add(&lr->bad_lease, 1);
-    }
-    if (atomic_load(&lr->release_inside)) {
-        /* The lease is lost: everything reports so from inside, too. */
-        if (!fence_lease_lost(lease) || fence_lease_valid_ms(lease) != 0) {
-            atomic_fetch_add(&lr->bad_lease, 1);
-        }
-        atomic_store(&lr->release_rc, fence_release(lease));
-    }
-    atomic_fetch_add(&lr->calls, 1);
-}
-
-/* Wait until lr->calls > 0, at most timeout_ms; returns the ms waited. */
-static int64_t wait_lost(lost_rec *lr, int64_t timeout_ms)
-{
-    int64_t t0 = tu_now_ms();
-    while (atomic_load(&lr->calls) == 0 && tu_now_ms() - t0 < timeout_ms) {
-        tu_sleep_ms(5);
-    }
-    return tu_now_ms() - t0;
-}
-
-static fence_lease *acquire_cb(fence_client *c, const char *name, int64_t ttl, int64_t every,
-                               int no_heartbeat, lost_rec *lr)
-{
-    fence_lease_options lo;
-    fence_lease_options_init(&lo, ttl);
-    lo.renew_every_ms = every;
-    lo.no_heartbeat = no_heartbeat;
-    if (lr != NULL) {
-        lo.on_lost = on_lost;
-        lo.user = lr;
-    }
-    fence_lease *l = NULL;
-    int rc = fence_acquire(c, name, &lo, &l);
-    ck_assert_msg(rc == FENCE_OK, "fence_acquire(%s): %s (%s)", name, fence_status_name(rc),
-                  fence_client_errmsg(c));
-    return l;
-}
-
-/* Unchecked teardown (runs in the runner, even when a test died with Redis
- * stopped): make sure the test Redis is up again. */
-static void ensure_redis_up(void)
-{
-    const char *port = getenv("FENCE_TEST_REDIS_PORT");
-    const char *ctl = getenv("FENCE_TEST_REDIS_CTL");
-    if (port == NULL || ctl == NULL) {
-        return;
-    }
-    struct timeval tv = {1, 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", atoi(port), tv);
-    int up = r != NULL && r->err == 0;
-    redisFree(r);
-    if (!up) {
-        char line[1024];
-        snprintf(line, sizeof line, "%s start", ctl);
-        if (system(line) != 0) {
-            fprintf(stderr, "test_heartbeat: could not restart the test Redis\n");
-        }
-    }
-}
-
 /* ------------------------------------------------------------------ */
 /* Heartbeat thread                                                     */
 /* ------------------------------------------------------------------ */
 
 START_TEST(heartbeat_keeps_lease_alive)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name("alive"));
-    owner_key(k, sizeof k, nm);
-    lost_rec lr;
-    lost_init(&lr);
-    fence_metrics m0 = metrics(c);
-    fence_lease *l = acquire_cb(c, nm, 200, 0, 0, &lr); /* renews every ~66 ms */
+    lu_owner_key(k, sizeof k, nm);
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_metrics m0 = lu_metrics(c);
+    fence_lease *l = lu_acquire_cb(c, nm, 200, 0, 0, &lr); /* renews every ~66 ms */
 
     int64_t t0 = tu_now_ms();
     int64_t min_valid = 1000;
@@ -186,29 +43,25 @@ START_TEST(heartbeat_keeps_lease_alive)
         if (v < min_valid) {
             min_valid = v;
         }
-        char *val = rget(r, k);
+        char *val = lu_rget(r, k);
         ck_assert_msg(val != NULL, "owner key gone after %" PRId64 " ms", tu_now_ms() - t0);
         ck_assert_str_eq(val, fence_lease_owner(l));
         free(val);
     }
     ck_assert_msg(min_valid > 0, "valid_ms dropped to %" PRId64 " while held", min_valid);
-    fence_metrics m1 = metrics(c);
+    fence_metrics m1 = lu_metrics(c);
     ck_assert_msg(m1.renew_ok - m0.renew_ok >= 10,
                   "only %" PRIu64 " renewals in 1.5 s at a 66 ms period",
                   m1.renew_ok - m0.renew_ok);
     ck_assert_uint_eq(m1.renew_failed, m0.renew_failed);
     ck_assert_uint_eq(m1.lease_lost, m0.lease_lost);
     ck_assert_uint_ge(m1.heartbeat_latency_count - m0.heartbeat_latency_count, 10);
-    uint64_t sum = 0;
-    for (int i = 0; i < FENCE_LATENCY_NBUCKETS; i++) {
-        sum += m1.heartbeat_latency_bucket[i];
-    }
-    ck_assert_uint_eq(sum, m1.heartbeat_latency_count);
+    ck_assert_uint_eq(lu_latency_total(&m1), m1.heartbeat_latency_count);
     ck_assert(m1.heartbeat_latency_sum_s > 0.0);
     ck_assert_uint_eq(m1.leases_held, 1);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     ck_assert_int_eq(atomic_load(&lr.calls), 0);
-    ck_assert_uint_eq(metrics(c).leases_held, 0);
+    ck_assert_uint_eq(lu_metrics(c).leases_held, 0);
     redisFree(r);
     fence_client_close(c);
 }
@@ -231,17 +84,18 @@ START_TEST(heartbeat_many_leases)
     for (int i = 0; i < N; i++) {
         char nm[256];
         snprintf(nm, sizeof nm, "%s-%d", base, i);
-        ls[i] = acquire_cb(c, nm, 400, 0, 0, NULL);
+        ls[i] = lu_acquire_cb(c, nm, 400, 0, 0, NULL);
     }
     tu_sleep_ms(1200); /* 3 TTLs */
     redisContext *r = tu_redis();
     for (int i = 0; i < N; i++) {
-        char k[600];
-        snprintf(k, sizeof k, "fence:{%s-%d}", base, i);
+        char nm[256], k[600];
+        snprintf(nm, sizeof nm, "%s-%d", base, i);
+        lu_owner_key(k, sizeof k, nm);
         ck_assert_msg(!fence_lease_lost(ls[i]), "lease %d lost", i);
-        ck_assert_msg(rint_cmd(r, "EXISTS", k) == 1, "lease %d: key gone", i);
+        ck_assert_msg(lu_rexists(r, k) == 1, "lease %d: key gone", i);
     }
-    ck_assert_uint_eq(metrics(c).leases_held, N);
+    ck_assert_uint_eq(lu_metrics(c).leases_held, N);
     for (int i = 0; i < N; i++) {
         EXPECT_RC(fence_release(ls[i]), FENCE_OK, c);
     }
@@ -253,16 +107,16 @@ END_TEST
 
 START_TEST(no_heartbeat_expires)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name("nohb"));
-    owner_key(k, sizeof k, nm);
-    lost_rec lr;
-    lost_init(&lr);
-    fence_lease *l = acquire_cb(c, nm, 150, 0, 1, &lr);
+    lu_owner_key(k, sizeof k, nm);
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_lease *l = lu_acquire_cb(c, nm, 150, 0, 1, &lr);
     tu_sleep_ms(300);
-    ck_assert_int_eq(rint_cmd(r, "EXISTS", k), 0);
+    ck_assert_int_eq(lu_rexists(r, k), 0);
     ck_assert_int_eq(fence_lease_valid_ms(l), 0);
     /* Nobody renewed: the callback fires only when a renewal is refused. */
     EXPECT_RC(fence_renew(l), FENCE_LOST, c);
@@ -280,13 +134,13 @@ END_TEST
 
 START_TEST(renew_manual)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name("renew"));
-    owner_key(k, sizeof k, nm);
-    fence_lease *l = acquire_cb(c, nm, 300, 0, 1, NULL);
-    fence_metrics m0 = metrics(c);
+    lu_owner_key(k, sizeof k, nm);
+    fence_lease *l = lu_acquire_cb(c, nm, 300, 0, 1, NULL);
+    fence_metrics m0 = lu_metrics(c);
     for (int i = 0; i < 4; i++) { /* 600 ms: twice the TTL */
         tu_sleep_ms(150);
         int64_t before = fence_lease_valid_ms(l);
@@ -294,10 +148,10 @@ START_TEST(renew_manual)
         int64_t after = fence_lease_valid_ms(l);
         ck_assert_msg(after > before + 100, "valid_ms %" PRId64 " -> %" PRId64 " on renew",
                       before, after);
-        long long pttl = rint_cmd(r, "PTTL", k);
+        long long pttl = lu_rpttl(r, k);
         ck_assert_msg(pttl > 200 && pttl <= 300, "PTTL %lld after renew", pttl);
     }
-    fence_metrics m1 = metrics(c);
+    fence_metrics m1 = lu_metrics(c);
     ck_assert_uint_eq(m1.renew_ok - m0.renew_ok, 4);
     ck_assert_int_eq(fence_lease_lost(l), 0);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
@@ -308,11 +162,11 @@ END_TEST
 
 START_TEST(valid_ms_semantics)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("valid"));
     const int64_t ttl = 1000, margin = ttl / 100 + 2; /* 12 */
-    fence_lease *l = acquire_cb(c, nm, ttl, 0, 1, NULL);
+    fence_lease *l = lu_acquire_cb(c, nm, ttl, 0, 1, NULL);
     int64_t v0 = fence_lease_valid_ms(l);
     ck_assert_msg(v0 > 0 && v0 <= ttl - margin, "valid_ms %" PRId64 " right after acquire "
                   "(TTL %" PRId64 ", margin %" PRId64 ")", v0, ttl, margin);
@@ -328,7 +182,7 @@ START_TEST(valid_ms_semantics)
     EXPECT_RC(fence_release(l), FENCE_OK, c);
 
     /* Short TTL: runs out to exactly 0, never negative. */
-    l = acquire_cb(c, nm, 50, 0, 1, NULL);
+    l = lu_acquire_cb(c, nm, 50, 0, 1, NULL);
     tu_sleep_ms(80);
     ck_assert_int_eq(fence_lease_valid_ms(l), 0);
     EXPECT_RC(fence_release(l), FENCE_LOST, c);
@@ -342,7 +196,7 @@ END_TEST
 
 START_TEST(manual_mode_run)
 {
-    fence_client *c = open_client_mode(FENCE_HEARTBEAT_MANUAL);
+    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
     redisContext *r = tu_redis();
     int64_t next = 12345;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
@@ -351,11 +205,11 @@ START_TEST(manual_mode_run)
 
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name("manual"));
-    owner_key(k, sizeof k, nm);
-    lost_rec lr;
-    lost_init(&lr);
-    fence_lease *l = acquire_cb(c, nm, 300, 100, 0, &lr);
-    fence_metrics m0 = metrics(c);
+    lu_owner_key(k, sizeof k, nm);
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_lease *l = lu_acquire_cb(c, nm, 300, 100, 0, &lr);
+    fence_metrics m0 = lu_metrics(c);
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
     ck_assert_msg(next >= 0 && next <= 100, "next_ms %" PRId64 " with renew_every_ms 100", next);
 
@@ -366,11 +220,8 @@ START_TEST(manual_mode_run)
         ck_assert_msg(next >= 0 && next <= 100, "next_ms %" PRId64, next);
         ck_assert_int_eq(fence_lease_lost(l), 0);
     }
-    char *v = rget(r, k);
-    ck_assert_ptr_nonnull(v);
-    ck_assert_str_eq(v, fence_lease_owner(l));
-    free(v);
-    fence_metrics m1 = metrics(c);
+    lu_expect_get(r, k, fence_lease_owner(l));
+    fence_metrics m1 = lu_metrics(c);
     ck_assert_msg(m1.renew_ok - m0.renew_ok >= 7, "%" PRIu64 " renewals in 1 s at 100 ms",
                   m1.renew_ok - m0.renew_ok);
     ck_assert_msg(m1.renew_ok - m0.renew_ok <= 15,
@@ -388,23 +239,23 @@ END_TEST
 
 START_TEST(manual_mode_without_run_expires)
 {
-    fence_client *c = open_client_mode(FENCE_HEARTBEAT_MANUAL);
+    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
     redisContext *r = tu_redis();
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name("manexp"));
-    owner_key(k, sizeof k, nm);
-    lost_rec lr;
-    lost_init(&lr);
-    fence_lease *l = acquire_cb(c, nm, 150, 0, 0, &lr);
+    lu_owner_key(k, sizeof k, nm);
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_lease *l = lu_acquire_cb(c, nm, 150, 0, 0, &lr);
     tu_sleep_ms(300); /* no thread renews it */
-    ck_assert_int_eq(rint_cmd(r, "EXISTS", k), 0);
+    ck_assert_int_eq(lu_rexists(r, k), 0);
     ck_assert_int_eq(atomic_load(&lr.calls), 0);
     int64_t next = 0;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     ck_assert_int_eq(atomic_load(&lr.reason), FENCE_LOST);
     ck_assert_int_ne(fence_lease_lost(l), 0);
-    ck_assert_uint_eq(metrics(c).lease_lost, 1);
+    ck_assert_uint_eq(lu_metrics(c).lease_lost, 1);
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     EXPECT_RC(fence_release(l), FENCE_LOST, c);
@@ -415,7 +266,7 @@ END_TEST
 
 START_TEST(heartbeat_run_in_thread_mode)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     int64_t next = 7;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_ESTATE, c);
     ck_assert_str_ne(fence_client_errmsg(c), "");
@@ -429,15 +280,15 @@ END_TEST
 
 static void lost_by_tampering(int overwrite, int release_inside)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name(overwrite ? "taken" : "deleted"));
-    owner_key(k, sizeof k, nm);
-    lost_rec lr;
-    lost_init(&lr);
+    lu_owner_key(k, sizeof k, nm);
+    lu_lost lr;
+    lu_lost_init(&lr);
     atomic_store(&lr.release_inside, release_inside);
-    fence_lease *l = acquire_cb(c, nm, 300, 50, 0, &lr);
+    fence_lease *l = lu_acquire_cb(c, nm, 300, 50, 0, &lr);
     tu_sleep_ms(100);
     ck_assert_int_eq(atomic_load(&lr.calls), 0);
     redisReply *rep = overwrite
@@ -446,7 +297,7 @@ static void lost_by_tampering(int overwrite, int release_inside)
                           : redisCommand(r, "DEL %s", k);
     ck_assert_ptr_nonnull(rep);
     freeReplyObject(rep);
-    int64_t waited = wait_lost(&lr, 2000);
+    int64_t waited = lu_wait_lost(&lr, 2000);
     tu_sleep_ms(200); /* four more renew periods: no second call */
     ck_assert_msg(atomic_load(&lr.calls) == 1, "on_lost called %d times (waited %" PRId64 " ms)",
                   atomic_load(&lr.calls), waited);
@@ -454,7 +305,7 @@ static void lost_by_tampering(int overwrite, int release_inside)
     ck_assert_int_eq(atomic_load(&lr.bad_lease), 0);
     ck_assert_msg(waited <= 300, "loss noticed only after %" PRId64 " ms at a 50 ms period",
                   waited);
-    fence_metrics m = metrics(c);
+    fence_metrics m = lu_metrics(c);
     ck_assert_uint_eq(m.lease_lost, 1);
     ck_assert_uint_eq(m.leases_held, 0);
     if (release_inside) {
@@ -468,10 +319,7 @@ static void lost_by_tampering(int overwrite, int release_inside)
         ck_assert_int_eq(atomic_load(&lr.calls), 1);
     }
     if (overwrite) { /* the other owner's value is left alone */
-        char *v = rget(r, k);
-        ck_assert_ptr_nonnull(v);
-        ck_assert_str_eq(v, "0123456789abcdef0123456789abcdef:999999");
-        free(v);
+        lu_expect_get(r, k, "0123456789abcdef0123456789abcdef:999999");
     }
     redisFree(r);
     fence_client_close(c);
@@ -497,15 +345,15 @@ END_TEST
 
 START_TEST(lost_cb_via_renew)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char nm[256], k[600];
     snprintf(nm, sizeof nm, "%s", tu_name("viarenew"));
-    owner_key(k, sizeof k, nm);
-    lost_rec lr;
-    lost_init(&lr);
-    fence_lease *l = acquire_cb(c, nm, 5000, 0, 1, &lr);
-    rint_cmd(r, "DEL", k);
+    lu_owner_key(k, sizeof k, nm);
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_lease *l = lu_acquire_cb(c, nm, 5000, 0, 1, &lr);
+    lu_rdel(r, k);
     EXPECT_RC(fence_renew(l), FENCE_LOST, c); /* fires on_lost inside */
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     ck_assert_int_eq(atomic_load(&lr.reason), FENCE_LOST);
@@ -519,19 +367,19 @@ END_TEST
 
 START_TEST(lost_cb_never_on_release)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("norel"));
-    lost_rec lr1, lr2;
-    lost_init(&lr1);
-    lost_init(&lr2);
-    fence_lease *l = acquire_cb(c, nm, 150, 30, 0, &lr1);
+    lu_lost lr1, lr2;
+    lu_lost_init(&lr1);
+    lu_lost_init(&lr2);
+    fence_lease *l = lu_acquire_cb(c, nm, 150, 30, 0, &lr1);
     tu_sleep_ms(200);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     /* Released by closing the client. */
     char nm2[256];
     snprintf(nm2, sizeof nm2, "%s", tu_name("noclose"));
-    acquire_cb(c, nm2, 150, 30, 0, &lr2);
+    lu_acquire_cb(c, nm2, 150, 30, 0, &lr2);
     tu_sleep_ms(60);
     fence_client_close(c);
     tu_sleep_ms(400);
@@ -539,31 +387,25 @@ START_TEST(lost_cb_never_on_release)
     ck_assert_int_eq(atomic_load(&lr2.calls), 0);
     redisContext *r = tu_redis();
     char k[600];
-    owner_key(k, sizeof k, nm2);
-    ck_assert_int_eq(rint_cmd(r, "EXISTS", k), 0);
+    lu_owner_key(k, sizeof k, nm2);
+    ck_assert_int_eq(lu_rexists(r, k), 0);
     redisFree(r);
 }
 END_TEST
 
-/* Redis goes away: the lease is reported lost with FENCE_ECONN once its
- * local validity runs out, not before, and exactly once. */
 /* A lease without a callback, lost while its holder releases it: the
  * heartbeat must not touch it once the lock is dropped (run under ASan and
  * valgrind by make check / make valgrind). */
 START_TEST(lost_without_cb_races_release)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     for (int i = 0; i < 150; i++) {
         char nm[256], k[600];
         snprintf(nm, sizeof nm, "%s", tu_name("racerel"));
-        owner_key(k, sizeof k, nm);
-        fence_lease_options o;
-        fence_lease_options_init(&o, 60);
-        o.renew_every_ms = 10;
-        fence_lease *l = NULL;
-        EXPECT_RC(fence_acquire(c, nm, &o, &l), FENCE_OK, c);
-        ck_assert_int_eq(rint_cmd(r, "DEL", k), 1);
+        lu_owner_key(k, sizeof k, nm);
+        fence_lease *l = lu_acquire_cb(c, nm, 60, 10, 0, NULL);
+        ck_assert_int_eq(lu_rdel(r, k), 1);
         tu_sleep_ms(i % 15); /* release before, during or after the pass */
         int rc = fence_release(l);
         ck_assert_msg(rc == FENCE_LOST, "release after the key was deleted: %s",
@@ -579,15 +421,15 @@ END_TEST
  * 25 ms, not thousands of times. */
 START_TEST(heartbeat_backs_off_while_down)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("backoff"));
-    fence_lease *l = acquire_cb(c, nm, 5000, 100, 0, NULL);
-    fence_metrics m0 = metrics(c);
+    fence_lease *l = lu_acquire_cb(c, nm, 5000, 100, 0, NULL);
+    fence_metrics m0 = lu_metrics(c);
     tu_redis_ctl("stop");
     int64_t t0 = tu_now_ms();
     tu_sleep_ms(600);
-    fence_metrics m1 = metrics(c);
+    fence_metrics m1 = lu_metrics(c);
     int64_t took = tu_now_ms() - t0;
     int lost_down = fence_lease_lost(l);
     tu_redis_ctl("start");
@@ -627,13 +469,13 @@ static void pair_lost(fence_lease *lease, int reason, void *user)
 
 START_TEST(lost_cb_skipped_after_release_in_other_cb)
 {
-    fence_client *c = open_client_mode(FENCE_HEARTBEAT_MANUAL);
+    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
     redisContext *r = tu_redis();
     char a[256], b[256], ka[600], kb[600];
     snprintf(a, sizeof a, "%s", tu_name("pairA"));
     snprintf(b, sizeof b, "%s", tu_name("pairB"));
-    owner_key(ka, sizeof ka, a);
-    owner_key(kb, sizeof kb, b);
+    lu_owner_key(ka, sizeof ka, a);
+    lu_owner_key(kb, sizeof kb, b);
     fence_lease *la = NULL, *lb = NULL;
     fence_lease_options o;
     fence_lease_options_init(&o, 2000);
@@ -648,8 +490,8 @@ START_TEST(lost_cb_skipped_after_release_in_other_cb)
     atomic_init(&g_pair.calls[0], 0);
     atomic_init(&g_pair.calls[1], 0);
     atomic_init(&g_pair.release_rc, -1);
-    ck_assert_int_eq(rint_cmd(r, "DEL", ka), 1);
-    ck_assert_int_eq(rint_cmd(r, "DEL", kb), 1);
+    ck_assert_int_eq(lu_rdel(r, ka), 1);
+    ck_assert_int_eq(lu_rdel(r, kb), 1);
     tu_sleep_ms(60); /* both due */
     int64_t next = 0;
     fence_heartbeat_run(c, &next);
@@ -678,18 +520,18 @@ static long redis_pid(void)
 
 START_TEST(lost_on_time_while_redis_frozen)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char a[256], b[256];
     snprintf(a, sizeof a, "%s", tu_name("frozenA"));
     snprintf(b, sizeof b, "%s", tu_name("frozenB"));
-    lost_rec lr;
-    lost_init(&lr);
-    fence_lease *la = acquire_cb(c, a, 60000, 100, 0, NULL);
-    fence_lease *lb = acquire_cb(c, b, 600, 0, 0, &lr);
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_lease *la = lu_acquire_cb(c, a, 60000, 100, 0, NULL);
+    fence_lease *lb = lu_acquire_cb(c, b, 600, 0, 0, &lr);
     long pid = redis_pid();
     int64_t t0 = tu_now_ms();
     ck_assert_int_eq(kill((pid_t)pid, SIGSTOP), 0);
-    int64_t waited = wait_lost(&lr, 1800);
+    int64_t waited = lu_wait_lost(&lr, 1800);
     int64_t valid_left = fence_lease_valid_ms(lb);
     kill((pid_t)pid, SIGCONT);
     fprintf(stderr, "lost_on_time_while_redis_frozen: lost after %" PRId64 " ms (TTL 600)\n",
@@ -706,26 +548,28 @@ START_TEST(lost_on_time_while_redis_frozen)
 }
 END_TEST
 
+/* Redis goes away: the lease is reported lost with FENCE_ECONN once its
+ * local validity runs out, not before, and exactly once. */
 START_TEST(lost_cb_econn_when_redis_stops)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("econn"));
-    lost_rec lr;
-    lost_init(&lr);
+    lu_lost lr;
+    lu_lost_init(&lr);
     /* Stopping takes ~0.2 s to close the port (and up to ~2 s for
      * redis-ctl to return); the 1 s TTL makes the library hold out for
      * most of a second against refused connections. */
     const int64_t ttl = 1000;
-    fence_lease *l = acquire_cb(c, nm, ttl, 100, 0, &lr);
+    fence_lease *l = lu_acquire_cb(c, nm, ttl, 100, 0, &lr);
     int64_t valid_before = fence_lease_valid_ms(l);
-    fence_metrics m0 = metrics(c);
+    fence_metrics m0 = lu_metrics(c);
 
     /* From here until Redis is back: record, do not assert. */
     int64_t t0 = tu_now_ms();
     tu_redis_ctl("stop");
     int64_t stopped_after = tu_now_ms() - t0;
-    int64_t waited = wait_lost(&lr, 4000);
+    int64_t waited = lu_wait_lost(&lr, 4000);
     int64_t noticed = tu_now_ms() - t0;
     tu_sleep_ms(300);
     int calls = atomic_load(&lr.calls), reason = atomic_load(&lr.reason);
@@ -758,13 +602,7 @@ START_TEST(lost_cb_econn_when_redis_stops)
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     int rc = fence_release(l);
     ck_assert_msg(rc == FENCE_LOST, "release after loss: %s", fence_status_name(rc));
-    fence_lease *l2 = NULL;
-    rc = fence_try_acquire(c, nm, ttl, &l2);
-    if (rc == FENCE_ECONN) { /* one failed call while reconnecting is allowed */
-        rc = fence_try_acquire(c, nm, ttl, &l2);
-    }
-    ck_assert_msg(rc == FENCE_OK, "acquire after restart: %s (%s)", fence_status_name(rc),
-                  fence_client_errmsg(c));
+    fence_lease *l2 = lu_acquire_after_restart(c, nm, ttl);
     EXPECT_RC(fence_release(l2), FENCE_OK, c);
     fence_client_close(c);
 }
@@ -775,12 +613,12 @@ END_TEST
  * Redis is back (empty: no persistence), the next pass finds it lost. */
 START_TEST(manual_mode_redis_down)
 {
-    fence_client *c = open_client_mode(FENCE_HEARTBEAT_MANUAL);
+    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("mandown"));
-    lost_rec lr;
-    lost_init(&lr);
-    fence_lease *l = acquire_cb(c, nm, 5000, 10, 0, &lr);
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_lease *l = lu_acquire_cb(c, nm, 5000, 10, 0, &lr);
     tu_sleep_ms(15);
     int64_t next = 0;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
@@ -851,7 +689,7 @@ static Suite *heartbeat_suite(void)
 
     tc = tcase_create("lost");
     tcase_set_timeout(tc, 30);
-    tcase_add_unchecked_fixture(tc, NULL, ensure_redis_up);
+    tcase_add_unchecked_fixture(tc, NULL, lu_ensure_redis_up);
     tcase_add_test(tc, lost_cb_key_deleted);
     tcase_add_test(tc, lost_cb_key_taken);
     tcase_add_test(tc, lost_cb_releases_its_lease);

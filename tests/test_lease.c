@@ -4,7 +4,7 @@
  * token counter helpers.  Real redis-server from scripts/with-servers.
  */
 #include "fence.h"
-#include "testutil.h"
+#include "leaseutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,94 +26,11 @@
 /* Helpers                                                              */
 /* ------------------------------------------------------------------ */
 
-#define EXPECT_RC(expr, want, c)                                                        \
-    do {                                                                                \
-        int rc_ = (expr);                                                               \
-        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (errmsg: \"%s\")",    \
-                      #expr, fence_status_name(rc_), fence_status_name(want),           \
-                      (c) != NULL ? fence_client_errmsg(c) : "-");                      \
-    } while (0)
-
 static double now_ms_f(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static fence_client *open_client(void)
-{
-    fence_client *c = NULL;
-    int rc = fence_client_open_url(&c, tu_env("FENCE_TEST_REDIS_URL"));
-    ck_assert_msg(rc == FENCE_OK, "fence_client_open_url: %s (%s)", fence_status_name(rc),
-                  c != NULL ? fence_client_errmsg(c) : "no handle");
-    ck_assert_ptr_nonnull(c);
-    return c;
-}
-
-static void owner_key(char *buf, size_t n, const char *name)
-{
-    snprintf(buf, n, "fence:{%s}", name);
-}
-
-static void token_key(char *buf, size_t n, const char *name)
-{
-    snprintf(buf, n, "fence:{%s}:token", name);
-}
-
-/* GET key as a malloc'd string, NULL when missing. */
-static char *rget(redisContext *r, const char *key)
-{
-    redisReply *rep = redisCommand(r, "GET %s", key);
-    ck_assert_msg(rep != NULL, "GET %s: %s", key, r->errstr);
-    char *v = NULL;
-    if (rep->type == REDIS_REPLY_STRING) {
-        v = strdup(rep->str);
-    } else {
-        ck_assert_msg(rep->type == REDIS_REPLY_NIL, "GET %s: unexpected reply type %d", key,
-                      rep->type);
-    }
-    freeReplyObject(rep);
-    return v;
-}
-
-static long long rint_cmd(redisContext *r, const char *cmd, const char *key)
-{
-    redisReply *rep = redisCommand(r, "%s %s", cmd, key);
-    ck_assert_msg(rep != NULL, "%s %s: %s", cmd, key, r->errstr);
-    ck_assert_msg(rep->type == REDIS_REPLY_INTEGER, "%s %s: reply type %d", cmd, key, rep->type);
-    long long v = rep->integer;
-    freeReplyObject(rep);
-    return v;
-}
-
-static long long rpttl(redisContext *r, const char *key)
-{
-    return rint_cmd(r, "PTTL", key);
-}
-
-static long long rexists(redisContext *r, const char *key)
-{
-    return rint_cmd(r, "EXISTS", key);
-}
-
-static void rdel(redisContext *r, const char *key)
-{
-    rint_cmd(r, "DEL", key);
-}
-
-static fence_lease *acquire_ok(fence_client *c, const char *name, int64_t ttl, int64_t wait_ms)
-{
-    fence_lease_options lo;
-    fence_lease_options_init(&lo, ttl);
-    lo.wait_ms = wait_ms;
-    fence_lease *l = NULL;
-    int rc = fence_acquire(c, name, &lo, &l);
-    ck_assert_msg(rc == FENCE_OK, "fence_acquire(%s): %s (%s)", name, fence_status_name(rc),
-                  fence_client_errmsg(c));
-    ck_assert_ptr_nonnull(l);
-    ck_assert_uint_ge(fence_lease_token(l), 1);
-    return l;
 }
 
 /* ---- the holder helper process ---- */
@@ -244,12 +161,12 @@ static int holder_wait(holder *h, int timeout_ms)
 
 START_TEST(acquire_basic)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     const char *name = tu_name("basic");
     char ok_key[600], tk_key[600];
-    owner_key(ok_key, sizeof ok_key, name);
-    token_key(tk_key, sizeof tk_key, name);
+    lu_owner_key(ok_key, sizeof ok_key, name);
+    lu_token_key(tk_key, sizeof tk_key, name);
 
     fence_lease *l = NULL;
     EXPECT_RC(fence_try_acquire(c, name, 500, &l), FENCE_OK, c);
@@ -273,28 +190,22 @@ START_TEST(acquire_basic)
     snprintf(want_tok, sizeof want_tok, "%" PRIu64, tok);
     ck_assert_str_eq(owner + 33, want_tok);
 
-    char *v = rget(r, ok_key);
-    ck_assert_ptr_nonnull(v);
-    ck_assert_str_eq(v, owner);
-    free(v);
-    long long pttl = rpttl(r, ok_key);
+    lu_expect_get(r, ok_key, owner);
+    long long pttl = lu_rpttl(r, ok_key);
     ck_assert_msg(pttl > 0 && pttl <= 500, "owner key PTTL %lld, expected 1..500", pttl);
 
     /* The counter holds the token and never expires. */
-    v = rget(r, tk_key);
-    ck_assert_ptr_nonnull(v);
-    ck_assert_str_eq(v, want_tok);
-    free(v);
-    ck_assert_int_eq(rpttl(r, tk_key), -1);
+    lu_expect_get(r, tk_key, want_tok);
+    ck_assert_int_eq(lu_rpttl(r, tk_key), -1);
 
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-    ck_assert_int_eq(rexists(r, ok_key), 0);
+    ck_assert_int_eq(lu_rexists(r, ok_key), 0);
     /* The counter survives the release, still without a TTL. */
-    ck_assert_int_eq(rexists(r, tk_key), 1);
-    ck_assert_int_eq(rpttl(r, tk_key), -1);
+    ck_assert_int_eq(lu_rexists(r, tk_key), 1);
+    ck_assert_int_eq(lu_rpttl(r, tk_key), -1);
 
     /* Acquire again: the next token. */
-    l = acquire_ok(c, name, 500, 0);
+    l = lu_acquire_ok(c, name, 500, 0);
     ck_assert_uint_eq(fence_lease_token(l), tok + 1);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
 
@@ -305,10 +216,10 @@ END_TEST
 
 START_TEST(mutex_two_clients)
 {
-    fence_client *c1 = open_client();
-    fence_client *c2 = open_client();
+    fence_client *c1 = lu_open_client();
+    fence_client *c2 = lu_open_client();
     const char *name = tu_name("mutex2");
-    fence_lease *l1 = acquire_ok(c1, name, 2000, 0);
+    fence_lease *l1 = lu_acquire_ok(c1, name, 2000, 0);
 
     fence_lease *l2 = (fence_lease *)(uintptr_t)0x1; /* must be reset to NULL */
     EXPECT_RC(fence_try_acquire(c2, name, 2000, &l2), FENCE_BUSY, c2);
@@ -320,7 +231,7 @@ START_TEST(mutex_two_clients)
 
     uint64_t t1 = fence_lease_token(l1);
     EXPECT_RC(fence_release(l1), FENCE_OK, c1);
-    l2 = acquire_ok(c2, name, 2000, 0);
+    l2 = lu_acquire_ok(c2, name, 2000, 0);
     ck_assert_uint_gt(fence_lease_token(l2), t1);
     l1 = NULL;
     EXPECT_RC(fence_try_acquire(c1, name, 2000, &l1), FENCE_BUSY, c1);
@@ -333,13 +244,12 @@ END_TEST
 
 START_TEST(mutex_across_processes)
 {
-    const char *name = tu_name("mutexproc");
     char nm[256];
-    snprintf(nm, sizeof nm, "%s", name);
+    snprintf(nm, sizeof nm, "%s", tu_name("mutexproc"));
     holder h = holder_spawn(nm, 2000, 0, NULL);
     uint64_t htok = holder_token(&h);
 
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     fence_lease *l = NULL;
     EXPECT_RC(fence_try_acquire(c, nm, 2000, &l), FENCE_BUSY, c);
     ck_assert_ptr_null(l);
@@ -351,7 +261,7 @@ START_TEST(mutex_across_processes)
     ck_assert_str_eq(line, "released FENCE_OK");
     ck_assert_int_eq(holder_wait(&h, 5000), 0);
 
-    l = acquire_ok(c, nm, 2000, 0);
+    l = lu_acquire_ok(c, nm, 2000, 0);
     ck_assert_uint_gt(fence_lease_token(l), htok);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     fence_client_close(c);
@@ -363,9 +273,8 @@ END_TEST
 START_TEST(mutex_processes_cycles)
 {
     enum { NPROC = 3, CYCLES = 15 };
-    const char *name = tu_name("cycles");
     char nm[256];
-    snprintf(nm, sizeof nm, "%s", name);
+    snprintf(nm, sizeof nm, "%s", tu_name("cycles"));
     char log[] = "/tmp/fence-cycles.XXXXXX";
     int fd = mkstemp(log);
     ck_assert_int_ge(fd, 0);
@@ -416,16 +325,15 @@ START_TEST(tokens_increase_across_clients)
     enum { NCLI = 3, ROUNDS = 60 };
     fence_client *cs[NCLI];
     for (int i = 0; i < NCLI; i++) {
-        cs[i] = open_client();
+        cs[i] = lu_open_client();
     }
-    const char *name = tu_name("tokens");
     char nm[256], tk_key[600];
-    snprintf(nm, sizeof nm, "%s", name);
-    token_key(tk_key, sizeof tk_key, nm);
+    snprintf(nm, sizeof nm, "%s", tu_name("tokens"));
+    lu_token_key(tk_key, sizeof tk_key, nm);
     uint64_t last = 0;
     for (int i = 0; i < ROUNDS; i++) {
         fence_client *c = cs[(i * 7 + i / 3) % NCLI]; /* irregular interleaving */
-        fence_lease *l = acquire_ok(c, nm, 1000, 0);
+        fence_lease *l = lu_acquire_ok(c, nm, 1000, 0);
         uint64_t t = fence_lease_token(l);
         ck_assert_msg(t > last, "round %d: token %" PRIu64 " not > %" PRIu64, i, t, last);
         last = t;
@@ -436,7 +344,7 @@ START_TEST(tokens_increase_across_clients)
     EXPECT_RC(fence_token_last(cs[0], nm, &tl), FENCE_OK, cs[0]);
     ck_assert_uint_eq(tl, last);
     redisContext *r = tu_redis();
-    ck_assert_int_eq(rpttl(r, tk_key), -1);
+    ck_assert_int_eq(lu_rpttl(r, tk_key), -1);
     redisFree(r);
     for (int i = 0; i < NCLI; i++) {
         fence_client_close(cs[i]);
@@ -542,7 +450,7 @@ static void run_race(int shared)
     r->url = tu_env("FENCE_TEST_REDIS_URL");
     snprintf(r->name, sizeof r->name, "%s", tu_name(shared ? "race-shared" : "race-own"));
     if (shared) {
-        r->shared = open_client();
+        r->shared = lu_open_client();
     }
     pthread_t th[NTHREADS];
     race_arg args[NTHREADS];
@@ -571,8 +479,8 @@ static void run_race(int shared)
     ck_assert_uint_ge(last, NTHREADS * THREAD_ITERS);
     redisContext *rc = tu_redis();
     char k[600];
-    owner_key(k, sizeof k, name);
-    ck_assert_int_eq(rexists(rc, k), 0);
+    lu_owner_key(k, sizeof k, name);
+    ck_assert_int_eq(lu_rexists(rc, k), 0);
     redisFree(rc);
     fence_client_close(sc);
 }
@@ -591,10 +499,9 @@ END_TEST
 
 START_TEST(token_raise_last_inspect)
 {
-    fence_client *c = open_client();
-    const char *name = tu_name("raise");
+    fence_client *c = lu_open_client();
     char nm[256];
-    snprintf(nm, sizeof nm, "%s", name);
+    snprintf(nm, sizeof nm, "%s", tu_name("raise"));
 
     uint64_t t = 99;
     EXPECT_RC(fence_token_last(c, nm, &t), FENCE_OK, c);
@@ -615,7 +522,7 @@ START_TEST(token_raise_last_inspect)
     ck_assert_uint_eq(t, 1000);
     EXPECT_RC(fence_token_raise(c, nm, 5, NULL), FENCE_OK, c);
 
-    fence_lease *l = acquire_ok(c, nm, 1000, 0);
+    fence_lease *l = lu_acquire_ok(c, nm, 1000, 0);
     ck_assert_uint_eq(fence_lease_token(l), 1001);
     EXPECT_RC(fence_lease_inspect(c, nm, &held, &pttl, &ht, &lt), FENCE_OK, c);
     ck_assert_int_eq(held, 1);
@@ -631,7 +538,7 @@ START_TEST(token_raise_last_inspect)
     ck_assert_uint_eq(t, 5000);
     ck_assert_uint_eq(fence_lease_token(l), 1001);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-    l = acquire_ok(c, nm, 1000, 0);
+    l = lu_acquire_ok(c, nm, 1000, 0);
     ck_assert_uint_eq(fence_lease_token(l), 5001);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     EXPECT_RC(fence_lease_inspect(c, nm, &held, &pttl, &ht, &lt), FENCE_OK, c);
@@ -650,7 +557,7 @@ END_TEST
  * to the largest value a Redis counter can hold. */
 START_TEST(tokens_exact_past_2_53)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("big"));
     uint64_t t = 0;
@@ -658,12 +565,12 @@ START_TEST(tokens_exact_past_2_53)
     EXPECT_RC(fence_token_raise(c, nm, start, &t), FENCE_OK, c);
     ck_assert_uint_eq(t, start);
     for (uint64_t i = 1; i <= 4; i++) {
-        fence_lease *l = acquire_ok(c, nm, 1000, 0);
+        fence_lease *l = lu_acquire_ok(c, nm, 1000, 0);
         ck_assert_uint_eq(fence_lease_token(l), start + i);
         ck_assert_int_eq(fence_release(l), FENCE_OK);
     }
     EXPECT_RC(fence_token_raise(c, nm, (uint64_t)INT64_MAX - 1, &t), FENCE_OK, c);
-    fence_lease *l = acquire_ok(c, nm, 1000, 0);
+    fence_lease *l = lu_acquire_ok(c, nm, 1000, 0);
     ck_assert_uint_eq(fence_lease_token(l), (uint64_t)INT64_MAX);
     ck_assert_int_eq(fence_release(l), FENCE_OK);
     /* The counter is exhausted: acquiring fails with a clear error and
@@ -682,15 +589,14 @@ END_TEST
 START_TEST(kill9_frees_after_ttl)
 {
     const int64_t ttl = 300;
-    const char *name = tu_name("kill9");
     char nm[256], ok_key[600];
-    snprintf(nm, sizeof nm, "%s", name);
-    owner_key(ok_key, sizeof ok_key, nm);
+    snprintf(nm, sizeof nm, "%s", tu_name("kill9"));
+    lu_owner_key(ok_key, sizeof ok_key, nm);
     holder h = holder_spawn(nm, ttl, 0, NULL);
     uint64_t htok = holder_token(&h);
     tu_sleep_ms(ttl); /* a few heartbeats: the lease is still its */
 
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     fence_lease *l = NULL;
     EXPECT_RC(fence_try_acquire(c, nm, ttl, &l), FENCE_BUSY, c);
 
@@ -699,10 +605,10 @@ START_TEST(kill9_frees_after_ttl)
     double t0 = now_ms_f();
     /* The key outlives its holder until the TTL runs out... */
     redisContext *r = tu_redis();
-    long long left = rpttl(r, ok_key);
+    long long left = lu_rpttl(r, ok_key);
     ck_assert_msg(left > 0 && left <= ttl, "after kill -9 the owner key has PTTL %lld", left);
     /* ...and then the lease is free, with a higher token. */
-    l = acquire_ok(c, nm, ttl, 3000);
+    l = lu_acquire_ok(c, nm, ttl, 3000);
     double waited = now_ms_f() - t0;
     fprintf(stderr, "kill9_frees_after_ttl: acquired %.1f ms after kill -9 (PTTL was %lld)\n",
             waited, left);
@@ -718,32 +624,28 @@ END_TEST
 
 START_TEST(release_after_delete_is_lost)
 {
-    fence_client *c1 = open_client();
-    fence_client *c2 = open_client();
+    fence_client *c1 = lu_open_client();
+    fence_client *c2 = lu_open_client();
     redisContext *r = tu_redis();
-    const char *name = tu_name("reldel");
     char nm[256], ok_key[600];
-    snprintf(nm, sizeof nm, "%s", name);
-    owner_key(ok_key, sizeof ok_key, nm);
+    snprintf(nm, sizeof nm, "%s", tu_name("reldel"));
+    lu_owner_key(ok_key, sizeof ok_key, nm);
 
-    fence_lease *l1 = acquire_ok(c1, nm, 5000, 0);
+    fence_lease *l1 = lu_acquire_ok(c1, nm, 5000, 0);
     uint64_t t1 = fence_lease_token(l1);
-    rdel(r, ok_key); /* behind the library's back */
-    fence_lease *l2 = acquire_ok(c2, nm, 5000, 0);
+    lu_rdel(r, ok_key); /* behind the library's back */
+    fence_lease *l2 = lu_acquire_ok(c2, nm, 5000, 0);
     ck_assert_uint_gt(fence_lease_token(l2), t1);
     char owner2[128];
     snprintf(owner2, sizeof owner2, "%s", fence_lease_owner(l2));
 
     EXPECT_RC(fence_release(l1), FENCE_LOST, c1);
     /* The new owner's key is untouched. */
-    char *v = rget(r, ok_key);
-    ck_assert_ptr_nonnull(v);
-    ck_assert_str_eq(v, owner2);
-    free(v);
+    lu_expect_get(r, ok_key, owner2);
     ck_assert_int_eq(fence_lease_lost(l2), 0);
     EXPECT_RC(fence_renew(l2), FENCE_OK, c2);
     EXPECT_RC(fence_release(l2), FENCE_OK, c2);
-    ck_assert_int_eq(rexists(r, ok_key), 0);
+    ck_assert_int_eq(lu_rexists(r, ok_key), 0);
     redisFree(r);
     fence_client_close(c1);
     fence_client_close(c2);
@@ -752,22 +654,17 @@ END_TEST
 
 START_TEST(release_after_expiry_is_lost)
 {
-    fence_client *c1 = open_client();
-    fence_client *c2 = open_client();
+    fence_client *c1 = lu_open_client();
+    fence_client *c2 = lu_open_client();
     redisContext *r = tu_redis();
-    const char *name = tu_name("relexp");
     char nm[256], ok_key[600];
-    snprintf(nm, sizeof nm, "%s", name);
-    owner_key(ok_key, sizeof ok_key, nm);
+    snprintf(nm, sizeof nm, "%s", tu_name("relexp"));
+    lu_owner_key(ok_key, sizeof ok_key, nm);
 
-    fence_lease_options lo;
-    fence_lease_options_init(&lo, 100);
-    lo.no_heartbeat = 1;
-    fence_lease *l1 = NULL;
-    EXPECT_RC(fence_acquire(c1, nm, &lo, &l1), FENCE_OK, c1);
+    fence_lease *l1 = lu_acquire_cb(c1, nm, 100, 0, 1, NULL); /* no heartbeat */
     tu_sleep_ms(150);
     ck_assert_int_eq(fence_lease_valid_ms(l1), 0);
-    fence_lease *l2 = acquire_ok(c2, nm, 5000, 0);
+    fence_lease *l2 = lu_acquire_ok(c2, nm, 5000, 0);
     char owner2[128];
     snprintf(owner2, sizeof owner2, "%s", fence_lease_owner(l2));
 
@@ -777,11 +674,8 @@ START_TEST(release_after_expiry_is_lost)
     /* Renewing a lost lease stays lost: it must never take the key back. */
     EXPECT_RC(fence_renew(l1), FENCE_LOST, c1);
     EXPECT_RC(fence_release(l1), FENCE_LOST, c1);
-    char *v = rget(r, ok_key);
-    ck_assert_ptr_nonnull(v);
-    ck_assert_str_eq(v, owner2);
-    free(v);
-    long long pttl = rpttl(r, ok_key);
+    lu_expect_get(r, ok_key, owner2);
+    long long pttl = lu_rpttl(r, ok_key);
     ck_assert_msg(pttl > 4000, "new owner's key PTTL %lld: someone touched it", pttl);
     EXPECT_RC(fence_release(l2), FENCE_OK, c2);
     redisFree(r);
@@ -792,20 +686,20 @@ END_TEST
 
 START_TEST(close_releases_open_leases)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char n1[256], n2[256], k1[600], k2[600];
     snprintf(n1, sizeof n1, "%s", tu_name("close1"));
     snprintf(n2, sizeof n2, "%s", tu_name("close2"));
-    owner_key(k1, sizeof k1, n1);
-    owner_key(k2, sizeof k2, n2);
-    acquire_ok(c, n1, 5000, 0);
-    acquire_ok(c, n2, 5000, 0);
-    ck_assert_int_eq(rexists(r, k1), 1);
-    ck_assert_int_eq(rexists(r, k2), 1);
+    lu_owner_key(k1, sizeof k1, n1);
+    lu_owner_key(k2, sizeof k2, n2);
+    lu_acquire_ok(c, n1, 5000, 0);
+    lu_acquire_ok(c, n2, 5000, 0);
+    ck_assert_int_eq(lu_rexists(r, k1), 1);
+    ck_assert_int_eq(lu_rexists(r, k2), 1);
     fence_client_close(c); /* frees and releases both */
-    ck_assert_int_eq(rexists(r, k1), 0);
-    ck_assert_int_eq(rexists(r, k2), 0);
+    ck_assert_int_eq(lu_rexists(r, k1), 0);
+    ck_assert_int_eq(lu_rexists(r, k2), 0);
     redisFree(r);
 }
 END_TEST
@@ -867,13 +761,13 @@ static int wait_for_subscriber(redisContext *r, const char *name, int timeout_ms
 
 START_TEST(wait_woken_by_release)
 {
-    fence_client *c1 = open_client();
-    fence_client *c2 = open_client();
+    fence_client *c1 = lu_open_client();
+    fence_client *c2 = lu_open_client();
     redisContext *r = tu_redis();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("wake"));
     /* A long TTL so that expiry cannot explain a quick hand-off. */
-    fence_lease *l1 = acquire_ok(c1, nm, 5000, 0);
+    fence_lease *l1 = lu_acquire_ok(c1, nm, 5000, 0);
     uint64_t t1 = fence_lease_token(l1);
 
     waiter w = {c2, nm, 5000, 2000, -1, NULL, 0, 0};
@@ -906,13 +800,12 @@ END_TEST
 
 START_TEST(wait_times_out)
 {
-    fence_client *c1 = open_client();
-    fence_client *c2 = open_client();
+    fence_client *c1 = lu_open_client();
+    fence_client *c2 = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("timeout"));
-    fence_lease *l1 = acquire_ok(c1, nm, 5000, 0);
-    fence_metrics m0, m1;
-    EXPECT_RC(fence_client_metrics(c2, &m0), FENCE_OK, c2);
+    fence_lease *l1 = lu_acquire_ok(c1, nm, 5000, 0);
+    fence_metrics m0 = lu_metrics(c2);
 
     fence_lease_options lo;
     fence_lease_options_init(&lo, 5000);
@@ -925,7 +818,7 @@ START_TEST(wait_times_out)
     ck_assert_msg(rc == FENCE_TIMEOUT, "got %s", fence_status_name(rc));
     ck_assert_ptr_null(l2);
     ck_assert_msg(waited >= 295 && waited <= 700, "waited %.1f ms for wait_ms 300", waited);
-    EXPECT_RC(fence_client_metrics(c2, &m1), FENCE_OK, c2);
+    fence_metrics m1 = lu_metrics(c2);
     ck_assert_uint_eq(m1.acquire_timeouts, m0.acquire_timeouts + 1);
     ck_assert_uint_ge(m1.acquire_contended, m0.acquire_contended + 1);
     ck_assert_uint_eq(m1.lease_acquired, m0.lease_acquired);
@@ -938,17 +831,14 @@ END_TEST
 
 START_TEST(wait_gets_expired_lease)
 {
-    fence_client *c1 = open_client();
-    fence_client *c2 = open_client();
+    fence_client *c1 = lu_open_client();
+    fence_client *c2 = lu_open_client();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("waitexp"));
-    fence_lease_options lo;
-    fence_lease_options_init(&lo, 300);
-    lo.no_heartbeat = 1; /* expires without a release: nobody publishes */
-    fence_lease *l1 = NULL;
-    EXPECT_RC(fence_acquire(c1, nm, &lo, &l1), FENCE_OK, c1);
+    /* No heartbeat: it expires without a release, so nobody publishes. */
+    fence_lease *l1 = lu_acquire_cb(c1, nm, 300, 0, 1, NULL);
     double t0 = now_ms_f();
-    fence_lease *l2 = acquire_ok(c2, nm, 1000, 3000);
+    fence_lease *l2 = lu_acquire_ok(c2, nm, 1000, 3000);
     double waited = now_ms_f() - t0;
     fprintf(stderr, "wait_gets_expired_lease: acquired after %.1f ms (holder TTL 300 ms)\n",
             waited);
@@ -969,7 +859,7 @@ END_TEST
 
 START_TEST(odd_names)
 {
-    fence_client *c = open_client();
+    fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char longname[FENCE_NAME_MAX + 1];
     memset(longname, 'n', FENCE_NAME_MAX);
@@ -983,17 +873,14 @@ START_TEST(odd_names)
     const char *names[] = {longname, n1, n2, n3};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char k[FENCE_NAME_MAX + 64];
-        owner_key(k, sizeof k, names[i]);
-        fence_lease *l = acquire_ok(c, names[i], 1000, 0);
+        lu_owner_key(k, sizeof k, names[i]);
+        fence_lease *l = lu_acquire_ok(c, names[i], 1000, 0);
         ck_assert_str_eq(fence_lease_name(l), names[i]);
-        char *v = rget(r, k);
-        ck_assert_msg(v != NULL, "no owner key \"%s\" for name \"%s\"", k, names[i]);
-        ck_assert_str_eq(v, fence_lease_owner(l));
-        free(v);
+        lu_expect_get(r, k, fence_lease_owner(l));
         fence_lease *busy = NULL;
         EXPECT_RC(fence_try_acquire(c, names[i], 1000, &busy), FENCE_BUSY, c);
         EXPECT_RC(fence_release(l), FENCE_OK, c);
-        ck_assert_int_eq(rexists(r, k), 0);
+        ck_assert_int_eq(lu_rexists(r, k), 0);
     }
     ck_assert_uint_eq(strlen(longname), FENCE_NAME_MAX);
     redisFree(r);
@@ -1009,22 +896,19 @@ START_TEST(custom_prefix)
     o.prefix = "tpfx:";
     fence_client *c = NULL;
     EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
-    fence_client *d = open_client(); /* default prefix: a different lease */
+    fence_client *d = lu_open_client(); /* default prefix: a different lease */
     redisContext *r = tu_redis();
     char nm[256], k[600], tk[600];
     snprintf(nm, sizeof nm, "%s", tu_name("prefix"));
     snprintf(k, sizeof k, "tpfx:{%s}", nm);
     snprintf(tk, sizeof tk, "tpfx:{%s}:token", nm);
-    fence_lease *l = acquire_ok(c, nm, 1000, 0);
-    char *v = rget(r, k);
-    ck_assert_ptr_nonnull(v);
-    ck_assert_str_eq(v, fence_lease_owner(l));
-    free(v);
-    ck_assert_int_eq(rpttl(r, tk), -1);
-    fence_lease *l2 = acquire_ok(d, nm, 1000, 0); /* "fence:{NAME}" is free */
+    fence_lease *l = lu_acquire_ok(c, nm, 1000, 0);
+    lu_expect_get(r, k, fence_lease_owner(l));
+    ck_assert_int_eq(lu_rpttl(r, tk), -1);
+    fence_lease *l2 = lu_acquire_ok(d, nm, 1000, 0); /* "fence:{NAME}" is free */
     EXPECT_RC(fence_release(l2), FENCE_OK, d);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-    ck_assert_int_eq(rexists(r, k), 0);
+    ck_assert_int_eq(lu_rexists(r, k), 0);
     redisFree(r);
     fence_client_close(c);
     fence_client_close(d);
