@@ -130,6 +130,10 @@ int cli__spawn_searched(const cli__spawn *sp);
 /* The signals fence passes on to the command. */
 extern const int cli__forward_signals[];
 extern const int cli__nforward_signals;
+/* Job control: SIGTSTP/SIGTTIN/SIGTTOU stop the command's group, then
+ * fence; SIGCONT continues the group. */
+extern const int cli__jobctl_signals[];
+extern const int cli__njobctl_signals;
 
 /* Remember the dispositions the forwarded signals (and SIGPIPE) had at
  * start, so the child gets them back (an ignored SIGHUP under nohup stays

@@ -5,6 +5,10 @@
  */
 #include "cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -43,7 +47,18 @@ static int dispatch(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
-    /* First, before anything opens a descriptor or changes a signal. */
+    /* First, before anything opens a descriptor or changes a signal.
+     * Started with 0, 1 or 2 closed (cron, daemons), the first pipes would
+     * take their numbers and stderr would write into fence's own signal
+     * pipe: give them /dev/null instead (the command gets it too). */
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int nul = open("/dev/null", O_RDWR);
+            if (nul >= 0 && nul != fd) {
+                close(nul); /* cannot happen: open takes the lowest free */
+            }
+        }
+    }
     cli__fds_snapshot();
     cli__dispositions_snapshot();
     int ex = dispatch(argc, argv);

@@ -69,7 +69,12 @@ const char cli__run_help[] =
     "group; the lease is released when the command ends.  A signal that was\n"
     "ignored when fence started (SIGHUP under nohup) stays ignored, by fence\n"
     "and by the command.  While fence waits for the lease (--wait) these\n"
-    "signals act on fence as usual.\n"
+    "signals act on fence as usual.  Job control: SIGTSTP (Ctrl-Z), SIGTTIN and\n"
+    "SIGTTOU stop the command's group and then fence; SIGCONT continues both.\n"
+    "A stopped fence renews nothing: stopped longer than the lease's validity,\n"
+    "the lease is lost, and when continued fence stops the command and exits 76.\n"
+    "SIGSTOP sent to fence itself cannot be caught: the command runs on\n"
+    "meanwhile, unleased, until fence is continued and stops it.\n"
     "\n"
     "Limits.  The command runs in a process group of its own, with\n"
     "PR_SET_PDEATHSIG=SIGKILL, so it dies with fence even when fence is killed\n"
@@ -372,8 +377,18 @@ static int supervise(pid_t pid, const run_args *ra, int *was_lost)
                 break;
             }
             for (ssize_t i = 0; i < got; i++) {
-                if (buf[i] != SIGCHLD) {
-                    kill(-pid, buf[i]);
+                int sig = buf[i];
+                if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+                    /* Ctrl-Z: the command's group is not the terminal's,
+                     * so stop it ourselves, then stop fence (and with it
+                     * the heartbeat: a stop longer than the lease's
+                     * validity loses the lease, seen when continued). */
+                    if (!reaped) {
+                        kill(-pid, SIGSTOP);
+                    }
+                    raise(SIGSTOP);
+                } else if (sig != SIGCHLD && !reaped) {
+                    kill(-pid, sig); /* forwarded; SIGCONT continues the group */
                 }
             }
         }
@@ -418,7 +433,11 @@ static void write_metrics(fence_client *c, const char *path)
     }
     fence_metrics_prometheus(&m, text, (size_t)n + 1);
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (fd >= 0 && f == NULL) {
+        close(fd);
+    }
     int ok = f != NULL && fwrite(text, 1, (size_t)n, f) == (size_t)n;
     if (f != NULL && fclose(f) != 0) {
         ok = 0;
@@ -445,6 +464,12 @@ static void install_handlers(void)
     sigfillset(&sa.sa_mask);
     for (int i = 0; i < cli__nforward_signals; i++) {
         int sig = cli__forward_signals[i];
+        if (!cli__ignored_at_start(sig)) {
+            sigaction(sig, &sa, NULL);
+        }
+    }
+    for (int i = 0; i < cli__njobctl_signals; i++) {
+        int sig = cli__jobctl_signals[i];
         if (!cli__ignored_at_start(sig)) {
             sigaction(sig, &sa, NULL);
         }
@@ -495,11 +520,16 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
 
     int rc = fence_release(lease);
     *leasep = NULL;
-    if (rc == FENCE_LOST && !was_lost) {
+    /* After release no callback can come any more: a loss that raced with
+     * the command's exit shows in lost_reason (or in release's answer),
+     * whatever the reason, and still means the command ran unleased. */
+    int reason = atomic_load(&lost_reason);
+    if ((rc == FENCE_LOST || reason != 0) && !was_lost) {
         fprintf(stderr, "fence run: lease '%s' was lost before the command ended (%s)\n",
-                ra->name, fence_client_errmsg(c));
+                ra->name, reason != 0 ? lost_why(reason) : fence_client_errmsg(c));
         ex = CLI_EX_LOST;
-    } else if (rc != FENCE_OK && rc != FENCE_LOST) {
+    }
+    if (rc != FENCE_OK && rc != FENCE_LOST) {
         fprintf(stderr, "fence run: could not release lease '%s' (%s: %s); it expires "
                 "within %" PRId64 "ms\n", ra->name, fence_strerror(rc), fence_client_errmsg(c),
                 ra->ttl_ms);
@@ -524,6 +554,9 @@ int cli__cmd_run(int argc, char **argv)
     sigemptyset(&sigs);
     for (int i = 0; i < cli__nforward_signals; i++) {
         sigaddset(&sigs, cli__forward_signals[i]);
+    }
+    for (int i = 0; i < cli__njobctl_signals; i++) {
+        sigaddset(&sigs, cli__jobctl_signals[i]);
     }
     sigaddset(&sigs, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &sigs, &start_mask);

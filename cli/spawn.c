@@ -23,14 +23,17 @@ extern char **environ;
 
 const int cli__forward_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 const int cli__nforward_signals = (int)(sizeof cli__forward_signals / sizeof(int));
+const int cli__jobctl_signals[] = {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
+const int cli__njobctl_signals = (int)(sizeof cli__jobctl_signals / sizeof(int));
 
 /* ---- what fence found at start ------------------------------------------ */
 
 /* Signals whose disposition fence may change: the forwarded ones, SIGCHLD
- * (a handler while the command runs) and SIGPIPE (ignored: a Redis socket
- * closing under a write must not kill fence). */
-static const int touched[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD,
-                              SIGPIPE};
+ * (a handler while the command runs), SIGPIPE (ignored: a Redis socket
+ * closing under a write must not kill fence) and job control (stopping
+ * fence stops the command's group too; continuing continues it). */
+static const int touched[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD,
+                              SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
 #define NTOUCHED ((int)(sizeof touched / sizeof touched[0]))
 static struct sigaction start_action[NTOUCHED];
 

@@ -295,6 +295,39 @@ check "... but soon after it" elapsed_lt "$s" "$e" 2
 check "... and is gone" not_alive "$cpid"
 check "... the message says SIGKILL" grep -q SIGKILL "$T/err"
 
+# ---- job control: Ctrl-Z stops the command too -------------------------------------
+# The command is in its own process group, so SIGTSTP to fence must stop the
+# group first; SIGCONT continues both.  (Otherwise the command would run on
+# while fence, and with it the heartbeat, is stopped.)
+n=$(name)
+env --default-signal=TSTP,CONT "$F" run --ttl 5s "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/jc" 2> /dev/null &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/jc"
+cpid=$(cat "$T/jc")
+stopped() { case "$(ps -o stat= -p "$1" 2>/dev/null)" in T*) return 0 ;; esac; return 1; }
+running() { alive "$1" && ! stopped "$1"; }
+kill -TSTP "$fp"
+check "SIGTSTP to fence stops the command's group" wait_until 3 stopped "$cpid"
+check "... and fence itself" wait_until 3 stopped "$fp"
+kill -CONT "$fp"
+check "SIGCONT to fence continues the command" wait_until 3 running "$cpid"
+check "... and fence" wait_until 3 running "$fp"
+kill -TERM "$fp"; wait "$fp"; rc=$?
+check "... which then still forwards SIGTERM (exit 143) and releases the lease" \
+  bash -c "[ $rc = 143 ] && [ \"\$($FENCE_TEST_REDIS_CTL cli exists 'fence:{$n}')\" = 0 ]"
+
+# ---- started with stdin and stderr closed (cron, daemons) ------------------------------
+# fence's own pipes must not take fds 0-2: a message on stderr would then be
+# read back as signal numbers and sent to the command.
+n=$(name)
+"$F" run --ttl 300ms --kill-after 2s "$n" -- sh -c 'trap "echo term > \"\$1\"; exit 0" TERM; echo $$ > "$1.pid"; while :; do sleep 0.05; done' sh "$T/cl" 0<&- 2>&- &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/cl.pid"
+rcli del "fence:{$n}" > /dev/null
+wait "$fp"; rc=$?
+check "fds 0 and 2 closed at start: on loss the command gets SIGTERM (its trap ran), exit 76" \
+  test "$rc" = 76 -a "$(cat "$T/cl" 2>/dev/null)" = term
+
 # ---- fence killed with SIGKILL: the command dies with it (PR_SET_PDEATHSIG) ----------
 n=$(name)
 "$F" run --ttl 300ms "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/pd" &
