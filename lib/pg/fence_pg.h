@@ -27,7 +27,26 @@
  *
  * SQLSTATEs (see the top of fence.sql): 23Q01 stale token -> FENCE_STALE;
  * 23Q02 missing or malformed token -> FENCE_ENOTOKEN; anything else ->
- * FENCE_EDB, with the server's message.
+ * FENCE_EDB, with the server's message (23Q03: a refused operation, e.g.
+ * TRUNCATE of a protected table, or a later BEFORE trigger of the table
+ * rewriting the token column).
+ *
+ * What the fence does not do (details at the top of fence.sql):
+ *   - Tokens are self-declared: the check stops a stale but honest writer
+ *     (a paused holder whose lease has passed on), not a hostile role that
+ *     can write the table and simply sets the largest token.
+ *   - A role allowed to set session_replication_role (a superuser, or on
+ *     PostgreSQL 15+ one granted SET ON PARAMETER session_replication_role)
+ *     can switch the triggers off; so can the table's owner, and a role with
+ *     TRIGGER on the table can run its own code in every writer's
+ *     transaction.  Do not grant these to application roles.
+ *   - fence.advance() is EXECUTE to PUBLIC and resource names have no
+ *     namespaces: any role can raise any resource's mark.  To restrict it,
+ *     REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC and
+ *     grant it to the application roles; re-installing keeps that.
+ *   - Only the protected table itself is fenced: fence.protect() refuses a
+ *     table with inheritance children and partitioned tables (protect each
+ *     child or partition).
  */
 #ifndef FENCE_PG_H
 #define FENCE_PG_H
@@ -134,11 +153,26 @@ FENCE_API int fence_pg_mark(PGconn *conn, const char *resource, uint64_t *out,
 
 /*
  * Install or upgrade schema "fence" by running the fence.sql embedded in
- * this library (the same text as fence_pg_install_sql()).  Idempotent.  The
- * connection must be idle and outside a transaction block (the script
+ * this library (the same text as fence_pg_install_sql()).  Idempotent; it
+ * upgrades an older version in place (and re-protects the tables that
+ * version protected, WARNING about those the connection's role may not).
+ *
+ * Run it on an administrator's connection -- a superuser, or a dedicated
+ * role that owns schema "fence" and nothing the applications use -- never
+ * on an application's own connection: whoever owns the schema can drop or
+ * replace the guards and run code inside fence.advance() with the owner's
+ * rights.  The script therefore refuses (FENCE_EDB, SQLSTATE 42501) a schema
+ * "fence" owned by a role other than the connection's current user, or one
+ * holding anything another role owns or may change.  A non-superuser admin
+ * needs CREATE on the database; table owners then need EXECUTE on
+ * fence.protect(regclass, name, boolean) to protect their tables.  The
+ * script pins its own search_path, so the connection's does not matter.
+ *
+ * The connection must be idle and outside a transaction block (the script
  * commits its own); on failure nothing is left half-installed and the
  * connection is returned to idle.  FENCE_OK, FENCE_EINVAL, FENCE_ESTATE,
- * FENCE_ECONN or FENCE_EDB (e.g. not enough privileges).
+ * FENCE_ECONN or FENCE_EDB (e.g. not enough privileges, the schema belongs
+ * to another role, or a newer version is installed).
  */
 FENCE_API int fence_pg_install(PGconn *conn, fence_pg_error *err);
 
