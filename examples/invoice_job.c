@@ -31,6 +31,7 @@
  * Exit status: 0 done (or skipped), 3 stopped because the lease was lost or
  * a write was rejected as stale, 2 on errors, 64 on bad usage.
  */
+#include "ex_env.h"
 #include "fence.h"
 #include "fence_pg.h"
 
@@ -77,12 +78,6 @@ static void work(int64_t ms)
         struct timespec ts = {0, (long)left * 1000000L};
         nanosleep(&ts, NULL);
     }
-}
-
-static const char *env_nonempty(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v != '\0' ? v : NULL;
 }
 
 static void quiet(void *arg, const char *msg)
@@ -234,19 +229,12 @@ int main(int argc, char **argv)
             return usage(stderr);
         }
     }
-    if (url == NULL)
-        url = env_nonempty("FENCE_REDIS_URL");
-    if (url == NULL)
-        url = env_nonempty("FENCE_TEST_REDIS_URL");
+    url = ex_redis_url("invoice_job", url);
     if (url == NULL) {
-        fprintf(stderr, "invoice_job: no Redis: pass --redis URL or set FENCE_REDIS_URL\n");
         return 64;
     }
-    if (conninfo == NULL)
-        conninfo = env_nonempty("FENCE_TEST_PG_CONNINFO");
-    if (conninfo == NULL && env_nonempty("PGHOST") == NULL && env_nonempty("PGPORT") == NULL) {
-        fprintf(stderr, "invoice_job: no PostgreSQL: pass --pg CONNINFO or set "
-                        "FENCE_TEST_PG_CONNINFO or PGHOST/PGPORT\n");
+    conninfo = ex_pg_conninfo("invoice_job", conninfo);
+    if (conninfo == NULL) {
         return 64;
     }
     if (run == NULL) {

@@ -9,9 +9,12 @@ $(B)/examples/filestore: $(B)/examples/filestore.o $(B)/libfence_gate.a $(B)/lib
 # tests/test_filestore.sh drives this binary, so it is built with the tests.
 TEST_BINS += $(B)/examples/filestore
 
+# Where the examples find their servers (flags, else the environment).
+EX_ENV_OBJ := $(B)/examples/ex_env.o
+
 # paused_holder: the GC-pause race with real processes and SIGSTOP, without
 # and with fencing, on SQLite, PostgreSQL or the C gate (make demo runs it).
-PH_OBJ := $(addprefix $(B)/examples/,paused_holder.o ph_store.o ph_sqlite.o ph_pg.o ph_gate.o)
+PH_OBJ := $(addprefix $(B)/examples/,paused_holder.o ph_store.o ph_sqlite.o ph_pg.o ph_gate.o) $(EX_ENV_OBJ)
 EXAMPLE_BINS += $(B)/examples/paused_holder
 $(PH_OBJ): MOD_CFLAGS += -Ilib/sqlite -Ilib/pg -Ilib/gate $(PQ_CFLAGS)
 $(B)/examples/paused_holder: $(PH_OBJ) $(B)/libfence_sqlite.a $(B)/libfence_pg.a \
@@ -21,13 +24,14 @@ $(B)/examples/paused_holder: $(PH_OBJ) $(B)/libfence_sqlite.a $(B)/libfence_pg.a
 # invoice_job: a scheduled job under a lease, writing through fence_pg.
 EXAMPLE_BINS += $(B)/examples/invoice_job
 $(B)/examples/invoice_job.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
-$(B)/examples/invoice_job: $(B)/examples/invoice_job.o $(B)/libfence_pg.a $(B)/libfence.a
+$(B)/examples/invoice_job: $(B)/examples/invoice_job.o $(EX_ENV_OBJ) $(B)/libfence_pg.a $(B)/libfence.a
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
 
 # retrofit_lock_version: a Rails-style lock_version column put under fencing.
 EXAMPLE_BINS += $(B)/examples/retrofit_lock_version
 $(B)/examples/retrofit_lock_version.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
-$(B)/examples/retrofit_lock_version: $(B)/examples/retrofit_lock_version.o $(B)/libfence_pg.a \
+$(B)/examples/retrofit_lock_version: $(B)/examples/retrofit_lock_version.o $(EX_ENV_OBJ) \
+                                     $(B)/libfence_pg.a \
                                      $(B)/libfence.a
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
 

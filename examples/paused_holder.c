@@ -40,6 +40,7 @@
  * Every wait is bounded, and every child is reaped -- on failure it is sent
  * SIGCONT and SIGKILL first, so no stopped process is ever left behind.
  */
+#include "ex_env.h"
 #include "fence.h"
 #include "ph_store.h"
 
@@ -649,12 +650,6 @@ static int usage(FILE *f)
     return f == stdout ? 0 : 64;
 }
 
-static const char *env_nonempty(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v != '\0' ? v : NULL;
-}
-
 int main(int argc, char **argv)
 {
     ph_config cfg;
@@ -707,25 +702,19 @@ int main(int argc, char **argv)
             return usage(stderr);
         }
     }
-    if (url == NULL)
-        url = env_nonempty("FENCE_REDIS_URL");
-    if (url == NULL)
-        url = env_nonempty("FENCE_TEST_REDIS_URL");
+    url = ex_redis_url("paused_holder", url);
     if (url == NULL) {
-        fprintf(stderr, "paused_holder: no Redis: pass --redis URL or set FENCE_REDIS_URL\n");
         return 64;
     }
-    if (cfg.kind == PH_POSTGRES && cfg.pg_conninfo == NULL)
-        cfg.pg_conninfo = env_nonempty("FENCE_TEST_PG_CONNINFO");
-    if (cfg.kind == PH_POSTGRES && cfg.pg_conninfo == NULL && env_nonempty("PGHOST") == NULL
-        && env_nonempty("PGPORT") == NULL) {
-        fprintf(stderr, "paused_holder: no PostgreSQL: pass --pg CONNINFO or set "
-                        "FENCE_TEST_PG_CONNINFO or PGHOST/PGPORT\n");
-        return 64;
+    if (cfg.kind == PH_POSTGRES) {
+        cfg.pg_conninfo = ex_pg_conninfo("paused_holder", cfg.pg_conninfo);
+        if (cfg.pg_conninfo == NULL) {
+            return 64;
+        }
     }
     snprintf(cfg.pg_table, sizeof cfg.pg_table, "paused_holder_account_%ld", (long)getpid());
 
-    const char *tmp = env_nonempty("TMPDIR");
+    const char *tmp = ex_env("TMPDIR");
     snprintf(cfg.dir, sizeof cfg.dir, "%s/fence-paused-holder.XXXXXX", tmp != NULL ? tmp : "/tmp");
     if (mkdtemp(cfg.dir) == NULL) {
         fprintf(stderr, "paused_holder: mkdtemp %s: %s\n", cfg.dir, strerror(errno));

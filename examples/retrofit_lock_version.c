@@ -32,6 +32,7 @@
  * Last line: RESULT retrofit=ok|failed checks=N failed=M.
  * Exit status: 0 all as described, 1 a step did not, 2 errors, 64 usage.
  */
+#include "ex_env.h"
 #include "fence.h"
 #include "fence_pg.h"
 
@@ -172,12 +173,6 @@ static int blind_update(int id, int qty, uint64_t token, fence_pg_error *e)
     return rc;
 }
 
-static const char *env_nonempty(const char *name)
-{
-    const char *v = getenv(name);
-    return v != NULL && *v != '\0' ? v : NULL;
-}
-
 static int usage(FILE *f)
 {
     fputs("usage: retrofit_lock_version [--redis URL] [--pg CONNINFO] [--table NAME] [--keep]\n", f);
@@ -206,19 +201,12 @@ int main(int argc, char **argv)
         else
             return usage(stderr);
     }
-    if (url == NULL)
-        url = env_nonempty("FENCE_REDIS_URL");
-    if (url == NULL)
-        url = env_nonempty("FENCE_TEST_REDIS_URL");
+    url = ex_redis_url("retrofit_lock_version", url);
     if (url == NULL) {
-        fprintf(stderr, "retrofit_lock_version: no Redis: pass --redis URL or set FENCE_REDIS_URL\n");
         return 64;
     }
-    if (conninfo == NULL)
-        conninfo = env_nonempty("FENCE_TEST_PG_CONNINFO");
-    if (conninfo == NULL && env_nonempty("PGHOST") == NULL && env_nonempty("PGPORT") == NULL) {
-        fprintf(stderr, "retrofit_lock_version: no PostgreSQL: pass --pg CONNINFO or set "
-                        "FENCE_TEST_PG_CONNINFO or PGHOST/PGPORT\n");
+    conninfo = ex_pg_conninfo("retrofit_lock_version", conninfo);
+    if (conninfo == NULL) {
         return 64;
     }
 
