@@ -108,13 +108,33 @@ static int finish_set(const char *fn, PGresult *res, const char *want, fence_pg_
     return st;
 }
 
+/* A valid connection that is idle, outside a transaction block and out of
+ * pipeline mode; why (may be "") is appended to the message. */
+static int check_idle(const char *fn, PGconn *conn, const char *why, fence_pg_error *err)
+{
+    int st = check_conn(fn, conn, err);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF || PQtransactionStatus(conn) != PQTRANS_IDLE) {
+        return fence_pg__fail(err, FENCE_ESTATE,
+                              "%s: the connection must be idle, outside a transaction block and "
+                              "out of pipeline mode%s", fn, why);
+    }
+    return FENCE_OK;
+}
+
 int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence_pg_error *err)
 {
     static const char fn[] = "fence_pg_set_token";
-    int st;
-    if ((st = check_conn(fn, conn, err)) != FENCE_OK ||
-        (st = check_token(fn, token, err)) != FENCE_OK ||
-        (st = check_resource(fn, resource, 1, err)) != FENCE_OK) {
+    int st = check_conn(fn, conn, err);
+    if (st == FENCE_OK) {
+        st = check_token(fn, token, err);
+    }
+    if (st == FENCE_OK) {
+        st = check_resource(fn, resource, 1, err);
+    }
+    if (st != FENCE_OK) {
         return st;
     }
     if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF) {
@@ -169,10 +189,14 @@ int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence
 int fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource, fence_pg_error *err)
 {
     static const char fn[] = "fence_pg_send_token";
-    int st;
-    if ((st = check_conn(fn, conn, err)) != FENCE_OK ||
-        (st = check_token(fn, token, err)) != FENCE_OK ||
-        (st = check_resource(fn, resource, 1, err)) != FENCE_OK) {
+    int st = check_conn(fn, conn, err);
+    if (st == FENCE_OK) {
+        st = check_token(fn, token, err);
+    }
+    if (st == FENCE_OK) {
+        st = check_resource(fn, resource, 1, err);
+    }
+    if (st != FENCE_OK) {
         return st;
     }
     switch (PQpipelineStatus(conn)) {
@@ -208,14 +232,9 @@ int fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource, fenc
 int fence_pg_prepare(PGconn *conn, fence_pg_error *err)
 {
     static const char fn[] = "fence_pg_prepare";
-    int st;
-    if ((st = check_conn(fn, conn, err)) != FENCE_OK) {
+    int st = check_idle(fn, conn, "", err);
+    if (st != FENCE_OK) {
         return st;
-    }
-    if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF || PQtransactionStatus(conn) != PQTRANS_IDLE) {
-        return fence_pg__fail(err, FENCE_ESTATE,
-                              "%s: the connection must be idle, outside a transaction block and "
-                              "out of pipeline mode", fn);
     }
     if (is_prepared(conn)) {
         return fence_pg__reset(err, FENCE_OK);
@@ -248,12 +267,14 @@ int fence_pg_prepare(PGconn *conn, fence_pg_error *err)
 int fence_pg_mark(PGconn *conn, const char *resource, uint64_t *out, fence_pg_error *err)
 {
     static const char fn[] = "fence_pg_mark";
-    int st;
     if (out != NULL) {
         *out = 0;
     }
-    if ((st = check_conn(fn, conn, err)) != FENCE_OK ||
-        (st = check_resource(fn, resource, 0, err)) != FENCE_OK) {
+    int st = check_conn(fn, conn, err);
+    if (st == FENCE_OK) {
+        st = check_resource(fn, resource, 0, err);
+    }
+    if (st != FENCE_OK) {
         return st;
     }
     if (out == NULL) {
@@ -291,14 +312,9 @@ int fence_pg_mark(PGconn *conn, const char *resource, uint64_t *out, fence_pg_er
 int fence_pg_install(PGconn *conn, fence_pg_error *err)
 {
     static const char fn[] = "fence_pg_install";
-    int st;
-    if ((st = check_conn(fn, conn, err)) != FENCE_OK) {
+    int st = check_idle(fn, conn, " (the script commits its own transaction)", err);
+    if (st != FENCE_OK) {
         return st;
-    }
-    if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF || PQtransactionStatus(conn) != PQTRANS_IDLE) {
-        return fence_pg__fail(err, FENCE_ESTATE,
-                              "%s: the connection must be idle, outside a transaction block and "
-                              "out of pipeline mode (the script commits its own transaction)", fn);
     }
     PGresult *res = PQexec(conn, fence_pg__sql_fence);
     if (res == NULL) {
