@@ -162,14 +162,22 @@ int fence_gate__db_open(fence_gate *g)
         sqlite3_free(err);
         return FENCE_EDB;
     }
-    if ((rc = prepare(g, g->wdb, "BEGIN IMMEDIATE", -1, &g->st_begin)) != FENCE_OK ||
-        (rc = prepare(g, g->wdb, "COMMIT", -1, &g->st_commit)) != FENCE_OK ||
-        (rc = prepare(g, g->wdb, "ROLLBACK", -1, &g->st_rollback)) != FENCE_OK ||
-        (rc = prepare(g, g->wdb, fence_gate__sql_select_mark,
-                      (int)fence_gate__sql_select_mark_len, &g->st_select)) != FENCE_OK ||
-        (rc = prepare(g, g->wdb, fence_gate__sql_upsert_mark,
-                      (int)fence_gate__sql_upsert_mark_len, &g->st_upsert)) != FENCE_OK) {
-        return rc;
+    const struct {
+        const char *sql;
+        int len;
+        sqlite3_stmt **out;
+    } stmts[] = {
+        {"BEGIN IMMEDIATE", -1, &g->st_begin},
+        {"COMMIT", -1, &g->st_commit},
+        {"ROLLBACK", -1, &g->st_rollback},
+        {fence_gate__sql_select_mark, (int)fence_gate__sql_select_mark_len, &g->st_select},
+        {fence_gate__sql_upsert_mark, (int)fence_gate__sql_upsert_mark_len, &g->st_upsert},
+    };
+    for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+        rc = prepare(g, g->wdb, stmts[i].sql, stmts[i].len, stmts[i].out);
+        if (rc != FENCE_OK) {
+            return rc;
+        }
     }
 
     /* The read connection, for fence_gate_high_water(). */

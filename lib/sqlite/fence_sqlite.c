@@ -1084,7 +1084,8 @@ int fence_sqlite_protect(sqlite3 *db, const char *table, const fence_sqlite_prot
     if (rc != FENCE_OK) {
         return rc;
     }
-    if ((rc = check_name("fence_sqlite_protect: table", table)) != FENCE_OK) {
+    rc = check_name("fence_sqlite_protect: table", table);
+    if (rc != FENCE_OK) {
         return rc;
     }
     fs_protect p = {table, NULL, 0};
@@ -1110,7 +1111,8 @@ int fence_sqlite_unprotect(sqlite3 *db, const char *table)
     if (rc != FENCE_OK) {
         return rc;
     }
-    if ((rc = check_name("fence_sqlite_unprotect: table", table)) != FENCE_OK) {
+    rc = check_name("fence_sqlite_unprotect: table", table);
+    if (rc != FENCE_OK) {
         return rc;
     }
     rc = in_savepoint(db, unprotect_body, table);
@@ -1156,7 +1158,8 @@ int fence_sqlite_advance(sqlite3 *db, const char *resource)
     if (rc != FENCE_OK) {
         return rc;
     }
-    if ((rc = check_name("fence_sqlite_advance: resource", resource)) != FENCE_OK) {
+    rc = check_name("fence_sqlite_advance: resource", resource);
+    if (rc != FENCE_OK) {
         return rc;
     }
     if (atomic_load(&s->token) <= 0) {
