@@ -172,10 +172,14 @@ void fence_client_close(fence_client *c)
         }
         int st = fence_release(l); /* best effort; it unlinks and frees */
         if (st == FENCE_ECONN || st == FENCE_EAUTH) {
-            /* Unreachable: do not pay a timeout per lease; the rest
+            /* Unreachable (the connection is down, not merely an
+             * ambiguous answer): do not pay a timeout per lease; the rest
              * expire by their TTL. */
+            pthread_mutex_lock(&c->cmd_lock);
+            int down = c->cmd == NULL || c->cmd->err != 0;
+            pthread_mutex_unlock(&c->cmd_lock);
             pthread_mutex_lock(&c->lock);
-            c->offline = 1;
+            c->offline = down || st == FENCE_EAUTH;
             pthread_mutex_unlock(&c->lock);
         }
     }

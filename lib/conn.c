@@ -2,6 +2,7 @@
  * script loading and EVALSHA with the NOSCRIPT fallback. */
 #include "internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -158,8 +159,11 @@ static int is_noscript(const redisReply *r)
 }
 
 int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int nargs,
-                const char **args, const size_t *lens, void **reply)
+                const char **args, const size_t *lens, int *timed_out, void **reply)
 {
+    if (timed_out != NULL) {
+        *timed_out = 0;
+    }
     enum { MAXARGV = 3 + 8 };
     const char *argv[MAXARGV];
     size_t argvlen[MAXARGV];
@@ -187,8 +191,14 @@ int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int 
             argvlen[1] = fence__script_len(script);
         }
         argvlen[0] = strlen(argv[0]);
+        errno = 0;
         redisReply *r = redisCommandArgv(*rcp, nargs + 3, argv, argvlen);
         if (r == NULL) {
+            /* hiredis 0.14 reports a timeout as an I/O error with EAGAIN. */
+            if (timed_out != NULL && (*rcp)->err == REDIS_ERR_IO &&
+                (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                *timed_out = 1;
+            }
             int st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
                                  (*rcp)->errstr);
             fence__conn_drop(rcp);
@@ -226,17 +236,20 @@ int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const cha
     int st = FENCE_ECONN;
     for (int attempt = 0; attempt < 2; attempt++) {
         int fresh = c->cmd == NULL || c->cmd->err != 0;
-        st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, io);
+        st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, bound_ms);
         if (st != FENCE_OK) {
             break;
         }
         fence__conn_timeout(c->cmd, io);
-        st = fence__eval(c, &c->cmd, script, nkeys, nargs, args, NULL, reply);
+        int timed_out = 0;
+        st = fence__eval(c, &c->cmd, script, nkeys, nargs, args, NULL, &timed_out, reply);
         /* A connection that had been idle may have been closed by a Redis
          * restart: retry once on a new one.  Every script is safe to
          * repeat (acquire recognises its own owner id; the caller of a
-         * retried release is told, since its answer is then ambiguous). */
-        if (st != FENCE_ECONN || fresh) {
+         * retried release is told, since its answer is then ambiguous).
+         * A timeout is not retried: Redis is there but not answering, and
+         * a second wait would only double the caller's. */
+        if (st != FENCE_ECONN || fresh || timed_out) {
             break;
         }
         if (retried != NULL) {

@@ -172,14 +172,18 @@ FENCE_API const char *fence_client_url(const fence_client *c);
 /*
  * Called exactly once when a held lease is lost: the renewal was refused
  * (FENCE_LOST: the owner key expired, was deleted or now holds another
- * owner), or the lease's local validity ran out while Redis could not be
- * reached (FENCE_ECONN).  From then on the lease reports lost everywhere
- * and is no longer renewed.  It runs on the heartbeat thread (or inside
- * fence_heartbeat_run() or fence_renew()), with no lock held; it may call
- * any fence_* function, including fence_release() on this lease, except
- * fence_client_close() on its own client (which waits for this thread).  Never
- * called for a lease released by the user, and never after
- * fence_release() returns.
+ * owner, or its validity ran out with no renewal tried), or the lease's
+ * local validity ran out while Redis could not be reached (FENCE_ECONN).
+ * From then on the lease reports lost everywhere and is no longer renewed.
+ * It runs on the heartbeat thread (or inside fence_heartbeat_run() or
+ * fence_renew()), with no lock held: keep it short, since the client's
+ * other leases are not renewed while it runs.  It may call any fence_*
+ * function, including fence_release() on this lease, except
+ * fence_client_close() on its own client (which waits for this thread).
+ * Never called for a lease released by the user, and never after
+ * fence_release() returns -- with one exception: a callback that releases
+ * another lease whose own callback is running on another thread does not
+ * wait for it (two such callbacks would wait for each other forever).
  */
 typedef void (*fence_lost_cb)(fence_lease *lease, int reason, void *user);
 

@@ -35,8 +35,10 @@ int64_t fence__renew_at(const fence_lease *l)
 
 static int due(const fence_lease *l, int64_t now)
 {
+    /* Not one whose validity already ran out: it is lost (the sweep in
+     * the pass says so), and renewing it would only delay that. */
     return l->state == FENCE__HELD && !l->no_heartbeat && !l->in_pass &&
-           fence__renew_at(l) <= now;
+           l->valid_until_us > now && fence__renew_at(l) <= now;
 }
 
 /* When the heartbeat must look next (c->lock held): the earliest renewal
@@ -119,6 +121,9 @@ static int renew_round_trip(fence_client *c, fence_lease **ls, size_t n, int *re
             }
         }
         if (redisAppendCommandArgv(c->hb, (int)argc, argv, lens) != REDIS_OK) {
+            /* The batches already appended must never be sent: their
+             * replies would be taken for later ones. */
+            fence__conn_drop(&c->hb);
             st = fence__fail(c, FENCE_ENOMEM, "out of memory");
             goto out;
         }
@@ -235,10 +240,10 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
             /* Renewed, but the answer came after its validity had run
              * out: once lost, always lost (the sweep below says so). */
             atomic_fetch_add(&c->m.renew_failed, 1);
+            l->retrying = 1;
         } else if (res == 0) {
             atomic_fetch_add(&c->m.renew_failed, 1);
-            if (fence__mark_lost_locked(l)) {
-                l->lost_reason = FENCE_LOST; /* renewal refused */
+            if (fence__mark_lost_locked(l, FENCE_LOST)) { /* renewal refused */
                 /* Only a lease with a callback is touched after the lock
                  * is dropped: its claimed callback makes fence_release()
                  * wait.  One without may be freed at any moment. */
@@ -260,8 +265,11 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
     for (fence_lease *l = c->leases; l != NULL; l = l->next) {
         if (l->state == FENCE__HELD && !l->no_heartbeat && !l->in_pass &&
             l->valid_until_us <= now) {
-            if (fence__mark_lost_locked(l)) {
-                l->lost_reason = FENCE_ECONN; /* validity ran out unanswered */
+            /* Unanswered renewals, or this pass could not reach Redis:
+             * FENCE_ECONN.  None tried (a manual loop that did not run
+             * in time): it simply expired, FENCE_LOST. */
+            int why = l->retrying || st != FENCE_OK ? FENCE_ECONN : FENCE_LOST;
+            if (fence__mark_lost_locked(l, why)) {
                 /* Only a lease with a callback is touched after the lock
                  * is dropped: its claimed callback makes fence_release()
                  * wait.  One without may be freed at any moment. */

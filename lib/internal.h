@@ -94,7 +94,8 @@ struct fence_lease {
     int in_pass;            /* a heartbeat round trip for it is in flight */
     int cb_running;         /* its lost callback is running */
     pthread_t cb_thread;    /* ... on this thread */
-    int free_after_cb;      /* released from inside its own callback */
+    int free_after_cb;      /* released while its callback runs: it frees l */
+    int released;           /* fence_release() has begun */
     int lost_reason;        /* FENCE_LOST or FENCE_ECONN, once lost */
     int retrying;           /* the last renewal went unanswered */
     fence_lease *prev, *next; /* the client's open leases */
@@ -150,7 +151,7 @@ void fence__scripts_load(fence_client *c, redisContext *rc);
  * I/O error the connection is dropped.  *reply is the reply (owned by the
  * caller: freeReplyObject) on FENCE_OK; an error reply is FENCE_EPROTO. */
 int fence__eval(fence_client *c, redisContext **rc, int script, int nkeys, int nargs,
-                const char **args, const size_t *lens, void **reply);
+                const char **args, const size_t *lens, int *timed_out, void **reply);
 /* Run a script on the command connection with one retry after a
  * reconnect when a connection that had been idle failed.  Takes cmd_lock.
  * bound_ms > 0 caps each attempt's connect and I/O time below the client's
@@ -170,9 +171,10 @@ char *fence__key(const fence_client *c, const char *name, const char *suffix);
 /* One acquire attempt.  FENCE_OK (*out set), FENCE_BUSY (*pttl_ms set). */
 int fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
                     int64_t bound_ms, fence_lease **out, int64_t *pttl_ms);
-/* Mark HELD -> LOST under c->lock; returns 1 if this call made the
- * transition (its caller then fires the callback). */
-int fence__mark_lost_locked(fence_lease *l);
+/* Mark HELD -> LOST (with its reason, FENCE_LOST or FENCE_ECONN) under
+ * c->lock; returns 1 if this call made the transition.  A lease with a
+ * callback is then claimed (cb_running): its caller must fire it. */
+int fence__mark_lost_locked(fence_lease *l, int reason);
 /* Fire l's callback (caller holds no lock; l was just marked lost by the
  * caller).  Frees l afterwards if it was released from inside. */
 void fence__fire_lost(fence_lease *l, int reason);

@@ -233,12 +233,13 @@ int fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms, fence_l
     return fence_acquire(c, name, &o, out);
 }
 
-int fence__mark_lost_locked(fence_lease *l)
+int fence__mark_lost_locked(fence_lease *l, int reason)
 {
     if (l->state != FENCE__HELD) {
         return 0;
     }
     l->state = FENCE__LOST;
+    l->lost_reason = reason; /* written once, here, under the lock */
     l->valid_until_us = 0;
     atomic_fetch_add(&l->c->m.lease_lost, 1);
     atomic_fetch_sub(&l->c->m.leases_held, 1);
@@ -265,16 +266,23 @@ static void unlink_locked(fence_lease *l)
     l->prev = l->next = NULL;
 }
 
+/* How many lost callbacks this thread is inside (fence_release() must not
+ * wait for another thread's callback from inside one: two callbacks
+ * releasing each other's leases would wait for each other forever). */
+static _Thread_local int tl_in_callback;
+
 void fence__fire_lost(fence_lease *l, int reason)
 {
     fence_client *c = l->c;
     pthread_mutex_lock(&c->lock);
-    /* Released (from another lease's callback on this thread) between
-     * being marked lost and now: then its callback must not run. */
-    int skip = l->on_lost == NULL || l->free_after_cb;
+    /* Released between being marked lost and now (from another callback):
+     * then its callback must not run. */
+    int skip = l->on_lost == NULL || l->released;
     pthread_mutex_unlock(&c->lock);
     if (!skip) {
+        tl_in_callback++;
         l->on_lost(l, reason, l->user);
+        tl_in_callback--;
     }
     pthread_mutex_lock(&c->lock);
     l->cb_running = 0;
@@ -293,35 +301,34 @@ int fence_renew(fence_lease *l)
     }
     fence_client *c = l->c;
     char msg[FENCE_NAME_MAX + 128];
+    snprintf(msg, sizeof msg, "lease '%s' was lost", l->name);
+
+    /* Already lost, or its validity already ran out: lost for good. */
     pthread_mutex_lock(&c->lock);
-    int lost = l->state != FENCE__HELD;
-    int expired = !lost && l->valid_until_us <= fence__now_us();
-    int fire_expired = expired && fence__mark_lost_locked(l) && l->cb_running;
-    if (expired) {
-        l->lost_reason = FENCE_LOST;
+    int was_lost = l->state != FENCE__HELD;
+    int fire = !was_lost && l->valid_until_us <= fence__now_us() &&
+               fence__mark_lost_locked(l, FENCE_LOST);
+    int claimed = fire && l->cb_running;
+    pthread_mutex_unlock(&c->lock);
+    if (fire) {
+        atomic_fetch_add(&c->m.renew_failed, 1);
         snprintf(msg, sizeof msg, "lease '%s' was lost: its validity ran out before this "
                  "renewal", l->name);
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (expired) {
-        /* Once its validity has run out a lease is lost, even if its key
-         * happens to be still there: renewals stop. */
-        atomic_fetch_add(&c->m.renew_failed, 1);
-        if (fire_expired) {
+        if (claimed) {
             fence__fire_lost(l, FENCE_LOST); /* may free l */
         }
         return fence__fail(c, FENCE_LOST, "%s", msg);
     }
-    if (lost) {
-        return fence__fail(c, FENCE_LOST, "lease '%s' was lost", l->name);
+    if (was_lost) {
+        return fence__fail(c, FENCE_LOST, "%s", msg);
     }
+
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%" PRId64, l->ttl_ms);
     const char *args[3] = {l->owner_key, l->value, ttl};
     redisReply *r = NULL;
     int64_t sent = fence__now_us();
     int st = fence__eval_cmd(c, FENCE__RENEW, 1, 3, args, 0, NULL, (void **)&r);
-    int reason = FENCE_LOST; /* why it is lost, if it is */
     int ok = 0;
     if (st == FENCE_OK) {
         int proto = r->type != REDIS_REPLY_INTEGER;
@@ -331,38 +338,45 @@ int fence_renew(fence_lease *l)
             st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to renew", c->url.display);
         }
     }
+
     pthread_mutex_lock(&c->lock);
-    int fire = 0;
-    if (st == FENCE_OK && ok && l->state == FENCE__HELD) {
+    int64_t now = fence__now_us();
+    int reason = 0;
+    if (l->state != FENCE__HELD) {
+        reason = -1; /* lost meanwhile (the heartbeat said so) */
+    } else if (st == FENCE_OK && !ok) {
+        reason = FENCE_LOST; /* refused: expired or taken */
+    } else if (l->valid_until_us <= now) {
+        reason = FENCE_ECONN; /* unanswered, or answered after its validity ran out */
+    } else if (st == FENCE_OK) {
         int64_t until = sent + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
         if (until > l->valid_until_us) {
             l->valid_until_us = until;
         }
         l->next_renew_us = sent + l->renew_every_ms * 1000;
         l->retrying = 0;
-    } else if (st == FENCE_OK && !ok) {
-        fire = fence__mark_lost_locked(l); /* refused: expired or taken */
-    } else if (st != FENCE_OK && l->valid_until_us <= fence__now_us()) {
-        reason = FENCE_ECONN; /* unanswered until its validity ran out */
-        l->lost_reason = reason;
-        fire = fence__mark_lost_locked(l);
     }
-    int held = l->state == FENCE__HELD;
-    int has_cb = fire && l->cb_running;
-    snprintf(msg, sizeof msg, "lease '%s' was lost: %s", l->name,
-             reason == FENCE_LOST ? "the owner key expired or holds another owner"
-                                  : "Redis did not answer before its validity ran out");
+    fire = reason > 0 && fence__mark_lost_locked(l, reason);
+    claimed = fire && l->cb_running;
     pthread_mutex_unlock(&c->lock);
-    if (st == FENCE_OK && ok && held) {
+
+    if (reason == 0 && st == FENCE_OK) {
         atomic_fetch_add(&c->m.renew_ok, 1);
         return FENCE_OK;
     }
     atomic_fetch_add(&c->m.renew_failed, 1);
-    if (has_cb) {
-        fence__fire_lost(l, reason); /* may free l */
+    if (reason == 0) {
+        return st; /* not answered; still held until its validity runs out */
     }
-    if (st != FENCE_OK && !fire && held) {
-        return st; /* still held until its validity runs out */
+    if (reason == FENCE_LOST) {
+        snprintf(msg, sizeof msg, "lease '%s' was lost: the owner key expired or holds "
+                 "another owner", l->name);
+    } else if (reason == FENCE_ECONN) {
+        snprintf(msg, sizeof msg, "lease '%s' was lost: Redis did not answer before its "
+                 "validity ran out", l->name);
+    }
+    if (claimed) {
+        fence__fire_lost(l, reason); /* may free l */
     }
     return fence__fail(c, FENCE_LOST, "%s", msg);
 }
@@ -375,8 +389,18 @@ int fence_release(fence_lease *l)
     fence_client *c = l->c;
     pthread_t self = pthread_self();
     pthread_mutex_lock(&c->lock);
-    int in_own_cb = l->cb_running && pthread_equal(l->cb_thread, self);
-    while ((l->cb_running && !in_own_cb) || l->in_pass) {
+    l->released = 1; /* a callback not yet started will not run */
+    /* Wait for a heartbeat round trip that includes the lease, and for its
+     * callback if one is running on another thread -- but never from inside
+     * a callback: two callbacks releasing each other's leases would wait
+     * for each other.  The last one out frees the lease (below, and in
+     * fence__fire_lost). */
+    for (;;) {
+        int own_cb = l->cb_running && pthread_equal(l->cb_thread, self);
+        int wait_cb = l->cb_running && !own_cb && tl_in_callback == 0;
+        if (!wait_cb && !l->in_pass) {
+            break;
+        }
         pthread_cond_wait(&c->cond, &c->lock);
     }
     unlink_locked(l);
@@ -427,11 +451,13 @@ int fence_release(fence_lease *l)
         st = fence__fail(c, FENCE_ECONN, "%s: not contacted while closing (unreachable); "
                          "'%s' expires by its TTL", c->url.display, l->name);
     }
-    if (in_own_cb) {
-        pthread_mutex_lock(&c->lock);
+    pthread_mutex_lock(&c->lock);
+    int free_now = !l->cb_running; /* else its callback's end frees it */
+    if (!free_now) {
         l->free_after_cb = 1;
-        pthread_mutex_unlock(&c->lock);
-    } else {
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (free_now) {
         lease_free(l);
     }
     return st;

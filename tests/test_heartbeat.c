@@ -550,6 +550,142 @@ END_TEST
 
 /* Redis goes away: the lease is reported lost with FENCE_ECONN once its
  * local validity runs out, not before, and exactly once. */
+/* Two leases lost at once on two threads (A by the heartbeat thread, B by
+ * fence_renew() here), each callback releasing the other lease: no
+ * deadlock (the test's timeout would catch one). */
+static fence_lease *g_xa, *g_xb;
+static atomic_int g_xdone;
+
+static void cross_cb(fence_lease *lease, int reason, void *user)
+{
+    (void)reason;
+    (void)user;
+    tu_sleep_ms(150); /* so both callbacks overlap */
+    fence_lease *other = lease == g_xa ? g_xb : g_xa;
+    fence_release(other);
+    atomic_fetch_add(&g_xdone, 1);
+}
+
+START_TEST(callbacks_releasing_each_other_do_not_deadlock)
+{
+    fence_client *c = lu_open_client();
+    redisContext *r = tu_redis();
+    char a[256], b[256], ka[600], kb[600];
+    snprintf(a, sizeof a, "%s", tu_name("xA"));
+    snprintf(b, sizeof b, "%s", tu_name("xB"));
+    lu_owner_key(ka, sizeof ka, a);
+    lu_owner_key(kb, sizeof kb, b);
+    atomic_init(&g_xdone, 0);
+    fence_lease_options o;
+    fence_lease_options_init(&o, 3000);
+    o.renew_every_ms = 50;
+    o.on_lost = cross_cb;
+    EXPECT_RC(fence_acquire(c, a, &o, &g_xa), FENCE_OK, c);
+    fence_lease_options_init(&o, 3000);
+    o.no_heartbeat = 1;
+    o.on_lost = cross_cb;
+    EXPECT_RC(fence_acquire(c, b, &o, &g_xb), FENCE_OK, c);
+    ck_assert_int_eq(lu_rdel(r, ka), 1);
+    ck_assert_int_eq(lu_rdel(r, kb), 1);
+    tu_sleep_ms(30); /* A's loss is found by the next pass, while B's renew runs */
+    EXPECT_RC(fence_renew(g_xb), FENCE_LOST, c);
+    int64_t t0 = tu_now_ms();
+    while (atomic_load(&g_xdone) < 1 && tu_now_ms() - t0 < 2000) {
+        tu_sleep_ms(5);
+    }
+    ck_assert_int_ge(atomic_load(&g_xdone), 1);
+    tu_sleep_ms(300); /* let the other callback finish before closing */
+    fence_client_close(c); /* frees whichever lease no callback released */
+    redisFree(r);
+}
+END_TEST
+
+/* Manual mode, Redis frozen, the lease's validity already gone: the pass
+ * reports it lost at once instead of first trying to renew it (which would
+ * block for the I/O timeout). */
+START_TEST(expired_lease_not_renewed_by_a_pass)
+{
+    fence_client_options co;
+    fence_client_options_init(&co);
+    co.url = tu_env("FENCE_TEST_REDIS_URL");
+    co.heartbeat_mode = FENCE_HEARTBEAT_MANUAL;
+    co.io_timeout_ms = 1500;
+    fence_client *c = NULL;
+    EXPECT_RC(fence_client_open(&c, &co), FENCE_OK, c);
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("expired"));
+    lu_lost lr;
+    lu_lost_init(&lr);
+    fence_lease *l = lu_acquire_cb(c, nm, 200, 0, 0, &lr);
+    long pid = redis_pid();
+    ck_assert_int_eq(kill((pid_t)pid, SIGSTOP), 0);
+    tu_sleep_ms(250); /* validity gone, no pass run */
+    int64_t t0 = tu_now_ms();
+    int64_t next = 0;
+    fence_heartbeat_run(c, &next);
+    int64_t took = tu_now_ms() - t0;
+    kill((pid_t)pid, SIGCONT);
+    ck_assert_msg(took < 500, "the pass took %" PRId64 " ms for an expired lease", took);
+    ck_assert_int_eq(atomic_load(&lr.calls), 1);
+    fence_release(l);
+    fence_client_close(c);
+}
+END_TEST
+
+/* A call that times out against a frozen Redis is not retried: it returns
+ * after about one I/O timeout, not two. */
+START_TEST(timeout_not_retried)
+{
+    fence_client_options co;
+    fence_client_options_init(&co);
+    co.url = tu_env("FENCE_TEST_REDIS_URL");
+    co.io_timeout_ms = 300;
+    fence_client *c = NULL;
+    EXPECT_RC(fence_client_open(&c, &co), FENCE_OK, c);
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s", tu_name("tmo"));
+    fence_lease *l = lu_acquire_cb(c, nm, 10000, 0, 1, NULL);
+    long pid = redis_pid();
+    ck_assert_int_eq(kill((pid_t)pid, SIGSTOP), 0);
+    int64_t t0 = tu_now_ms();
+    int rc = fence_renew(l);
+    int64_t took = tu_now_ms() - t0;
+    kill((pid_t)pid, SIGCONT);
+    fprintf(stderr, "timeout_not_retried: %s after %" PRId64 " ms (io_timeout 300)\n",
+            fence_status_name(rc), took);
+    ck_assert_int_eq(rc, FENCE_ECONN);
+    ck_assert_msg(took < 550, "fence_renew took %" PRId64 " ms with a 300 ms I/O timeout", took);
+    ck_assert_int_eq(fence_lease_lost(l), 0); /* still valid: 10 s TTL */
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    fence_client_close(c);
+}
+END_TEST
+
+/* fence_client_close() keeps releasing after an ambiguous release (the
+ * connection broke mid-release but Redis answered the retry): only a
+ * really unreachable Redis makes it leave the rest to their TTL. */
+START_TEST(close_releases_after_an_ambiguous_release)
+{
+    fence_client *c = lu_open_client();
+    redisContext *r = tu_redis();
+    char n[3][256], k[3][600];
+    for (int i = 0; i < 3; i++) {
+        snprintf(n[i], sizeof n[i], "%s", tu_name("amb"));
+        lu_owner_key(k[i], sizeof k[i], n[i]);
+        lu_acquire_cb(c, n[i], 30000, 0, 1, NULL);
+    }
+    /* close releases the newest first: make its release ambiguous. */
+    ck_assert_int_eq(lu_rdel(r, k[2]), 1);
+    redisReply *rep = redisCommand(r, "CLIENT KILL TYPE normal SKIPME yes");
+    ck_assert_ptr_nonnull(rep);
+    freeReplyObject(rep);
+    fence_client_close(c);
+    ck_assert_int_eq(lu_rexists(r, k[0]), 0);
+    ck_assert_int_eq(lu_rexists(r, k[1]), 0);
+    redisFree(r);
+}
+END_TEST
+
 START_TEST(lost_cb_econn_when_redis_stops)
 {
     fence_client *c = lu_open_client();
@@ -701,6 +837,10 @@ static Suite *heartbeat_suite(void)
     tcase_add_test(tc, heartbeat_backs_off_while_down);
     tcase_add_test(tc, lost_cb_skipped_after_release_in_other_cb);
     tcase_add_test(tc, lost_on_time_while_redis_frozen);
+    tcase_add_test(tc, callbacks_releasing_each_other_do_not_deadlock);
+    tcase_add_test(tc, expired_lease_not_renewed_by_a_pass);
+    tcase_add_test(tc, timeout_not_retried);
+    tcase_add_test(tc, close_releases_after_an_ambiguous_release);
     suite_add_tcase(s, tc);
     return s;
 }
