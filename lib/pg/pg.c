@@ -124,9 +124,11 @@ static int check_idle(const char *fn, PGconn *conn, const char *why, fence_pg_er
     return FENCE_OK;
 }
 
-int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence_pg_error *err)
+/* The arguments of a call that sets a token: a connection, a valid token,
+ * and an optional resource name. */
+static int check_token_call(const char *fn, PGconn *conn, uint64_t token, const char *resource,
+                            fence_pg_error *err)
 {
-    static const char fn[] = "fence_pg_set_token";
     int st = check_conn(fn, conn, err);
     if (st == FENCE_OK) {
         st = check_token(fn, token, err);
@@ -134,6 +136,13 @@ int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence
     if (st == FENCE_OK) {
         st = check_resource(fn, resource, 1, err);
     }
+    return st;
+}
+
+int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence_pg_error *err)
+{
+    static const char fn[] = "fence_pg_set_token";
+    int st = check_token_call(fn, conn, token, resource, err);
     if (st != FENCE_OK) {
         return st;
     }
@@ -189,13 +198,7 @@ int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence
 int fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource, fence_pg_error *err)
 {
     static const char fn[] = "fence_pg_send_token";
-    int st = check_conn(fn, conn, err);
-    if (st == FENCE_OK) {
-        st = check_token(fn, token, err);
-    }
-    if (st == FENCE_OK) {
-        st = check_resource(fn, resource, 1, err);
-    }
+    int st = check_token_call(fn, conn, token, resource, err);
     if (st != FENCE_OK) {
         return st;
     }
