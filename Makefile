@@ -10,7 +10,7 @@
 #
 # Your CFLAGS/LDFLAGS add to the project's flags; they never replace them.
 
-VERSION    := 0.1.0
+VERSION    := 0.2.0
 SOVERSION  := 0
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib
@@ -33,7 +33,7 @@ endif
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wpointer-arith -Wformat=2 -Wvla -Wcast-qual -Wundef
 OPT  ?= -O2
-REAL_CFLAGS  := -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC -fvisibility=hidden -pthread $(WARN) $(SAN_FLAGS) -Ilib $(CFLAGS)
+REAL_CFLAGS  := -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC -fvisibility=hidden -pthread $(WARN) $(SAN_FLAGS) -Ilib/common $(CFLAGS)
 REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 # pkg-config answers are read lazily (=) so a fresh machine can run the
@@ -52,21 +52,57 @@ PC_FILES    :=
 HEADERS     :=
 BINS        :=
 TEST_BINS   :=
-TEST_SCRIPTS :=
 BENCH_BINS  :=
 EXAMPLE_BINS :=
+FUZZ_BINS   :=
 EXTENSIONS  :=   # loadable modules (the SQLite extension), installed in $(LIBDIR)/fence
 
-.PHONY: all test check valgrind bench demo examples install uninstall clean deps
+# Names more than one fragment uses are set here, before any fragment is
+# read, so that the fragments can be read in any order.
+#   lib/common: compiled into every library (hidden), never a library of its own.
+COMMON_SRC := $(sort $(wildcard lib/common/*.c))
+COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o)
+HEADERS    += lib/common/fence_common.h
+#   The libraries, by path (each fragment says how to build its own).
+LIBFENCE        := $(B)/libfence.a
+LIBFENCE_PG     := $(B)/libfence_pg.a
+LIBFENCE_SQLITE := $(B)/libfence_sqlite.a
+LIBFENCE_GATE   := $(B)/libfence_gate.a
+#   What the test suites share.
+TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
+LEASEUTIL_OBJ := $(B)/tests/lease/leaseutil.o
+
+.PHONY: all test check valgrind bench demo examples install uninstall clean deps fuzz tests-build
 all:
 
-include lib/core.mk
--include lib/pg/module.mk
--include lib/sqlite/module.mk
--include lib/gate/module.mk
--include cli/module.mk
--include examples/module.mk
-include tests/module.mk
+# Turn a .pc.in into a .pc with this build's paths.
+define make_pc
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+endef
+
+# Embed Lua or SQL files as C strings (scripts/embed), written once:
+#   $(eval $(call embed_rule,OUTPUT.c,SYMBOL_PREFIX,FILES))
+# The output depends on the fragment that calls it, so that a changed file
+# list regenerates it.
+define embed_rule
+$(1): scripts/embed $(3) $(lastword $(MAKEFILE_LIST))
+	@mkdir -p $$(dir $$@)
+	scripts/embed $(2) $(3) > $$@.tmp && mv $$@.tmp $$@
+endef
+
+# Link a shared library: $(call link_so,objects,libs)
+define link_so
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(notdir $@).$(SOVERSION) -o $@.$(VERSION) $(1) $(REAL_LDFLAGS) $(2)
+	ln -sf $(notdir $@).$(VERSION) $@.$(SOVERSION)
+	ln -sf $(notdir $@).$(VERSION) $@
+endef
+
+# Every module; a missing one is an error, not a silent skip.
+MODULES := lib/lease lib/pg lib/sqlite lib/gate cli examples tests
+include $(MODULES:%=%/module.mk)
 
 all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS)
 examples: $(EXAMPLE_BINS)
@@ -74,6 +110,10 @@ examples: $(EXAMPLE_BINS)
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(REAL_CFLAGS) $(MOD_CFLAGS) -MMD -MP -c -o $@ $<
+
+# Generated sources (the embedded Lua and SQL) live in the build tree.
+$(B)/%.o: $(B)/%.c
+	$(CC) $(REAL_CFLAGS) $(MOD_CFLAGS) -c -o $@ $<
 
 # Generic rules for a library's .a, .so (with SONAME and symlinks) and .pc.
 $(B)/lib%.a:
@@ -126,6 +166,8 @@ install: all
 	install -d $(DESTDIR)$(DATADIR)/postgres $(DESTDIR)$(DATADIR)/sqlite
 	install -m 644 sql/postgres/*.sql $(DESTDIR)$(DATADIR)/postgres/
 	install -m 644 sql/sqlite/*.sql $(DESTDIR)$(DATADIR)/sqlite/
+	install -d $(DESTDIR)$(DATADIR)/gate
+	install -m 644 sql/gate/*.sql $(DESTDIR)$(DATADIR)/gate/
 
 uninstall:
 	for h in $(notdir $(HEADERS)); do rm -f $(DESTDIR)$(INCLUDEDIR)/$$h; done
@@ -137,20 +179,5 @@ uninstall:
 
 clean:
 	rm -rf build
-
-# Turn a .pc.in into a .pc with this build's paths.
-define make_pc
-	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
-endef
-
-# Link a shared library: $(call link_so,objects,libs)
-define link_so
-	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,$(notdir $@).$(SOVERSION) -o $@.$(VERSION) $(1) $(REAL_LDFLAGS) $(2)
-	ln -sf $(notdir $@).$(VERSION) $@.$(SOVERSION)
-	ln -sf $(notdir $@).$(VERSION) $@
-endef
 
 -include $(shell find $(B) -name "*.d" 2>/dev/null)

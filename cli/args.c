@@ -1,5 +1,6 @@
 /* args.c -- parsing the command line: durations, numbers, options, names. */
 #include "cli.h"
+#include "common.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -78,22 +79,7 @@ int cli__parse_duration(const char *s, int64_t max_ms, int64_t *out_ms, const ch
 
 int cli__parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
-    uint64_t v = 0;
-    if (s == NULL || *s == '\0') {
-        return -1;
-    }
-    for (const char *p = s; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9') {
-            return -1;
-        }
-        uint64_t d = (uint64_t)(*p - '0');
-        if (d > max || v > (max - d) / 10) {
-            return -1;
-        }
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
+    return s == NULL ? -1 : fence__u64_parse(s, strlen(s), max, out);
 }
 
 int cli__usage_error(const char *cmd, const char *fmt, ...)

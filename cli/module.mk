@@ -1,8 +1,9 @@
 # cli: the `fence` command-line tool, linked statically with libfence.
-CLI_SRC := $(wildcard cli/*.c)
+CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/%.o)
 
 BINS += $(B)/fence
 
-$(B)/fence: $(CLI_OBJ) $(B)/libfence.a
+$(CLI_OBJ): MOD_CFLAGS += -Ilib/lease
+$(B)/fence: $(CLI_OBJ) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)

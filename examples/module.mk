@@ -4,10 +4,8 @@
 # filestore: a fenced file store on the write gate (lib/gate).
 EXAMPLE_BINS += $(B)/examples/filestore
 $(B)/examples/filestore.o: MOD_CFLAGS += -Ilib/gate
-$(B)/examples/filestore: $(B)/examples/filestore.o $(B)/libfence_gate.a $(B)/libfence.a
+$(B)/examples/filestore: $(B)/examples/filestore.o $(LIBFENCE_GATE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS)
-# tests/test_filestore.sh drives this binary, so it is built with the tests.
-TEST_BINS += $(B)/examples/filestore
 
 # Where the examples find their servers (flags, else the environment).
 EX_ENV_OBJ := $(B)/examples/ex_env.o
@@ -16,25 +14,23 @@ EX_ENV_OBJ := $(B)/examples/ex_env.o
 # and with fencing, on SQLite, PostgreSQL or the C gate (make demo runs it).
 PH_OBJ := $(addprefix $(B)/examples/,paused_holder.o ph_store.o ph_sqlite.o ph_pg.o ph_gate.o) $(EX_ENV_OBJ)
 EXAMPLE_BINS += $(B)/examples/paused_holder
-$(PH_OBJ): MOD_CFLAGS += -Ilib/sqlite -Ilib/pg -Ilib/gate $(PQ_CFLAGS)
-$(B)/examples/paused_holder: $(PH_OBJ) $(B)/libfence_sqlite.a $(B)/libfence_pg.a \
-                             $(B)/libfence_gate.a $(B)/libfence.a
+$(PH_OBJ): MOD_CFLAGS += -Ilib/lease -Ilib/sqlite -Ilib/pg -Ilib/gate $(PQ_CFLAGS)
+$(B)/examples/paused_holder: $(PH_OBJ) $(LIBFENCE_SQLITE) $(LIBFENCE_PG) $(LIBFENCE_GATE) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(PQ_LIBS) $(HIREDIS_LIBS)
 
 # invoice_job: a scheduled job under a lease, writing through fence_pg.
 EXAMPLE_BINS += $(B)/examples/invoice_job
-$(B)/examples/invoice_job.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
-$(B)/examples/invoice_job: $(B)/examples/invoice_job.o $(EX_ENV_OBJ) $(B)/libfence_pg.a $(B)/libfence.a
+$(B)/examples/invoice_job.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_CFLAGS)
+$(B)/examples/invoice_job: $(B)/examples/invoice_job.o $(EX_ENV_OBJ) $(LIBFENCE_PG) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
 
 # retrofit_lock_version: a Rails-style lock_version column put under fencing.
 EXAMPLE_BINS += $(B)/examples/retrofit_lock_version
-$(B)/examples/retrofit_lock_version.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
+$(B)/examples/retrofit_lock_version.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_CFLAGS)
 $(B)/examples/retrofit_lock_version: $(B)/examples/retrofit_lock_version.o $(EX_ENV_OBJ) \
-                                     $(B)/libfence_pg.a \
-                                     $(B)/libfence.a
+                                     $(LIBFENCE_PG) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
 
-# tests/test_race.sh drives these, so they are built with the tests.
-TEST_BINS += $(B)/examples/paused_holder $(B)/examples/invoice_job \
-             $(B)/examples/retrofit_lock_version
+# The shell suites under tests/examples drive these, so they are built
+# with the tests.
+TEST_BINS += $(EXAMPLE_BINS)

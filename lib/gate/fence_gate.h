@@ -76,7 +76,7 @@
 #ifndef FENCE_GATE_H
 #define FENCE_GATE_H
 
-#include "fence.h"
+#include "fence_common.h"
 
 #include <stdint.h>
 
@@ -89,7 +89,9 @@ extern "C" {
 #define FENCE_GATE_NAME_MAX FENCE_NAME_MAX
 /* The largest token accepted: Redis counters (and SQLite integers) are
  * signed 64-bit, so no lease can carry a larger one. */
-#define FENCE_GATE_TOKEN_MAX ((uint64_t)INT64_MAX)
+#define FENCE_GATE_TOKEN_MAX FENCE_TOKEN_MAX
+/* The longest begin() wait: 7 days. */
+#define FENCE_GATE_WAIT_MAX_MS (7LL * 86400000)
 
 typedef struct fence_gate fence_gate;
 typedef struct fence_gate_txn fence_gate_txn;
@@ -114,7 +116,7 @@ typedef struct fence_gate_options {
      * plain path, URIs are not interpreted).  The string is copied. */
     const char *path;
     /* How long fence_gate_begin() waits for a held resource: 0 tries once,
-     * >0 waits up to that many milliseconds (at most FENCE_WAIT_MAX_MS).
+     * >0 waits up to that many milliseconds (at most FENCE_GATE_WAIT_MAX_MS).
      * Default 5000.  When it runs out, begin returns FENCE_TIMEOUT. */
     int64_t wait_ms;
     /* Persistent gates: enum fence_gate_sync.  Default FULL. */

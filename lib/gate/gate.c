@@ -147,8 +147,8 @@ void fence_gate_options_init(fence_gate_options *opts)
 
 static int check_options(fence_gate *g, const fence_gate_options *o)
 {
-    if (o->wait_ms < 0 || o->wait_ms > FENCE_WAIT_MAX_MS) {
-        fence_gate__set_err(g, "wait_ms must be 0..%lld, got %lld", (long long)FENCE_WAIT_MAX_MS,
+    if (o->wait_ms < 0 || o->wait_ms > FENCE_GATE_WAIT_MAX_MS) {
+        fence_gate__set_err(g, "wait_ms must be 0..%lld, got %lld", (long long)FENCE_GATE_WAIT_MAX_MS,
                             (long long)o->wait_ms);
         return FENCE_EINVAL;
     }

@@ -56,7 +56,7 @@
 
 #include <libpq-fe.h>
 
-#include "fence.h"
+#include "fence_common.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,7 +12,7 @@
 #include "internal.h"
 SQLITE_EXTENSION_INIT1
 
-#include "fence.h"
+#include "fence_common.h"
 
 FENCE_API int sqlite3_fencesqliteext_init(sqlite3 *db, char **pzErrMsg,
                                           const sqlite3_api_routines *pApi);

@@ -102,7 +102,7 @@
 #include <stdint.h>
 #include <sqlite3.h>
 
-#include "fence.h"
+#include "fence_common.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,32 +1,29 @@
 # libfence_sqlite: storage-side fencing for SQLite (triggers + C API), and
 # the same code built as a loadable SQLite extension.  Links SQLite only,
-# never the core or libpq.
+# never libfence or libpq.  The SQL lives in sql/sqlite/*.sql.
 SQLITE_SQL     := $(sort $(wildcard sql/sqlite/*.sql))
-SQLITE_OBJ     := $(B)/lib/sqlite/fence_sqlite.o $(B)/lib/sqlite/sql_embed.o
-SQLITE_EXT_OBJ := $(B)/lib/sqlite/ext/fence_sqlite.o $(B)/lib/sqlite/ext/ext.o \
-                  $(B)/lib/sqlite/sql_embed.o
+SQLITE_LIB_SRC := $(filter-out lib/sqlite/ext.c,$(sort $(wildcard lib/sqlite/*.c)))
+SQLITE_OBJ     := $(SQLITE_LIB_SRC:%.c=$(B)/%.o) $(B)/lib/sqlite/sql_embed.o $(COMMON_OBJ)
+SQLITE_EXT_OBJ := $(patsubst lib/sqlite/%.c,$(B)/lib/sqlite/ext/%.o,$(SQLITE_LIB_SRC) lib/sqlite/ext.c) \
+                  $(B)/lib/sqlite/sql_embed.o $(COMMON_OBJ)
 SQLITE_EXT     := $(B)/fence_sqlite_ext.so
 
-LIBS_STATIC += $(B)/libfence_sqlite.a
+LIBS_STATIC += $(LIBFENCE_SQLITE)
 LIBS_SHARED += $(B)/libfence_sqlite.so
 PC_FILES    += $(B)/fence_sqlite.pc
 HEADERS     += lib/sqlite/fence_sqlite.h
+EXTENSIONS  += $(SQLITE_EXT)
 
-# The SQL lives in sql/sqlite/*.sql and is embedded at build time.
-$(B)/lib/sqlite/sql_embed.c: scripts/embed $(SQLITE_SQL) lib/sqlite/module.mk
-	@mkdir -p $(dir $@)
-	scripts/embed fence_sqlite__sql_ $(SQLITE_SQL) > $@.tmp && mv $@.tmp $@
-
-$(B)/lib/sqlite/sql_embed.o: $(B)/lib/sqlite/sql_embed.c
-	$(CC) $(REAL_CFLAGS) -c -o $@ $<
+$(B)/lib/sqlite/%.o: MOD_CFLAGS += -Ilib/sqlite
+$(eval $(call embed_rule,$(B)/lib/sqlite/sql_embed.c,fence_sqlite__sql_,$(SQLITE_SQL)))
 
 # The extension build: the same sources, with every sqlite3_* call going
 # through the routine table SQLite hands to the entry point.
 $(B)/lib/sqlite/ext/%.o: lib/sqlite/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(REAL_CFLAGS) -DFENCE_SQLITE_EXTENSION -MMD -MP -c -o $@ $<
+	$(CC) $(REAL_CFLAGS) -Ilib/sqlite -DFENCE_SQLITE_EXTENSION -MMD -MP -c -o $@ $<
 
-$(B)/libfence_sqlite.a: $(SQLITE_OBJ)
+$(LIBFENCE_SQLITE): $(SQLITE_OBJ)
 $(B)/libfence_sqlite.so: $(SQLITE_OBJ)
 	$(call link_so,$(SQLITE_OBJ),$(SQLITE_LIBS))
 $(B)/fence_sqlite.pc: lib/sqlite/fence_sqlite.pc.in
@@ -37,16 +34,3 @@ $(B)/fence_sqlite.pc: lib/sqlite/fence_sqlite.pc.in
 $(SQLITE_EXT): $(SQLITE_EXT_OBJ) lib/sqlite/ext.map
 	$(CC) -shared -o $@ $(SQLITE_EXT_OBJ) $(REAL_LDFLAGS) \
 	  -Wl,--version-script=lib/sqlite/ext.map -Wl,-Bsymbolic -Wl,-z,defs
-EXTENSIONS += $(SQLITE_EXT)
-
-# Tests and benchmark.  (tests/module.mk is read after this file, so its
-# variables are not set yet here: name testutil.o directly.)
-TEST_BINS += $(B)/tests/test_sqlite
-$(B)/tests/test_sqlite: $(B)/tests/test_sqlite.o $(B)/tests/testutil.o $(B)/libfence_sqlite.a \
-                        $(B)/libfence.a
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(HIREDIS_LIBS) $(CHECK_LIBS)
-tests-build: $(SQLITE_EXT)
-
-BENCH_BINS += $(B)/tests/bench/bench_sqlite
-$(B)/tests/bench/bench_sqlite: $(B)/tests/bench/bench_sqlite.o $(B)/libfence_sqlite.a
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) -lm

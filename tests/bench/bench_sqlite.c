@@ -29,7 +29,7 @@
 
 #include <sqlite3.h>
 
-#include "sqlite/fence_sqlite.h"
+#include "fence_sqlite.h"
 
 #define ROWS 10000
 #define AUTO_N 2000    /* updates per autocommit run */

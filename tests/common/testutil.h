@@ -5,7 +5,6 @@
 #define FENCE_TESTUTIL_H
 #include <check.h>
 #include <stdint.h>
-#include <hiredis/hiredis.h>
 
 /* The value of an environment variable set by scripts/with-servers; fails
  * the running test with a clear message when it is missing. */
@@ -17,15 +16,6 @@ void tu_sleep_ms(int64_t ms);
 
 /* A lease name unique to this process and call: "<base>-<pid>-<n>-<rand>". */
 const char *tu_name(const char *base);
-
-/* A raw hiredis connection to the test Redis (FENCE_TEST_REDIS_PORT), for
- * poking at keys behind the library's back.  Fails the test if it cannot
- * connect.  Free with redisFree(). */
-redisContext *tu_redis(void);
-
-/* Run "$FENCE_TEST_REDIS_CTL <cmd>" (stop, start, restart); fails the test
- * on a non-zero exit. */
-void tu_redis_ctl(const char *cmd);
 
 /* Run the suite with a TAP log when CK_TAP_LOG_FILE_NAME is set (run-suites
  * sets it) and return the process exit status. */

@@ -8,6 +8,8 @@
 #include "fence.h"
 #include "testutil.h"
 
+#include <hiredis/hiredis.h>
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -109,5 +111,14 @@ void lu_on_lost(fence_lease *lease, int reason, void *user);
 
 /* Wait until LR has seen a call, at most TIMEOUT_MS; returns the ms waited. */
 int64_t lu_wait_lost(lu_lost *lr, int64_t timeout_ms);
+
+/* A raw hiredis connection to the test Redis (FENCE_TEST_REDIS_PORT), for
+ * poking at keys behind the library's back.  Fails the test if it cannot
+ * connect.  Free with redisFree(). */
+redisContext *tu_redis(void);
+
+/* Run "$FENCE_TEST_REDIS_CTL <cmd>" (stop, start, restart); fails the test
+ * on a non-zero exit. */
+void tu_redis_ctl(const char *cmd);
 
 #endif

@@ -1,5 +1,5 @@
-/* status.c -- text for status codes, from the one table in fence.h. */
-#include "fence.h"
+/* status.c -- text for status codes, from the one table in fence_common.h. */
+#include "fence_common.h"
 
 const char *fence_strerror(int status)
 {

@@ -11,7 +11,7 @@
 # Needs scripts/with-servers --redis --pg and FENCE_BUILD (the build dir);
 # a missing server variable or binary fails loudly.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 B=${FENCE_BUILD:-}
 fails=0

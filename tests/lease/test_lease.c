@@ -52,7 +52,7 @@ static const char *holder_path(void)
         }
     }
     const char *b = getenv("FENCE_BUILD");
-    snprintf(path, sizeof path, "%s/tests/holder", b != NULL ? b : "build");
+    snprintf(path, sizeof path, "%s/tests/lease/holder", b != NULL ? b : "build");
     ck_assert_msg(access(path, X_OK) == 0, "the helper program %s is missing: make %s", path,
                   path);
     return path;

@@ -4,6 +4,7 @@
 #define FENCE_INTERNAL_H
 
 #include "fence.h"
+#include "common.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -12,9 +13,7 @@
 
 typedef struct redisContext redisContext;
 
-/* ---- clock.c: CLOCK_MONOTONIC in microseconds -------------------- */
-int64_t fence__now_us(void);
-void fence__sleep_us(int64_t us);
+/* ---- jitter.c (the clock itself is lib/common/clock.c) ----------- */
 /* A uniformly random value in [lo, hi] (not for secrets). */
 int64_t fence__jitter(int64_t lo, int64_t hi);
 

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fence.h"
-#include "sqlite/fence_sqlite.h"
+#include "fence_sqlite.h"
+#include "fence_sqlite.h"
 #include "testutil.h"
 
 static char g_dir[PATH_MAX];

@@ -77,17 +77,11 @@ static char *pct_decode(const char *s, size_t n, int *nomem)
 /* Parse a decimal integer in s[0..n) within [lo, hi]; -1 when it is not. */
 static long parse_num(const char *s, size_t n, long lo, long hi)
 {
-    long v = 0;
-    if (n == 0 || n > 9) {
+    uint64_t v = 0;
+    if (fence__u64_parse(s, n, (uint64_t)hi, &v) != 0 || v < (uint64_t)lo) {
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            return -1;
-        }
-        v = v * 10 + (s[i] - '0');
-    }
-    return v < lo || v > hi ? -1 : v;
+    return (long)v;
 }
 
 #define BAD(...) (snprintf(err, errlen, __VA_ARGS__), fence__url_free(u), FENCE_EINVAL)

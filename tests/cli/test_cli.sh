@@ -5,7 +5,7 @@
 #   FENCE_SUITES=test_cli scripts/with-servers --redis --pg -- scripts/run-suites build
 # Prints "ok - ..." / "not ok - ..." lines; exits non-zero on any failure.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 B=${FENCE_BUILD:-build}
 F=$PWD/$B/fence
@@ -81,7 +81,7 @@ name() {
 # ---- basics -------------------------------------------------------------------
 out=$("$F" --version); rc=$?
 check "--version prints the version and exits 0" \
-  test "$rc" = 0 -a "$out" = "fence $(sed -n 's/^#define FENCE_VERSION_STRING "\(.*\)"/\1/p' lib/fence.h)"
+  test "$rc" = 0 -a "$out" = "fence $(sed -n 's/^#define FENCE_VERSION_STRING "\(.*\)"/\1/p' lib/common/fence_common.h)"
 "$F" run --help > "$T/help" 2>&1; rc=$?
 check "run --help exits 0 and documents exit codes and the pdeathsig limit" \
   bash -c "[ $rc = 0 ] && grep -q '^   76' '$T/help' && grep -q PDEATHSIG '$T/help' && grep -q 'leaves the group' '$T/help'"

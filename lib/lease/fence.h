@@ -34,66 +34,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fence_common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#if defined(__GNUC__)
-#define FENCE_API __attribute__((visibility("default")))
-#else
-#define FENCE_API
-#endif
-
-#define FENCE_VERSION_MAJOR 0
-#define FENCE_VERSION_MINOR 1
-#define FENCE_VERSION_PATCH 0
-#define FENCE_VERSION_STRING "0.1.0"
-
-/* ------------------------------------------------------------------ */
-/* Status codes                                                         */
-/* ------------------------------------------------------------------ */
-
-/*
- * Every fence_* function that can fail returns one of these.  FENCE_OK is
- * success; FENCE_BUSY and FENCE_TIMEOUT are expected outcomes of acquiring
- * a contended lease, FENCE_LOST and FENCE_STALE are the outcomes the
- * toolkit exists to report.  One table (an X-macro) gives both the codes
- * and their strings, so they cannot drift apart.
- */
-#define FENCE_STATUS_MAP(X)                                                  \
-    X(FENCE_OK, 0, "success")                                                \
-    X(FENCE_EINVAL, 1, "invalid argument")                                   \
-    X(FENCE_ENOMEM, 2, "out of memory")                                      \
-    X(FENCE_ECONN, 3, "cannot reach the server, or the connection failed")   \
-    X(FENCE_EAUTH, 4, "authentication refused by the server")                \
-    X(FENCE_EPROTO, 5, "unexpected reply or error from the server")          \
-    X(FENCE_BUSY, 6, "lease is held by another owner")                       \
-    X(FENCE_TIMEOUT, 7, "deadline passed before the lease was acquired")     \
-    X(FENCE_LOST, 8, "lease was lost: expired or taken by another owner")    \
-    X(FENCE_STALE, 9, "write rejected: fencing token older than the newest") \
-    X(FENCE_ESTATE, 10, "call not valid in the handle's current state")      \
-    X(FENCE_ESYS, 11, "operating system error")                              \
-    X(FENCE_EDB, 12, "database error")                                       \
-    X(FENCE_ENOTOKEN, 13, "no valid fencing token: missing, malformed or <= 0")
-
-typedef enum fence_status {
-#define FENCE_STATUS_ENUM_(name, code, text) name = code,
-    FENCE_STATUS_MAP(FENCE_STATUS_ENUM_)
-#undef FENCE_STATUS_ENUM_
-} fence_status;
-
-/* Static English text for a status code; never NULL (unknown codes get
- * "unknown status"). */
-FENCE_API const char *fence_strerror(int status);
-
-/* The name of a status code, e.g. "FENCE_LOST"; never NULL. */
-FENCE_API const char *fence_status_name(int status);
 
 /* ------------------------------------------------------------------ */
 /* Limits                                                               */
 /* ------------------------------------------------------------------ */
 
-#define FENCE_NAME_MAX 512                 /* bytes in a lease name */
 #define FENCE_TTL_MIN_MS 10                /* shortest lease TTL */
 #define FENCE_TTL_MAX_MS (7LL * 86400000)  /* longest lease TTL: 7 days */
 #define FENCE_WAIT_MAX_MS (7LL * 86400000) /* longest acquire wait */

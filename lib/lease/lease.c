@@ -23,21 +23,15 @@ int64_t fence__margin_us(int64_t ttl_ms)
 
 int fence__check_name(const fence_client *c, const char *name)
 {
-    if (name == NULL || name[0] == '\0') {
-        return fence__fail(c, FENCE_EINVAL, "lease name is empty");
+    size_t bad = SIZE_MAX;
+    const char *why = fence__name_problem(name, FENCE__NAME_PRINTABLE, &bad);
+    if (why == NULL) {
+        return FENCE_OK;
     }
-    size_t n = strnlen(name, FENCE_NAME_MAX + 1);
-    if (n > FENCE_NAME_MAX) {
-        return fence__fail(c, FENCE_EINVAL, "lease name longer than %d bytes", FENCE_NAME_MAX);
+    if (bad != SIZE_MAX) {
+        return fence__fail(c, FENCE_EINVAL, "lease name %s (byte %zu)", why, bad);
     }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (ch < 0x20 || ch == 0x7f) {
-            return fence__fail(c, FENCE_EINVAL,
-                               "lease name contains a control character (byte %zu)", i);
-        }
-    }
-    return FENCE_OK;
+    return fence__fail(c, FENCE_EINVAL, "lease name %s", why);
 }
 
 char *fence__key(const fence_client *c, const char *name, const char *suffix)
@@ -81,24 +75,10 @@ static void lease_free(fence_lease *l)
     }
 }
 
+/* Counter and token values in Redis replies: the one grammar, 0..max. */
 static int parse_u64(const char *s, size_t n, uint64_t *out)
 {
-    uint64_t v = 0;
-    if (n == 0 || n > 20) {
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            return -1;
-        }
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) {
-            return -1;
-        }
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
+    return fence__u64_parse(s, n, FENCE_TOKEN_MAX, out);
 }
 
 int fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,

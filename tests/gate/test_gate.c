@@ -286,7 +286,7 @@ START_TEST(test_bad_arguments)
     ck_assert_ptr_nonnull(strstr(fence_gate_errmsg(g), "wait_ms"));
     ck_assert_int_eq(fence_gate_begin(g, "r", 1, &(fence_gate_txn *){NULL}, NULL), FENCE_ESTATE);
     ck_assert_int_eq(fence_gate_close(g), FENCE_OK);
-    o.wait_ms = FENCE_WAIT_MAX_MS + 1;
+    o.wait_ms = FENCE_GATE_WAIT_MAX_MS + 1;
     ck_assert_int_eq(fence_gate_open(&g, &o), FENCE_EINVAL);
     fence_gate_close(g);
     fence_gate_options_init(&o);

@@ -254,3 +254,22 @@ int64_t lu_wait_lost(lu_lost *lr, int64_t timeout_ms)
     }
     return tu_now_ms() - t0;
 }
+
+redisContext *tu_redis(void)
+{
+    int port = atoi(tu_env("FENCE_TEST_REDIS_PORT"));
+    struct timeval tv = {2, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    ck_assert_msg(r != NULL && r->err == 0, "cannot connect to the test Redis on port %d: %s",
+                  port, r ? r->errstr : "out of memory");
+    redisSetTimeout(r, tv);
+    return r;
+}
+
+void tu_redis_ctl(const char *cmd)
+{
+    char line[1024];
+    snprintf(line, sizeof line, "%s %s", tu_env("FENCE_TEST_REDIS_CTL"), cmd);
+    int rc = system(line);
+    ck_assert_msg(rc == 0, "'%s' failed (status %d)", line, rc);
+}

@@ -1,27 +1,8 @@
-/* clock.c -- monotonic time and non-secret jitter. */
+/* jitter.c -- non-secret jitter for retry and wake-up times. */
 #include "internal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <sys/random.h>
-#include <time.h>
-
-int64_t fence__now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-void fence__sleep_us(int64_t us)
-{
-    if (us <= 0) {
-        return;
-    }
-    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 int64_t fence__jitter(int64_t lo, int64_t hi)
 {

@@ -1,0 +1,48 @@
+/* common.h -- helpers every fence library compiles in (not installed).
+ *
+ * Each library links its own copy of lib/common/ objects with hidden
+ * visibility, so the checkers never depend on libfence.  Names start with
+ * fence__.  Nothing here allocates or keeps state. */
+#ifndef FENCE_COMMON_INTERNAL_H
+#define FENCE_COMMON_INTERNAL_H
+
+#include "fence_common.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- token.c: the one decimal grammar --------------------------------- */
+/* Scan an unsigned decimal at s: one or more ASCII digits, no sign, no
+ * space, no leading zero (a lone "0" is fine), value <= max.  On success
+ * returns 0, sets *out and *end (the first byte after the digits); on
+ * failure returns -1 and leaves *out alone. */
+int fence__u64_scan(const char *s, uint64_t max, uint64_t *out, const char **end);
+/* The whole of s[0..len) as such a decimal.  0 or -1. */
+int fence__u64_parse(const char *s, size_t len, uint64_t max, uint64_t *out);
+/* A fencing token: such a decimal in 1..FENCE_TOKEN_MAX.  0 or -1. */
+int fence__token_parse(const char *s, size_t len, uint64_t *out);
+
+/* ---- name.c: lease and resource names ---------------------------------- */
+enum {
+    FENCE__NAME_ANY_BYTE = 0,  /* any byte but NUL */
+    FENCE__NAME_PRINTABLE = 1  /* no control characters (0x00-0x1f, 0x7f) */
+};
+/* NULL when name is 1..FENCE_NAME_MAX bytes (and printable, when asked);
+ * otherwise static text saying why not ("is empty", "is longer than 512
+ * bytes", "contains a control character"); *bad_byte (optional) gets the
+ * offset of a control character. */
+const char *fence__name_problem(const char *name, int rules, size_t *bad_byte);
+
+/* ---- clock.c: the one monotonic clock ---------------------------------- */
+int64_t fence__now_ns(void);
+int64_t fence__now_us(void);
+/* Sleep, resuming after signals, for us microseconds (<= 0: no-op). */
+void fence__sleep_us(int64_t us);
+/* A condition variable whose timed waits use CLOCK_MONOTONIC.  0 or -1. */
+int fence__cond_init_monotonic(pthread_cond_t *cond);
+/* The absolute CLOCK_MONOTONIC time at_ns as a timespec (for
+ * pthread_cond_timedwait on such a condition variable). */
+struct timespec fence__timespec_ns(int64_t at_ns);
+
+#endif
