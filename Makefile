@@ -101,11 +101,14 @@ define link_so
 endef
 
 # Every module; a missing one is an error, not a silent skip.
-MODULES := lib/lease lib/pg lib/sqlite lib/gate cli examples tests
+MODULES := lib/lease lib/pg lib/sqlite lib/gate cli examples \
+           tests tests/lease tests/pg tests/sqlite tests/gate
 include $(MODULES:%=%/module.mk)
 
 all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS)
 examples: $(EXAMPLE_BINS)
+# The shell suites drive the CLI, the examples and the SQLite extension.
+tests-build: $(TEST_BINS) $(BINS) $(EXAMPLE_BINS) $(EXTENSIONS)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -30,7 +30,3 @@ $(B)/examples/retrofit_lock_version.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_C
 $(B)/examples/retrofit_lock_version: $(B)/examples/retrofit_lock_version.o $(EX_ENV_OBJ) \
                                      $(LIBFENCE_PG) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
-
-# The shell suites under tests/examples drive these, so they are built
-# with the tests.
-TEST_BINS += $(EXAMPLE_BINS)

@@ -9,6 +9,7 @@
 #include "fence_common.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,5 +45,27 @@ int fence__cond_init_monotonic(pthread_cond_t *cond);
 /* The absolute CLOCK_MONOTONIC time at_ns as a timespec (for
  * pthread_cond_timedwait on such a condition variable). */
 struct timespec fence__timespec_ns(int64_t at_ns);
+
+/* ---- errmsg.c: the one error-message scheme ------------------------------
+ * Every library keeps, per thread, the message of that thread's last failed
+ * call and the handle it was about, in a slot of its own:
+ *     static _Thread_local fence__errslot tl_err;
+ * so that threads sharing a handle never read each other's message and the
+ * libraries never overwrite each other's.  A message is read back only for
+ * the handle it was written for ("" for any other). */
+typedef struct fence__errslot {
+    const void *handle;
+    char msg[1024];
+} fence__errslot;
+/* Write a message about handle h into slot; returns status. */
+int fence__err_set(fence__errslot *slot, const void *h, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int fence__err_vset(fence__errslot *slot, const void *h, int status, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 4, 0)));
+/* Clear the slot's message if it is about h (a call on h succeeded). */
+void fence__err_clear(fence__errslot *slot, const void *h);
+/* The slot's message for h: "" when it is about another handle.  Never
+ * NULL.  For h == NULL: the message of a call that had no handle. */
+const char *fence__err_get(const fence__errslot *slot, const void *h);
 
 #endif
