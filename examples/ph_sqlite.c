@@ -44,7 +44,7 @@ static int db_open(const ph_config *cfg, int fenced, sqlite3 **out, char *err, s
         int rc = fence_sqlite_attach(db);
         if (rc != FENCE_OK) {
             snprintf(err, errlen, "fence_sqlite_attach: %s: %s", fence_strerror(rc),
-                     fence_sqlite_errmsg());
+                     fence_sqlite_errmsg(db));
             sqlite3_close(db);
             return rc;
         }
@@ -79,7 +79,7 @@ static int sq_setup(const ph_config *cfg, int fenced, char *err, size_t errlen)
         rc = fence_sqlite_protect(db, "account", NULL);
         if (rc != FENCE_OK)
             snprintf(err, errlen, "fence_sqlite_protect: %s: %s", fence_strerror(rc),
-                     fence_sqlite_errmsg());
+                     fence_sqlite_errmsg(db));
     }
     sqlite3_close(db);
     return rc;
@@ -127,16 +127,17 @@ static int sq_read(void *impl, ph_row *row, char *err, size_t errlen)
  * call on the connection), finalize st, roll back, return the status. */
 static int sq_refused(struct ph_sqlite *s, sqlite3_stmt *st, const char *what, ph_outcome *out)
 {
-    fence_sqlite_error e;
+    fence_stale e;
     int rc = fence_sqlite_classify(s->db, &e);
     if (rc == FENCE_OK)
         rc = FENCE_EDB;
     out->status = rc;
     if (rc == FENCE_STALE) {
-        out->offered = (uint64_t)e.offered;
-        out->highest = (uint64_t)e.highest;
+        out->offered = e.offered;
+        out->highest = e.highest;
     }
-    snprintf(out->message, sizeof out->message, "%s: %.450s", what, e.message);
+    /* SQLite's own message: classify only read it. */
+    snprintf(out->message, sizeof out->message, "%s: %.450s", what, sqlite3_errmsg(s->db));
     sqlite3_finalize(st);
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
@@ -156,7 +157,7 @@ static int sq_write(void *impl, long long balance, const char *writer, uint64_t 
         if (rc != FENCE_OK) {
             out->status = rc;
             snprintf(out->message, sizeof out->message, "fence_sqlite_set_token: %s",
-                     fence_sqlite_errmsg());
+                     fence_sqlite_errmsg(s->db));
             return rc;
         }
     }

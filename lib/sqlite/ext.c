@@ -1,7 +1,7 @@
 /*
  * ext.c -- entry point of fence_sqlite_ext.so, the loadable-extension build
- * of fence_sqlite.c.  Loading it registers the SQL functions on the
- * connection (see fence_sqlite.h); it changes nothing in the database
+ * of the lib/sqlite sources.  Loading it registers the SQL functions on the
+ * connection (see docs/sqlite.md); it changes nothing in the database
  * until fence_init() or fence_protect() is called.
  *
  * SQLite derives the entry point from the file name: fence_sqlite_ext.so
@@ -9,10 +9,8 @@
  * second argument.  sqlite3_fencesqlite_init is the same function under a
  * shorter name.  Only these two symbols are exported (ext.map).
  */
-#include "internal.h"
+#include "sqlite_internal.h"
 SQLITE_EXTENSION_INIT1
-
-#include "fence_common.h"
 
 FENCE_API int sqlite3_fencesqliteext_init(sqlite3 *db, char **pzErrMsg,
                                           const sqlite3_api_routines *pApi);

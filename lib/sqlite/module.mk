@@ -1,6 +1,9 @@
 # libfence_sqlite: storage-side fencing for SQLite (triggers + C API), and
 # the same code built as a loadable SQLite extension.  Links SQLite only,
-# never libfence or libpq.  The SQL lives in sql/sqlite/*.sql.
+# never libfence or libpq.  The SQL lives in sql/sqlite/*.sql.  Every
+# lib/sqlite/*.c but ext.c is the library; the extension is all of them,
+# ext.c included, compiled again with -DFENCE_SQLITE_EXTENSION (the file
+# list in lib/sqlite/sqlite_internal.h says what each one owns).
 SQLITE_SQL     := $(sort $(wildcard sql/sqlite/*.sql))
 SQLITE_LIB_SRC := $(filter-out lib/sqlite/ext.c,$(sort $(wildcard lib/sqlite/*.c)))
 SQLITE_OBJ     := $(SQLITE_LIB_SRC:%.c=$(B)/%.o) $(B)/lib/sqlite/sql_embed.o $(COMMON_OBJ)

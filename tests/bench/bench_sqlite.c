@@ -139,7 +139,7 @@ int main(void)
     exec(db, "PRAGMA journal_mode=WAL");
     exec(db, "PRAGMA synchronous=NORMAL");
     if (fence_sqlite_attach(db) != FENCE_OK) {
-        fprintf(stderr, "bench_sqlite: attach: %s\n", fence_sqlite_errmsg());
+        fprintf(stderr, "bench_sqlite: attach: %s\n", fence_sqlite_errmsg(db));
         return 1;
     }
     exec(db, "CREATE TABLE plain(id INTEGER PRIMARY KEY, n INTEGER, s TEXT);"
@@ -151,7 +151,7 @@ int main(void)
              "COMMIT");
     if (fence_sqlite_protect(db, "fenced", NULL) != FENCE_OK ||
         fence_sqlite_set_token(db, 1000) != FENCE_OK) {
-        fprintf(stderr, "bench_sqlite: protect: %s\n", fence_sqlite_errmsg());
+        fprintf(stderr, "bench_sqlite: protect: %s\n", fence_sqlite_errmsg(db));
         return 1;
     }
     exec(db, "UPDATE fenced SET n = 0"); /* stamp every row once */

@@ -1,7 +1,16 @@
-# Tests of libfence_sqlite and its loadable extension.
-TEST_BINS += $(B)/tests/sqlite/test_sqlite
+# Tests of libfence_sqlite and its loadable extension, one Check suite per
+# concern (the shell suite test_sqlite_ext.sh drives the extension):
+#   test_sqlite         what is refused and admitted, tokens, resources, names
+#   test_sqlite_tables  keys, odd tables, TEMP shadows, renamed tables
+#   test_sqlite_race    two connections on one file; threads sharing one
+#   test_sqlite_api     arguments, messages, marks, the stale description
+SQLITE_TESTS     := test_sqlite test_sqlite_tables test_sqlite_race test_sqlite_api
+SQLITE_TEST_BINS := $(SQLITE_TESTS:%=$(B)/tests/sqlite/%)
+SQLITEUTIL_OBJ   := $(B)/tests/sqlite/sqliteutil.o
+TEST_BINS += $(SQLITE_TEST_BINS)
 $(B)/tests/sqlite/%.o: MOD_CFLAGS += -Ilib/sqlite
-$(B)/tests/sqlite/test_sqlite: $(B)/tests/sqlite/test_sqlite.o $(TESTUTIL_OBJ) $(LIBFENCE_SQLITE)
+$(SQLITE_TEST_BINS): $(B)/tests/sqlite/%: $(B)/tests/sqlite/%.o $(SQLITEUTIL_OBJ) $(TESTUTIL_OBJ) \
+                                          $(LIBFENCE_SQLITE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(CHECK_LIBS)
 
 

@@ -77,6 +77,18 @@ out=$(sq load "UPDATE s SET v = 'notoken' WHERE id = 1;")
 expect "write without a token refused" 'fence:notoken table "s"' "$out"
 out=$(sq load "SELECT fence_set_token('abc');")
 expect "fence_set_token('abc') refused" 'fence:notoken fence_set_token' "$out"
+# One token grammar everywhere (PostgreSQL's too): digits only, no sign,
+# no space, no leading zero.  Each refusal also clears the token.
+for bad in "'007'" "'+7'" "' 7'" "'07'"; do
+  out=$(sq load ".bail off" "SELECT fence_set_token(7);" "SELECT fence_set_token($bad);" \
+    "SELECT 'after=' || coalesce(fence_token(), 'none');")
+  expect "fence_set_token($bad) refused" \
+    'fence:notoken fence_set_token: the token is not a decimal integer.*leading zero' "$out"
+  expect "fence_set_token($bad) clears the token" 'after=none' "$out"
+done
+out=$(sq load "SELECT 'text=' || fence_set_token('7');" "SELECT 'zero=' || coalesce(fence_set_token('0'), 'cleared');")
+expect "fence_set_token('7') sets 7" 'text=7' "$out"
+expect "fence_set_token('0') clears" 'zero=cleared' "$out"
 out=$(sq load "SELECT fence_set_token(43);" "UPDATE s SET v = 'by43' WHERE id = 1;" \
   "SELECT v || ' ' || fence_token FROM s;")
 expect "higher token admitted" 'by43 43' "$out"

@@ -1,0 +1,253 @@
+/* sqlfuncs.c -- the SQL functions (fence_token, fence_set_token,
+ * fence_stale, fence_protect, fence_unprotect, fence_init) and their
+ * registration on a connection; the whole of what the loadable extension
+ * offers (see docs/sqlite.md). */
+#include "sqlite_internal.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+/* fence_token(): the connection's token, NULL when unset.  INNOCUOUS. */
+static void fn_token(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    fs_state *s = sqlite3_user_data(ctx);
+    int64_t t = atomic_load(&s->token);
+    if (t > 0) {
+        sqlite3_result_int64(ctx, t);
+    } else {
+        sqlite3_result_null(ctx);
+    }
+}
+
+/* Why V is not a token for fence_set_token, or NULL with *t set (0 clears). */
+static const char *token_value(sqlite3_value *v, int64_t *t)
+{
+    switch (sqlite3_value_type(v)) {
+    case SQLITE_NULL:
+        *t = 0;
+        return NULL;
+    case SQLITE_INTEGER:
+        *t = sqlite3_value_int64(v);
+        return *t < 0 ? "is negative" : NULL;
+    case SQLITE_TEXT: {
+        /* The one grammar: digits only, no sign, space or leading zero;
+         * "0" clears, as the integer 0 does. */
+        const char *txt = (const char *)sqlite3_value_text(v);
+        size_t n = (size_t)sqlite3_value_bytes(v);
+        uint64_t u = 0;
+        if (txt == NULL || n != strlen(txt) || fence__u64_parse(txt, n, FENCE_TOKEN_MAX, &u) != 0) {
+            return txt && txt[0] == '\0' ? "is empty text"
+                                         : "is not a decimal integer between 1 and 2^63-1 "
+                                           "(digits only: no sign, space or leading zero)";
+        }
+        *t = (int64_t)u;
+        return NULL;
+    }
+    case SQLITE_FLOAT:
+        return "is a real number (above 2^63-1, or not an integer)";
+    default:
+        return "is a blob";
+    }
+}
+
+/* fence_set_token(N): set (N >= 1) or clear (NULL, 0) the token; anything
+ * else clears it and fails.  Returns the token or NULL.  DIRECTONLY. */
+static void fn_set_token(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    fs_state *s = sqlite3_user_data(ctx);
+    int64_t t = 0;
+    const char *why = token_value(argv[0], &t);
+    if (why != NULL) {
+        atomic_store(&s->token, 0);
+        char *msg = sqlite3_mprintf("fence:notoken fence_set_token: the token %s; the "
+                                    "connection's token is now cleared",
+                                    why);
+        sqlite3_result_error(ctx, msg ? msg : "fence:notoken fence_set_token: bad token", -1);
+        sqlite3_free(msg);
+        return;
+    }
+    atomic_store(&s->token, t);
+    if (t > 0) {
+        sqlite3_result_int64(ctx, t);
+    } else {
+        sqlite3_result_null(ctx);
+    }
+}
+
+/* fence_stale(kind, name, offered, highest): always fails with
+ * SQLITE_CONSTRAINT_TRIGGER and the "fence:stale ..." message (classify.c
+ * reads it back).  RAISE() in SQLite 3.40 takes only a literal message,
+ * which cannot carry the tokens; the triggers call this first and keep a
+ * literal RAISE right behind it.  INNOCUOUS: it reads nothing and writes
+ * nothing. */
+static void fn_stale(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    const char *kind = (const char *)sqlite3_value_text(argv[0]);
+    const char *name = (const char *)sqlite3_value_text(argv[1]);
+    const char *offered = (const char *)sqlite3_value_text(argv[2]);
+    const char *highest = (const char *)sqlite3_value_text(argv[3]);
+    char *msg = sqlite3_mprintf("fence:stale %s \"%w\": token %s is older than %s "
+                                "(write rejected)",
+                                kind ? kind : "table", name ? name : "",
+                                offered ? offered : "NULL", highest ? highest : "NULL");
+    sqlite3_result_error(ctx, msg ? msg : "fence:stale (write rejected)", -1);
+    sqlite3_result_error_code(ctx, SQLITE_CONSTRAINT_TRIGGER);
+    sqlite3_free(msg);
+}
+
+static void result_fail(sqlite3_context *ctx, int status)
+{
+    if (status == FENCE_ENOMEM) {
+        sqlite3_result_error_nomem(ctx);
+    } else {
+        sqlite3_result_error(ctx, fence_sqlite_errmsg(sqlite3_context_db_handle(ctx)), -1);
+    }
+}
+
+/* A text argument of an SQL function as a C string: NULL for SQL NULL;
+ * fails for non-text, embedded NUL, empty or oversized text. */
+static int value_name(sqlite3 *db, sqlite3_value *v, const char *what, const char **out)
+{
+    *out = NULL;
+    int type = sqlite3_value_type(v);
+    if (type == SQLITE_NULL) {
+        return FENCE_OK;
+    }
+    if (type != SQLITE_TEXT) {
+        return fs_fail(db, FENCE_EINVAL, "%s must be text", what);
+    }
+    const char *s = (const char *)sqlite3_value_text(v);
+    int n = sqlite3_value_bytes(v);
+    if (s == NULL) {
+        return fs_fail(db, FENCE_ENOMEM, "%s: out of memory", what);
+    }
+    if ((size_t)n != strlen(s)) {
+        return fs_fail(db, FENCE_EINVAL, "%s contains a NUL byte", what);
+    }
+    int rc = fence_sqlite__check_name(db, what, s);
+    if (rc != FENCE_OK) {
+        return rc;
+    }
+    *out = s;
+    return FENCE_OK;
+}
+
+/* fence_protect(table [, column [, permissive]]).  DIRECTONLY. */
+static void fn_protect(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    fs_protect p = {NULL, NULL, 0};
+    int rc = value_name(db, argv[0], "fence_protect: table", &p.table);
+    if (rc == FENCE_OK && p.table == NULL) {
+        rc = fs_fail(db, FENCE_EINVAL, "fence_protect: table is NULL");
+    }
+    if (rc == FENCE_OK && argc > 1) {
+        rc = value_name(db, argv[1], "fence_protect: column", &p.column);
+    }
+    if (rc == FENCE_OK && argc > 2) {
+        if (sqlite3_value_type(argv[2]) != SQLITE_INTEGER ||
+            (sqlite3_value_int64(argv[2]) != 0 && sqlite3_value_int64(argv[2]) != 1)) {
+            rc = fs_fail(db, FENCE_EINVAL, "fence_protect: permissive must be 0 or 1");
+        } else {
+            p.permissive = sqlite3_value_int(argv[2]);
+        }
+    }
+    if (rc == FENCE_OK) {
+        rc = fence_sqlite__in_savepoint(db, fence_sqlite__protect_body, &p);
+    }
+    if (rc != FENCE_OK) {
+        result_fail(ctx, rc);
+        return;
+    }
+    sqlite3_result_int(ctx, 1);
+}
+
+/* fence_unprotect(table).  DIRECTONLY. */
+static void fn_unprotect(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    const char *table = NULL;
+    int rc = value_name(db, argv[0], "fence_unprotect: table", &table);
+    if (rc == FENCE_OK && table == NULL) {
+        rc = fs_fail(db, FENCE_EINVAL, "fence_unprotect: table is NULL");
+    }
+    if (rc == FENCE_OK) {
+        rc = fence_sqlite__in_savepoint(db, fence_sqlite__unprotect_body, table);
+    }
+    if (rc != FENCE_OK) {
+        result_fail(ctx, rc);
+        return;
+    }
+    sqlite3_result_int(ctx, 1);
+}
+
+/* fence_init(): create the fence schema.  DIRECTONLY. */
+static void fn_init(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    (void)argv;
+    int rc = fence_sqlite__in_savepoint(sqlite3_context_db_handle(ctx),
+                                        fence_sqlite__schema_body, NULL);
+    if (rc != FENCE_OK) {
+        result_fail(ctx, rc);
+        return;
+    }
+    sqlite3_result_int(ctx, 1);
+}
+
+static const struct {
+    const char *name;
+    int nargs;
+    int flags;
+    void (*fn)(sqlite3_context *, int, sqlite3_value **);
+} fns[] = {
+    {"fence_token", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_token},
+    {"fence_stale", 4, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_stale},
+    {"fence_set_token", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_set_token},
+    {"fence_protect", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
+    {"fence_protect", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
+    {"fence_protect", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
+    {"fence_unprotect", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_unprotect},
+    {"fence_init", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_init},
+};
+
+int fence_sqlite__register(sqlite3 *db, char **errmsg)
+{
+    if (sqlite3_libversion_number() < 3031000) {
+        /* SQLITE_INNOCUOUS and SQLITE_DIRECTONLY arrived in 3.31. */
+        if (errmsg) {
+            *errmsg = sqlite3_mprintf("fence: SQLite 3.31 or newer is required; this is %s",
+                                      sqlite3_libversion());
+        }
+        return fs_fail(db, FENCE_EDB, "SQLite 3.31 or newer is required; this is %s",
+                       sqlite3_libversion());
+    }
+    fs_state *s = fence_sqlite__state_acquire(db);
+    if (s == NULL) {
+        if (errmsg) {
+            *errmsg = sqlite3_mprintf("fence: out of memory");
+        }
+        return fs_fail(db, FENCE_ENOMEM, "out of memory");
+    }
+    int rc = FENCE_OK;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        fence_sqlite__state_ref(s); /* dropped by SQLite, also when the call fails */
+        if (sqlite3_create_function_v2(db, fns[i].name, fns[i].nargs, fns[i].flags, s,
+                                       fns[i].fn, NULL, NULL,
+                                       fence_sqlite__state_unref) != SQLITE_OK) {
+            rc = fs_fail(db, FENCE_EDB, "registering %s(): %s", fns[i].name,
+                         sqlite3_errmsg(db));
+            if (errmsg) {
+                *errmsg = sqlite3_mprintf("fence: %s", fence_sqlite_errmsg(db));
+            }
+            break;
+        }
+    }
+    fence_sqlite__state_unref(s); /* the reference state_acquire gave us */
+    return rc;
+}

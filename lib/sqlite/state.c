@@ -1,0 +1,71 @@
+/* state.c -- the per-connection state (the connection's token) and the
+ * registry that finds it from a sqlite3* (see sqlite_internal.h). */
+#include "sqlite_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static fs_state *reg_head;
+
+static fs_state *reg_find_locked(const sqlite3 *db)
+{
+    for (fs_state *s = reg_head; s != NULL; s = s->next) {
+        if (s->db == db) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+fs_state *fence_sqlite__state_get(const sqlite3 *db)
+{
+    pthread_mutex_lock(&reg_lock);
+    fs_state *s = reg_find_locked(db);
+    pthread_mutex_unlock(&reg_lock);
+    return s;
+}
+
+void fence_sqlite__state_ref(fs_state *s)
+{
+    pthread_mutex_lock(&reg_lock);
+    s->refs++;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+void fence_sqlite__state_unref(void *p)
+{
+    fs_state *s = p;
+    pthread_mutex_lock(&reg_lock);
+    if (--s->refs == 0) {
+        for (fs_state **pp = &reg_head; *pp != NULL; pp = &(*pp)->next) {
+            if (*pp == s) {
+                *pp = s->next;
+                break;
+            }
+        }
+        free(s);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+fs_state *fence_sqlite__state_acquire(sqlite3 *db)
+{
+    pthread_mutex_lock(&reg_lock);
+    fs_state *s = reg_find_locked(db);
+    if (s == NULL) {
+        s = calloc(1, sizeof *s);
+        if (s != NULL) {
+            s->db = db;
+            atomic_init(&s->token, 0);
+            s->next = reg_head;
+            reg_head = s;
+        }
+    }
+    if (s != NULL) {
+        s->refs++;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return s;
+}

@@ -1,0 +1,171 @@
+/* template.c -- running the embedded SQL (the files of sql/sqlite): filling its
+ * {{KEY}} placeholders, savepoints, the fence schema, and the arena that
+ * owns the strings built for it. */
+#include "sqlite_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Arena                                                                */
+/* ------------------------------------------------------------------ */
+
+char *fence_sqlite__keep(fs_arena *a, char *s)
+{
+    if (s == NULL) {
+        a->oom = 1;
+        return NULL;
+    }
+    if (a->n == a->cap) {
+        size_t cap = a->cap != 0 ? 2 * a->cap : 16;
+        char **p = sqlite3_realloc64(a->p, cap * sizeof *p);
+        if (p == NULL) {
+            sqlite3_free(s);
+            a->oom = 1;
+            return NULL;
+        }
+        a->p = p;
+        a->cap = cap;
+    }
+    a->p[a->n++] = s;
+    return s;
+}
+
+const char *fence_sqlite__keep_str(fs_arena *a, sqlite3_str *s, const char *if_empty)
+{
+    int err = sqlite3_str_errcode(s);
+    char *text = sqlite3_str_finish(s); /* NULL when empty or on error */
+    if (err != SQLITE_OK) {
+        sqlite3_free(text);
+        a->oom = 1;
+        return NULL;
+    }
+    if (text == NULL) {
+        return if_empty;
+    }
+    return fence_sqlite__keep(a, text);
+}
+
+void fence_sqlite__arena_free(fs_arena *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        sqlite3_free(a->p[i]);
+    }
+    sqlite3_free(a->p);
+    a->p = NULL;
+    a->n = a->cap = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Templates                                                            */
+/* ------------------------------------------------------------------ */
+
+static const char *lookup(const fs_var *vars, size_t nvars, const char *key, size_t klen)
+{
+    for (size_t i = 0; i < nvars; i++) {
+        if (strlen(vars[i].key) == klen && memcmp(vars[i].key, key, klen) == 0) {
+            return vars[i].val;
+        }
+    }
+    return NULL;
+}
+
+int fence_sqlite__fill(sqlite3 *db, const char *tpl, const fs_var *vars, size_t nvars,
+                       char **out_sql)
+{
+    *out_sql = NULL;
+    sqlite3_str *out = sqlite3_str_new(NULL);
+    const char *p = tpl;
+    for (;;) {
+        const char *open = strstr(p, "{{");
+        if (open == NULL) {
+            sqlite3_str_appendall(out, p);
+            break;
+        }
+        const char *close = strstr(open + 2, "}}");
+        if (close == NULL) {
+            sqlite3_free(sqlite3_str_finish(out));
+            return fs_fail(db, FENCE_EINVAL,
+                           "internal: unterminated placeholder in embedded SQL");
+        }
+        sqlite3_str_append(out, p, (int)(open - p));
+        size_t klen = (size_t)(close - open - 2);
+        const char *val = lookup(vars, nvars, open + 2, klen);
+        if (val == NULL) {
+            sqlite3_free(sqlite3_str_finish(out));
+            return fs_fail(db, FENCE_EINVAL,
+                           "internal: unknown placeholder {{%.*s}} in embedded SQL", (int)klen,
+                           open + 2);
+        }
+        sqlite3_str_appendall(out, val);
+        p = close + 2;
+    }
+    if (sqlite3_str_errcode(out) != SQLITE_OK) {
+        sqlite3_free(sqlite3_str_finish(out));
+        return fs_fail(db, FENCE_ENOMEM, "out of memory");
+    }
+    *out_sql = sqlite3_str_finish(out);
+    return FENCE_OK;
+}
+
+int fence_sqlite__exec(sqlite3 *db, const char *what, const char *tpl, const fs_var *vars,
+                       size_t nvars)
+{
+    char *sql = NULL;
+    int rc = fence_sqlite__fill(db, tpl, vars, nvars, &sql);
+    if (rc != FENCE_OK) {
+        return rc;
+    }
+    rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) {
+        return fs_fail_db(db, what);
+    }
+    return FENCE_OK;
+}
+
+char *fence_sqlite__quote_ident(const char *name)
+{
+    return sqlite3_mprintf("\"%w\"", name);
+}
+
+void fence_sqlite__list_add(sqlite3_str *s, const char *sep, const char *fmt, ...)
+{
+    if (sqlite3_str_length(s) > 0) {
+        sqlite3_str_appendall(s, sep);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_str_vappendf(s, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ */
+/* Savepoints and the schema                                            */
+/* ------------------------------------------------------------------ */
+
+int fence_sqlite__in_savepoint(sqlite3 *db, int (*body)(sqlite3 *, const void *),
+                               const void *arg)
+{
+    if (sqlite3_exec(db, "SAVEPOINT fence", NULL, NULL, NULL) != SQLITE_OK) {
+        return fs_fail_db(db, "SAVEPOINT");
+    }
+    int rc = body(db, arg);
+    if (rc != FENCE_OK) {
+        sqlite3_exec(db, "ROLLBACK TO fence; RELEASE fence", NULL, NULL, NULL);
+        return rc; /* body's message stays */
+    }
+    if (sqlite3_exec(db, "RELEASE fence", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = fs_fail_db(db, "RELEASE");
+        sqlite3_exec(db, "ROLLBACK TO fence; RELEASE fence", NULL, NULL, NULL);
+    }
+    return rc;
+}
+
+int fence_sqlite__ensure_schema(sqlite3 *db)
+{
+    if (sqlite3_exec(db, fence_sqlite__sql_schema, NULL, NULL, NULL) != SQLITE_OK) {
+        return fs_fail_db(db, "creating the fence schema (fence_resource, fence_advance)");
+    }
+    return FENCE_OK;
+}
