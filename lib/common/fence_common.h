@@ -97,8 +97,9 @@ typedef struct fence_stale {
     uint64_t offered;       /* the token of the rejected write */
     uint64_t highest;       /* the highest token the object has accepted */
     fence_object_kind kind; /* table row or resource */
-    /* The table ("public.orders", quoted as SQL where needed) or the
-     * resource name. */
+    /* The resource name, or the table as its store names it: PostgreSQL
+     * schema-qualified and quoted as SQL where needed ("public.orders"),
+     * SQLite the name as stored (unquoted). */
     char object[2 * FENCE_NAME_MAX + 8];
     /* The holder recorded with the highest token, when the store records
      * one (FENCE_HOLDER_LEN hex digits); "" otherwise. */
