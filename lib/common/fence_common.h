@@ -87,6 +87,12 @@ typedef enum fence_object_kind {
     FENCE_OBJECT_RESOURCE = 2 /* a named resource's high-water mark */
 } fence_object_kind;
 
+/* Why a write was rejected as stale. */
+typedef enum fence_stale_reason {
+    FENCE_STALE_OLDER = 0, /* its token is lower than the highest accepted */
+    FENCE_STALE_REPEAT = 1 /* its token equals the highest, recorded for another holder */
+} fence_stale_reason;
+
 /*
  * A write rejected as stale (FENCE_STALE), as every store describes it.
  * Filled by the storage libraries' calls that take a `fence_stale *`
@@ -97,6 +103,7 @@ typedef struct fence_stale {
     uint64_t offered;       /* the token of the rejected write */
     uint64_t highest;       /* the highest token the object has accepted */
     fence_object_kind kind; /* table row or resource */
+    fence_stale_reason reason;
     /* The resource name, or the table as its store names it: PostgreSQL
      * schema-qualified and quoted as SQL where needed ("public.orders"),
      * SQLite the name as stored (unquoted). */
