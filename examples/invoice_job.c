@@ -89,10 +89,9 @@ static void quiet(void *arg, const char *msg)
 static int exec_ok(PGconn *conn, const char *sql)
 {
     PGresult *r = PQexec(conn, sql);
-    fence_pg_error e;
-    int rc = fence_pg_result(r, &e);
+    int rc = fence_pg_classify(conn, r, NULL);
     if (rc != FENCE_OK)
-        fprintf(stderr, "invoice_job: %.80s: %s\n", sql, e.message);
+        fprintf(stderr, "invoice_job: %.80s: %s\n", sql, fence_pg_errmsg(conn));
     PQclear(r);
     return rc;
 }
@@ -101,10 +100,10 @@ static int exec_ok(PGconn *conn, const char *sql)
  * life a migration does this once). */
 static int setup_schema(PGconn *conn, const char *table)
 {
-    fence_pg_error e;
-    int rc = fence_pg_install(conn, &e);
+    int rc = fence_pg_install(conn);
     if (rc != FENCE_OK) {
-        fprintf(stderr, "invoice_job: fence_pg_install: %s: %s\n", fence_status_name(rc), e.message);
+        fprintf(stderr, "invoice_job: fence_pg_install: %s: %s\n", fence_status_name(rc),
+                fence_pg_errmsg(conn));
         return rc;
     }
     char *t = PQescapeIdentifier(conn, table, strlen(table));
@@ -127,9 +126,9 @@ static int setup_schema(PGconn *conn, const char *table)
                                    "SELECT fence.protect($1::regclass) WHERE NOT EXISTS "
                                    "(SELECT 1 FROM fence.protected WHERE tbl = $1::regclass)",
                                    1, NULL, &param, NULL, NULL, 0);
-        rc = fence_pg_result(r, &e);
+        rc = fence_pg_classify(conn, r, NULL);
         if (rc != FENCE_OK)
-            fprintf(stderr, "invoice_job: fence.protect: %s\n", e.message);
+            fprintf(stderr, "invoice_job: fence.protect: %s\n", fence_pg_errmsg(conn));
         PQclear(r);
     }
     PQfreemem(t);
@@ -137,14 +136,15 @@ static int setup_schema(PGconn *conn, const char *table)
 }
 
 /* One invoice, in one transaction carrying the token, which also advances
- * the job's resource.  Returns a fence status; *err has the details. */
+ * the job's resource.  Returns a fence status; *stale describes a stale
+ * rejection, fence_pg_errmsg(conn) any failure. */
 static int write_invoice(PGconn *conn, const char *table, uint64_t token, const char *resource,
-                         const char *run, int number, fence_pg_error *err)
+                         const char *run, int number, fence_stale *stale)
 {
     int rc = exec_ok(conn, "BEGIN");
     if (rc != FENCE_OK)
         return rc;
-    rc = fence_pg_set_token(conn, token, resource, err);
+    rc = fence_pg_set_token(conn, token, resource, stale);
     if (rc == FENCE_OK) {
         char *t = PQescapeIdentifier(conn, table, strlen(table));
         char sql[512], num[16], customer[32], amount[32];
@@ -157,12 +157,12 @@ static int write_invoice(PGconn *conn, const char *table, uint64_t token, const 
         snprintf(amount, sizeof amount, "%d", 1000 + 250 * number);
         const char *params[4] = {run, num, customer, amount};
         PGresult *r = PQexecParams(conn, sql, 4, NULL, params, NULL, NULL, 0);
-        rc = fence_pg_result(r, err);
+        rc = fence_pg_classify(conn, r, stale);
         PQclear(r);
     }
     if (rc == FENCE_OK)
         return exec_ok(conn, "COMMIT");
-    PGresult *r = PQexec(conn, "ROLLBACK");
+    PGresult *r = PQexec(conn, "ROLLBACK"); /* not through fence_pg: keeps the message */
     PQclear(r);
     return rc;
 }
@@ -299,7 +299,7 @@ int main(int argc, char **argv)
             why = "the lease is no longer surely held";
             break;
         }
-        fence_pg_error e;
+        fence_stale e;
         rc = write_invoice(conn, table, token, lease_name, run, n, &e);
         if (rc == FENCE_STALE) {
             printf("invoice %d/%lld REJECTED: token %" PRIu64 " is stale (a newer holder wrote "
@@ -310,7 +310,7 @@ int main(int argc, char **argv)
         }
         if (rc != FENCE_OK) {
             fprintf(stderr, "invoice_job: invoice %d: %s: %s\n", n, fence_status_name(rc),
-                    e.message);
+                    fence_pg_errmsg(conn));
             goto out;
         }
         written++;

@@ -67,10 +67,10 @@ static int pg_setup(const ph_config *cfg, int fenced, char *err, size_t errlen)
     int rc = pg_connect(cfg, &conn, &table, err, errlen);
     if (rc != FENCE_OK)
         return rc;
-    fence_pg_error e;
-    rc = fence_pg_install(conn, &e); /* schema "fence"; idempotent */
+    rc = fence_pg_install(conn); /* schema "fence"; idempotent */
     if (rc != FENCE_OK) {
-        snprintf(err, errlen, "fence_pg_install: %s: %.400s", fence_strerror(rc), e.message);
+        snprintf(err, errlen, "fence_pg_install: %s: %.400s", fence_strerror(rc),
+                 fence_pg_errmsg(conn));
         goto out;
     }
     char sql[1024];
@@ -86,9 +86,9 @@ static int pg_setup(const ph_config *cfg, int fenced, char *err, size_t errlen)
         const char *param = table;
         PGresult *r = PQexecParams(conn, "SELECT fence.protect($1::regclass)", 1, NULL, &param,
                                    NULL, NULL, 0);
-        rc = fence_pg_result(r, &e);
+        rc = fence_pg_classify(conn, r, NULL);
         if (rc != FENCE_OK)
-            snprintf(err, errlen, "fence.protect: %.400s", e.message);
+            snprintf(err, errlen, "fence.protect: %.400s", fence_pg_errmsg(conn));
         PQclear(r);
     }
 out:
@@ -137,7 +137,7 @@ static int pg_write(void *impl, long long balance, const char *writer, uint64_t 
                     ph_outcome *out)
 {
     struct ph_pg *s = impl;
-    fence_pg_error e;
+    fence_stale stale;
     char sql[256], bal[32], tok[32];
     snprintf(bal, sizeof bal, "%lld", balance);
     snprintf(tok, sizeof tok, "%" PRIu64, token);
@@ -149,10 +149,11 @@ static int pg_write(void *impl, long long balance, const char *writer, uint64_t 
                  "UPDATE %s SET balance = $1, written_by = $2, fence_token = $3 WHERE id = 1",
                  s->table);
         PGresult *r = PQexecParams(s->conn, sql, 3, NULL, params, NULL, NULL, 0);
-        rc = fence_pg_result(r, &e);
+        rc = fence_pg_classify(s->conn, r, NULL);
         PQclear(r);
         if (rc != FENCE_OK)
-            snprintf(out->message, sizeof out->message, "UPDATE: %.490s", e.message);
+            snprintf(out->message, sizeof out->message, "UPDATE: %.490s",
+                     fence_pg_errmsg(s->conn));
         out->status = rc;
         return rc;
     }
@@ -165,12 +166,12 @@ static int pg_write(void *impl, long long balance, const char *writer, uint64_t 
         out->status = rc;
         return rc;
     }
-    rc = fence_pg_set_token(s->conn, token, NULL, &e);
+    rc = fence_pg_set_token(s->conn, token, NULL, &stale);
     if (rc == FENCE_OK) {
         snprintf(sql, sizeof sql, "UPDATE %s SET balance = $1, written_by = $2 WHERE id = 1",
                  s->table);
         PGresult *r = PQexecParams(s->conn, sql, 2, NULL, params, NULL, NULL, 0);
-        rc = fence_pg_result(r, &e);
+        rc = fence_pg_classify(s->conn, r, &stale);
         PQclear(r);
     }
     if (rc == FENCE_OK) {
@@ -180,10 +181,10 @@ static int pg_write(void *impl, long long balance, const char *writer, uint64_t 
     }
     out->status = rc;
     if (rc == FENCE_STALE) {
-        out->offered = e.offered;
-        out->highest = e.highest;
+        out->offered = stale.offered;
+        out->highest = stale.highest;
     }
-    snprintf(out->message, sizeof out->message, "%.500s", e.message);
+    snprintf(out->message, sizeof out->message, "%.500s", fence_pg_errmsg(s->conn));
     char ignored[64];
     exec_ok(s->conn, "ROLLBACK", ignored, sizeof ignored);
     return rc;

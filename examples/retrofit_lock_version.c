@@ -73,9 +73,8 @@ __attribute__((format(printf, 1, 2))) static PGresult *sql(const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     PGresult *r = PQexec(g_conn, buf);
-    fence_pg_error e;
-    if (fence_pg_result(r, &e) != FENCE_OK) {
-        fprintf(stderr, "retrofit_lock_version: %s: %s\n", buf, e.message);
+    if (fence_pg_classify(g_conn, r, NULL) != FENCE_OK) {
+        fprintf(stderr, "retrofit_lock_version: %s: %s\n", buf, fence_pg_errmsg(g_conn));
         PQclear(r);
         PQfinish(g_conn);
         exit(2);
@@ -88,9 +87,8 @@ static PGresult *sql_table_param(const char *stmt)
 {
     const char *param = g_table;
     PGresult *r = PQexecParams(g_conn, stmt, 1, NULL, &param, NULL, NULL, 0);
-    fence_pg_error e;
-    if (fence_pg_result(r, &e) != FENCE_OK) {
-        fprintf(stderr, "retrofit_lock_version: %s: %s\n", stmt, e.message);
+    if (fence_pg_classify(g_conn, r, NULL) != FENCE_OK) {
+        fprintf(stderr, "retrofit_lock_version: %s: %s\n", stmt, fence_pg_errmsg(g_conn));
         PQclear(r);
         PQfinish(g_conn);
         exit(2);
@@ -130,7 +128,7 @@ static long long version_of(int id)
  * the fence status; *rows gets the rows updated.
  */
 static int app_update(int id, int qty, long long old_version, uint64_t token, int *rows,
-                      fence_pg_error *e)
+                      fence_stale *e)
 {
     char q[16], i[16], v[32], stmt[256];
     snprintf(q, sizeof q, "%d", qty);
@@ -148,7 +146,7 @@ static int app_update(int id, int qty, long long old_version, uint64_t token, in
         rc = fence_pg_set_token(g_conn, token, NULL, e);
     if (rc == FENCE_OK) {
         PGresult *r = PQexecParams(g_conn, stmt, 3, NULL, params, NULL, NULL, 0);
-        rc = fence_pg_result(r, e);
+        rc = fence_pg_classify(g_conn, r, e);
         if (rc == FENCE_OK)
             *rows = atoi(PQcmdTuples(r));
         PQclear(r);
@@ -158,7 +156,7 @@ static int app_update(int id, int qty, long long old_version, uint64_t token, in
 }
 
 /* A blind write (no version check) carrying token. */
-static int blind_update(int id, int qty, uint64_t token, fence_pg_error *e)
+static int blind_update(int id, int qty, uint64_t token, fence_stale *e)
 {
     char stmt[256];
     snprintf(stmt, sizeof stmt, "UPDATE %s SET qty = %d WHERE id = %d", g_table, qty, id);
@@ -166,7 +164,7 @@ static int blind_update(int id, int qty, uint64_t token, fence_pg_error *e)
     int rc = fence_pg_set_token(g_conn, token, NULL, e);
     if (rc == FENCE_OK) {
         PGresult *r = PQexec(g_conn, stmt);
-        rc = fence_pg_result(r, e);
+        rc = fence_pg_classify(g_conn, r, e);
         PQclear(r);
     }
     sql_void(rc == FENCE_OK ? "COMMIT" : "ROLLBACK");
@@ -218,10 +216,10 @@ int main(int argc, char **argv)
         return 2;
     }
     PQsetNoticeProcessor(g_conn, quiet, NULL);
-    fence_pg_error e;
-    int rc = fence_pg_install(g_conn, &e);
+    fence_stale e;
+    int rc = fence_pg_install(g_conn);
     if (rc != FENCE_OK) {
-        fprintf(stderr, "retrofit_lock_version: fence_pg_install: %s\n", e.message);
+        fprintf(stderr, "retrofit_lock_version: fence_pg_install: %s\n", fence_pg_errmsg(g_conn));
         PQfinish(g_conn);
         return 2;
     }

@@ -1,12 +1,12 @@
-/* pg.c -- libfence_pg calls: set (and advance) the token of the caller's
- * transaction, read a resource's mark, install fence.sql. */
+/* pg.c -- libfence_pg calls that talk to the server: set (and advance) the
+ * token of the caller's transaction, prepare, read a resource's mark,
+ * install fence.sql.  Calls result.c and errslot.c, never the reverse. */
 #include "pg_internal.h"
 
 #include <libpq-events.h>
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define TEXTOID_ 25 /* pg_type.oid of text (catalog/pg_type_d.h is server-side) */
@@ -40,69 +40,73 @@ static int is_prepared(const PGconn *conn)
 }
 
 /* Checks shared by every call that takes a resource name (NULL allowed
- * when optional). */
-static int check_resource(const char *fn, const char *resource, int optional,
-                          fence_pg_error *err)
+ * when optional): the one name check of common.h, any byte but NUL, as
+ * fence.sql (1..FENCE_NAME_MAX bytes). */
+static fence_status check_resource(const char *fn, const PGconn *conn, const char *resource,
+                                   int optional)
 {
-    if (resource == NULL) {
-        if (optional) {
-            return FENCE_OK;
-        }
-        return fence_pg__fail(err, FENCE_EINVAL, "%s: resource is NULL", fn);
+    if (resource == NULL && optional) {
+        return FENCE_OK;
     }
-    size_t n = strnlen(resource, FENCE_PG_RESOURCE_MAX + 1);
-    if (n == 0 || n > FENCE_PG_RESOURCE_MAX) {
-        return fence_pg__fail(err, FENCE_EINVAL, "%s: resource name must be 1..%d bytes%s", fn,
-                              FENCE_PG_RESOURCE_MAX, n == 0 ? " (it is empty)" : "");
+    const char *problem = fence__name_problem(resource, FENCE__NAME_ANY_BYTE, NULL);
+    if (problem != NULL) {
+        return fence_pg__fail(conn, FENCE_EINVAL,
+                              "%s: the resource name %s (names are 1..%d bytes)", fn, problem,
+                              FENCE_NAME_MAX);
     }
     return FENCE_OK;
 }
 
 /* conn usable at all: not NULL, connection good. */
-static int check_conn(const char *fn, PGconn *conn, fence_pg_error *err)
+static fence_status check_conn(const char *fn, const PGconn *conn)
 {
     if (conn == NULL) {
-        return fence_pg__fail(err, FENCE_EINVAL, "%s: conn is NULL", fn);
+        return fence_pg__fail(conn, FENCE_EINVAL, "%s: conn is NULL", fn);
     }
     if (PQstatus(conn) != CONNECTION_OK) {
-        return fence_pg__fail(err, FENCE_ECONN, "%s: the connection is not usable: %s", fn,
+        return fence_pg__fail(conn, FENCE_ECONN, "%s: the connection is not usable: %s", fn,
                               PQerrorMessage(conn));
     }
     return FENCE_OK;
 }
 
-static int check_token(const char *fn, uint64_t token, fence_pg_error *err)
+static fence_status check_token(const char *fn, const PGconn *conn, uint64_t token)
 {
     if (token == 0) {
-        return fence_pg__fail(err, FENCE_ENOTOKEN,
+        return fence_pg__fail(conn, FENCE_ENOTOKEN,
                               "%s: token 0 is not a fencing token (tokens are 1..%" PRIu64 ")", fn,
-                              FENCE_PG_TOKEN_MAX);
+                              FENCE_TOKEN_MAX);
     }
-    if (token > FENCE_PG_TOKEN_MAX) {
-        return fence_pg__fail(err, FENCE_ENOTOKEN,
+    if (token > FENCE_TOKEN_MAX) {
+        return fence_pg__fail(conn, FENCE_ENOTOKEN,
                               "%s: token %" PRIu64 " does not fit a PostgreSQL bigint (max %" PRIu64
-                              ")", fn, token, FENCE_PG_TOKEN_MAX);
+                              ")", fn, token, FENCE_TOKEN_MAX);
     }
     return FENCE_OK;
 }
 
 /* Status for a NULL result from libpq. */
-static int null_result(const char *fn, PGconn *conn, fence_pg_error *err)
+static fence_status null_result(const char *fn, const PGconn *conn)
 {
-    int st = PQstatus(conn) == CONNECTION_OK ? FENCE_ENOMEM : FENCE_ECONN;
-    return fence_pg__fail(err, st, "%s: %s", fn,
+    fence_status st = PQstatus(conn) == CONNECTION_OK ? FENCE_ENOMEM : FENCE_ECONN;
+    return fence_pg__fail(conn, st, "%s: %s", fn,
                           PQerrorMessage(conn)[0] ? PQerrorMessage(conn) : "no result from libpq");
 }
 
-/* Classify res (and free it); on success check the single value returned
- * by set_config equals want. */
-static int finish_set(const char *fn, PGresult *res, const char *want, fence_pg_error *err)
+/* Classify res (and free it); on success check that the single value
+ * set_config returned is the token (server text, read with the one token
+ * grammar). */
+static fence_status finish_set(const char *fn, PGconn *conn, PGresult *res, uint64_t token,
+                               fence_stale *stale)
 {
-    int st = fence_pg_result(res, err);
-    if (st == FENCE_OK &&
-        (PQntuples(res) != 1 || PQnfields(res) < 1 || strcmp(PQgetvalue(res, 0, 0), want) != 0)) {
-        st = fence_pg__fail(err, FENCE_EDB, "%s: the server did not confirm fence.token = %s", fn,
-                            want);
+    fence_status st = fence_pg_classify(conn, res, stale);
+    if (st == FENCE_OK) {
+        uint64_t got = 0;
+        const char *v = PQntuples(res) == 1 && PQnfields(res) >= 1 ? PQgetvalue(res, 0, 0) : "";
+        if (fence__token_parse(v, strlen(v), &got) != 0 || got != token) {
+            st = fence_pg__fail(conn, FENCE_EDB,
+                                "%s: the server did not confirm fence.token = %" PRIu64, fn, token);
+        }
     }
     PQclear(res);
     return st;
@@ -110,14 +114,14 @@ static int finish_set(const char *fn, PGresult *res, const char *want, fence_pg_
 
 /* A valid connection that is idle, outside a transaction block and out of
  * pipeline mode; why (may be "") is appended to the message. */
-static int check_idle(const char *fn, PGconn *conn, const char *why, fence_pg_error *err)
+static fence_status check_idle(const char *fn, const PGconn *conn, const char *why)
 {
-    int st = check_conn(fn, conn, err);
+    fence_status st = check_conn(fn, conn);
     if (st != FENCE_OK) {
         return st;
     }
     if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF || PQtransactionStatus(conn) != PQTRANS_IDLE) {
-        return fence_pg__fail(err, FENCE_ESTATE,
+        return fence_pg__fail(conn, FENCE_ESTATE,
                               "%s: the connection must be idle, outside a transaction block and "
                               "out of pipeline mode%s", fn, why);
     }
@@ -126,64 +130,92 @@ static int check_idle(const char *fn, PGconn *conn, const char *why, fence_pg_er
 
 /* The arguments of a call that sets a token: a connection, a valid token,
  * and an optional resource name. */
-static int check_token_call(const char *fn, PGconn *conn, uint64_t token, const char *resource,
-                            fence_pg_error *err)
+static fence_status check_token_call(const char *fn, const PGconn *conn, uint64_t token,
+                                     const char *resource)
 {
-    int st = check_conn(fn, conn, err);
+    fence_status st = check_conn(fn, conn);
     if (st == FENCE_OK) {
-        st = check_token(fn, token, err);
+        st = check_token(fn, conn, token);
     }
     if (st == FENCE_OK) {
-        st = check_resource(fn, resource, 1, err);
+        st = check_resource(fn, conn, resource, 1);
     }
     return st;
 }
 
-int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence_pg_error *err)
+/* fence_pg_set_token's state: out of pipeline mode, idle in a transaction
+ * block. */
+static fence_status check_in_block(const char *fn, const PGconn *conn)
 {
-    static const char fn[] = "fence_pg_set_token";
-    int st = check_token_call(fn, conn, token, resource, err);
-    if (st != FENCE_OK) {
-        return st;
-    }
     if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF) {
-        return fence_pg__fail(err, FENCE_ESTATE,
+        return fence_pg__fail(conn, FENCE_ESTATE,
                               "%s: the connection is in pipeline mode: use fence_pg_send_token()",
                               fn);
     }
     switch (PQtransactionStatus(conn)) {
     case PQTRANS_INTRANS:
-        break;
+        return FENCE_OK;
     case PQTRANS_IDLE:
-        return fence_pg__fail(err, FENCE_ESTATE,
-                              "%s: not inside a transaction block: BEGIN first (a transaction-local "
-                              "token set outside one would vanish at once and the writes would "
-                              "not be fenced)", fn);
+        return fence_pg__fail(conn, FENCE_ESTATE,
+                              "%s: not inside a transaction block: BEGIN first (a "
+                              "transaction-local token set outside one would vanish at once and "
+                              "the writes would not be fenced)", fn);
     case PQTRANS_INERROR:
-        return fence_pg__fail(err, FENCE_ESTATE,
+        return fence_pg__fail(conn, FENCE_ESTATE,
                               "%s: the current transaction has failed: ROLLBACK first", fn);
     case PQTRANS_ACTIVE:
-        return fence_pg__fail(err, FENCE_ESTATE,
+        return fence_pg__fail(conn, FENCE_ESTATE,
                               "%s: a command is still in progress on this connection", fn);
     case PQTRANS_UNKNOWN:
     default:
-        return fence_pg__fail(err, FENCE_ECONN, "%s: the connection is not usable: %s", fn,
+        return fence_pg__fail(conn, FENCE_ECONN, "%s: the connection is not usable: %s", fn,
                               PQerrorMessage(conn));
     }
+}
 
+/* The parameters of the set-token query, shared by set and send. */
+typedef struct token_query {
     char tok[24];
-    snprintf(tok, sizeof tok, "%" PRIu64, token);
-    const Oid types[2] = {TEXTOID_, TEXTOID_};
-    const char *values[2] = {tok, resource};
-    int nparams = resource != NULL ? 2 : 1;
+    const char *values[2];
+    int nparams;
+    const char *stmt; /* prepared statement's name */
+    const char *sql;  /* or the text */
+} token_query;
+
+static void token_query_init(token_query *q, uint64_t token, const char *resource)
+{
+    snprintf(q->tok, sizeof q->tok, "%" PRIu64, token);
+    q->values[0] = q->tok;
+    q->values[1] = resource;
+    q->nparams = resource != NULL ? 2 : 1;
+    q->stmt = resource != NULL ? STMT_SET_ADVANCE : STMT_SET;
+    q->sql = resource != NULL ? SQL_SET_ADVANCE : SQL_SET;
+}
+
+static const Oid text_types[2] = {TEXTOID_, TEXTOID_};
+
+fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource,
+                                fence_stale *stale)
+{
+    static const char fn[] = "fence_pg_set_token";
+    if (stale != NULL) {
+        memset(stale, 0, sizeof *stale);
+    }
+    fence_status st = check_token_call(fn, conn, token, resource);
+    if (st == FENCE_OK) {
+        st = check_in_block(fn, conn);
+    }
+    if (st != FENCE_OK) {
+        return st;
+    }
+    token_query q;
+    token_query_init(&q, token, resource);
     int prepared = is_prepared(conn);
     PGresult *res = prepared
-        ? PQexecPrepared(conn, resource != NULL ? STMT_SET_ADVANCE : STMT_SET, nparams, values,
-                         NULL, NULL, 0)
-        : PQexecParams(conn, resource != NULL ? SQL_SET_ADVANCE : SQL_SET, nparams, types,
-                       values, NULL, NULL, 0);
+        ? PQexecPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
+        : PQexecParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
     if (res == NULL) {
-        return null_result(fn, conn, err);
+        return null_result(fn, conn);
     }
     if (prepared && PQresultStatus(res) == PGRES_FATAL_ERROR) {
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -192,13 +224,13 @@ int fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource, fence
             PQsetInstanceData(conn, event_proc, NULL);
         }
     }
-    return finish_set(fn, res, tok, err);
+    return finish_set(fn, conn, res, token, stale);
 }
 
-int fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource, fence_pg_error *err)
+fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource)
 {
     static const char fn[] = "fence_pg_send_token";
-    int st = check_token_call(fn, conn, token, resource, err);
+    fence_status st = check_token_call(fn, conn, token, resource);
     if (st != FENCE_OK) {
         return st;
     }
@@ -206,53 +238,46 @@ int fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource, fenc
     case PQ_PIPELINE_ON:
         break;
     case PQ_PIPELINE_ABORTED:
-        return fence_pg__fail(err, FENCE_ESTATE,
+        return fence_pg__fail(conn, FENCE_ESTATE,
                               "%s: the pipeline is aborted by an earlier error: read its results "
                               "up to the PQpipelineSync first", fn);
     case PQ_PIPELINE_OFF:
     default:
-        return fence_pg__fail(err, FENCE_ESTATE,
+        return fence_pg__fail(conn, FENCE_ESTATE,
                               "%s: the connection is not in pipeline mode (PQenterPipelineMode); "
                               "outside it use fence_pg_set_token()", fn);
     }
-
-    char tok[24];
-    snprintf(tok, sizeof tok, "%" PRIu64, token);
-    const Oid types[2] = {TEXTOID_, TEXTOID_};
-    const char *values[2] = {tok, resource};
-    int nparams = resource != NULL ? 2 : 1;
+    token_query q;
+    token_query_init(&q, token, resource);
     int sent = is_prepared(conn)
-        ? PQsendQueryPrepared(conn, resource != NULL ? STMT_SET_ADVANCE : STMT_SET, nparams,
-                              values, NULL, NULL, 0)
-        : PQsendQueryParams(conn, resource != NULL ? SQL_SET_ADVANCE : SQL_SET, nparams, types,
-                            values, NULL, NULL, 0);
+        ? PQsendQueryPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
+        : PQsendQueryParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
     if (!sent) {
-        return null_result(fn, conn, err);
+        return null_result(fn, conn);
     }
-    return fence_pg__reset(err, FENCE_OK);
+    return fence_pg__ok(conn);
 }
 
-int fence_pg_prepare(PGconn *conn, fence_pg_error *err)
+fence_status fence_pg_prepare(PGconn *conn)
 {
     static const char fn[] = "fence_pg_prepare";
-    int st = check_idle(fn, conn, "", err);
+    fence_status st = check_idle(fn, conn, "");
     if (st != FENCE_OK) {
         return st;
     }
     if (is_prepared(conn)) {
-        return fence_pg__reset(err, FENCE_OK);
+        return fence_pg__ok(conn);
     }
-    const Oid types[2] = {TEXTOID_, TEXTOID_};
     const char *const names[2] = {STMT_SET, STMT_SET_ADVANCE};
     const char *const sqls[2] = {SQL_SET, SQL_SET_ADVANCE};
     for (int i = 0; i < 2; i++) {
-        PGresult *res = PQprepare(conn, names[i], sqls[i], i + 1, types);
+        PGresult *res = PQprepare(conn, names[i], sqls[i], i + 1, text_types);
         if (res == NULL) {
-            return null_result(fn, conn, err);
+            return null_result(fn, conn);
         }
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
         int dup = state != NULL && strcmp(state, "42P05") == 0; /* exists already */
-        st = dup ? fence_pg__reset(err, FENCE_OK) : fence_pg_result(res, err);
+        st = dup ? FENCE_OK : fence_pg_classify(conn, res, NULL);
         PQclear(res);
         if (st != FENCE_OK) {
             return st;
@@ -261,90 +286,92 @@ int fence_pg_prepare(PGconn *conn, fence_pg_error *err)
     /* Registering fails harmlessly when an earlier call registered it. */
     (void)PQregisterEventProc(conn, event_proc, "fence_pg", NULL);
     if (!PQsetInstanceData(conn, event_proc, &prepared_marker)) {
-        return fence_pg__fail(err, FENCE_ENOMEM, "%s: libpq could not register the connection's "
-                              "event procedure", fn);
+        return fence_pg__fail(conn, FENCE_ENOMEM, "%s: libpq could not register the "
+                              "connection's event procedure", fn);
     }
-    return fence_pg__reset(err, FENCE_OK);
+    return fence_pg__ok(conn);
 }
 
-int fence_pg_mark(PGconn *conn, const char *resource, uint64_t *out, fence_pg_error *err)
+/* fence_pg_mark's arguments and state. */
+static fence_status check_mark(const char *fn, const PGconn *conn, const char *resource,
+                               const uint64_t *mark)
 {
-    static const char fn[] = "fence_pg_mark";
-    if (out != NULL) {
-        *out = 0;
-    }
-    int st = check_conn(fn, conn, err);
+    fence_status st = check_conn(fn, conn);
     if (st == FENCE_OK) {
-        st = check_resource(fn, resource, 0, err);
+        st = check_resource(fn, conn, resource, 0);
     }
     if (st != FENCE_OK) {
         return st;
     }
-    if (out == NULL) {
-        return fence_pg__fail(err, FENCE_EINVAL, "%s: out is NULL", fn);
+    if (mark == NULL) {
+        return fence_pg__fail(conn, FENCE_EINVAL, "%s: mark is NULL", fn);
     }
     if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF) {
-        return fence_pg__fail(err, FENCE_ESTATE, "%s: not available in pipeline mode", fn);
+        return fence_pg__fail(conn, FENCE_ESTATE, "%s: not available in pipeline mode", fn);
     }
     PGTransactionStatusType ts = PQtransactionStatus(conn);
     if (ts != PQTRANS_IDLE && ts != PQTRANS_INTRANS) {
-        return fence_pg__fail(err, FENCE_ESTATE,
+        return fence_pg__fail(conn, FENCE_ESTATE,
                               "%s: the connection is busy or its transaction has failed", fn);
+    }
+    return FENCE_OK;
+}
+
+fence_status fence_pg_mark(PGconn *conn, const char *resource, uint64_t *mark)
+{
+    static const char fn[] = "fence_pg_mark";
+    if (mark != NULL) {
+        *mark = 0;
+    }
+    fence_status st = check_mark(fn, conn, resource, mark);
+    if (st != FENCE_OK) {
+        return st;
     }
     const Oid types[1] = {TEXTOID_};
     const char *values[1] = {resource};
     PGresult *res = PQexecParams(conn, SQL_MARK, 1, types, values, NULL, NULL, 0);
     if (res == NULL) {
-        return null_result(fn, conn, err);
+        return null_result(fn, conn);
     }
-    st = fence_pg_result(res, err);
+    st = fence_pg_classify(conn, res, NULL);
     if (st == FENCE_OK) {
         const char *v = PQntuples(res) == 1 && PQnfields(res) == 1 ? PQgetvalue(res, 0, 0) : "";
-        char *end = NULL;
-        unsigned long long n = strtoull(v, &end, 10);
-        if (v[0] < '0' || v[0] > '9' || end == NULL || *end != '\0' || n > FENCE_PG_TOKEN_MAX) {
-            st = fence_pg__fail(err, FENCE_EDB, "%s: unexpected reply '%.40s'", fn, v);
+        uint64_t n = 0;
+        /* A mark is 0 (none) or a token: the one grammar, 0..FENCE_TOKEN_MAX. */
+        if (fence__u64_parse(v, strlen(v), FENCE_TOKEN_MAX, &n) != 0) {
+            st = fence_pg__fail(conn, FENCE_EDB, "%s: unexpected reply '%.40s'", fn, v);
         } else {
-            *out = n;
+            *mark = n;
         }
     }
     PQclear(res);
     return st;
 }
 
-int fence_pg_install(PGconn *conn, fence_pg_error *err)
+fence_status fence_pg_install(PGconn *conn)
 {
     static const char fn[] = "fence_pg_install";
-    int st = check_idle(fn, conn, " (the script commits its own transaction)", err);
+    fence_status st = check_idle(fn, conn, " (the script commits its own transaction)");
     if (st != FENCE_OK) {
         return st;
     }
     PGresult *res = PQexec(conn, fence_pg__sql_fence);
     if (res == NULL) {
-        return null_result(fn, conn, err);
+        return null_result(fn, conn);
     }
-    st = fence_pg_result(res, err);
+    st = fence_pg_classify(conn, res, NULL);
     PQclear(res);
-    if (PQtransactionStatus(conn) == PQTRANS_INERROR || PQtransactionStatus(conn) == PQTRANS_INTRANS) {
+    if (st != FENCE_OK) {
+        fence_pg__prefix(conn, fn); /* "fence_pg_install: <server's message>" */
+    }
+    PGTransactionStatusType ts = PQtransactionStatus(conn);
+    if (ts == PQTRANS_INERROR || ts == PQTRANS_INTRANS) {
         /* The script failed inside its BEGIN: nothing was committed. */
         PGresult *rb = PQexec(conn, "ROLLBACK");
         PQclear(rb);
         if (st == FENCE_OK) {
-            st = fence_pg__fail(err, FENCE_EDB, "%s: the script did not commit", fn);
+            st = fence_pg__fail(conn, FENCE_EDB, "%s: the script did not commit", fn);
         }
-    }
-    if (st != FENCE_OK && err != NULL) {
-        /* Prefix the message with the function's name, in place. */
-        size_t pre = sizeof fn + 1; /* "fence_pg_install: " */
-        size_t len = strnlen(err->message, sizeof err->message - 1);
-        if (len + pre >= sizeof err->message) {
-            len = sizeof err->message - 1 - pre;
-        }
-        memmove(err->message + pre, err->message, len);
-        memcpy(err->message, fn, sizeof fn - 1);
-        err->message[sizeof fn - 1] = ':';
-        err->message[sizeof fn] = ' ';
-        err->message[pre + len] = '\0';
     }
     return st;
 }

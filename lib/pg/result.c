@@ -1,33 +1,9 @@
 /* result.c -- map a PGresult to a fence status: 23Q01 -> FENCE_STALE (with
  * both tokens and the object, parsed from the error's DETAIL), 23Q02 ->
- * FENCE_ENOTOKEN, any other error -> FENCE_EDB. */
+ * FENCE_ENOTOKEN, any other error -> FENCE_EDB.  Calls only errslot.c. */
 #include "pg_internal.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-
-int fence_pg__reset(fence_pg_error *err, int status)
-{
-    if (err != NULL) {
-        memset(err, 0, sizeof *err);
-        err->status = status;
-    }
-    return status;
-}
-
-int fence_pg__fail(fence_pg_error *err, int status, const char *fmt, ...)
-{
-    if (err == NULL) {
-        return status;
-    }
-    fence_pg__reset(err, status);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    return status;
-}
 
 /* Copy src into a buffer of size n, NUL-terminated, turning line breaks
  * into spaces and dropping trailing ones. */
@@ -45,27 +21,8 @@ static void copy_line(char *dst, size_t n, const char *src)
     dst[i] = '\0';
 }
 
-/* Parse "<digits>" at *p into *out (1..INT64_MAX-range digits, no sign),
- * advancing *p.  0 on success, -1 otherwise. */
-static int parse_u64(const char **p, uint64_t *out)
-{
-    const char *s = *p;
-    uint64_t v = 0;
-    if (*s < '0' || *s > '9') {
-        return -1;
-    }
-    for (; *s >= '0' && *s <= '9'; s++) {
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10) {
-            return -1;
-        }
-        v = v * 10 + d;
-    }
-    *out = v;
-    *p = s;
-    return 0;
-}
-
+/* Skip the literal word at *p (0), or leave *p alone (-1).  Never reads
+ * past the NUL of *p. */
 static int expect(const char **p, const char *word)
 {
     size_t n = strlen(word);
@@ -76,39 +33,94 @@ static int expect(const char **p, const char *word)
     return 0;
 }
 
-/* "offered=33 highest=34 kind=table object=public.orders" (fence.sql). */
-static int parse_stale_detail(const char *d, fence_pg_error *err)
+/* A number in the one grammar (common.h) at *p, advancing *p. */
+static int scan_u64(const char **p, uint64_t *out)
 {
-    uint64_t offered, highest;
-    int is_resource;
-    if (d == NULL || expect(&d, "offered=") != 0 || parse_u64(&d, &offered) != 0 ||
-        expect(&d, " highest=") != 0 || parse_u64(&d, &highest) != 0 ||
+    const char *end = NULL;
+    if (fence__u64_scan(*p, FENCE_TOKEN_MAX, out, &end) != 0) {
+        return -1;
+    }
+    *p = end;
+    return 0;
+}
+
+int fence_pg__parse_stale(const char *detail, fence_stale *out)
+{
+    fence_stale s;
+    memset(&s, 0, sizeof s);
+    if (out != NULL) {
+        memset(out, 0, sizeof *out);
+    }
+    const char *d = detail;
+    if (d == NULL || expect(&d, "offered=") != 0 || scan_u64(&d, &s.offered) != 0 ||
+        expect(&d, " highest=") != 0 || scan_u64(&d, &s.highest) != 0 ||
         expect(&d, " kind=") != 0) {
         return -1;
     }
     if (expect(&d, "table") == 0) {
-        is_resource = 0;
+        s.kind = FENCE_OBJECT_TABLE;
     } else if (expect(&d, "resource") == 0) {
-        is_resource = 1;
+        s.kind = FENCE_OBJECT_RESOURCE;
     } else {
         return -1;
     }
     if (expect(&d, " object=") != 0) {
         return -1;
     }
-    err->offered = offered;
-    err->highest = highest;
-    err->is_resource = is_resource;
-    snprintf(err->object, sizeof err->object, "%s", d);
+    size_t i = 0;
+    for (; d[i] != '\0' && i + 1 < sizeof s.object; i++) {
+        s.object[i] = d[i];
+    }
+    s.object[i] = '\0';
+    if (out != NULL) {
+        *out = s;
+    }
     return 0;
 }
 
-int fence_pg_result(const PGresult *res, fence_pg_error *err)
+/* res is an error (or an unexpected status): record it and say which. */
+static fence_status classify_error(PGconn *conn, const PGresult *res, fence_stale *stale)
 {
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    fence_status status = FENCE_EDB;
+    if (state != NULL && strcmp(state, "23Q01") == 0) {
+        status = FENCE_STALE;
+    } else if (state != NULL && strcmp(state, "23Q02") == 0) {
+        status = FENCE_ENOTOKEN;
+    }
+    char line[sizeof ((fence__errslot *)0)->msg];
+    copy_line(line, sizeof line, primary != NULL ? primary : PQresultErrorMessage(res));
+    if (line[0] == '\0') {
+        fence_pg__fail_db(conn, status, state, "database error (%s)",
+                          PQresStatus(PQresultStatus(res)));
+    } else {
+        fence_pg__fail_db(conn, status, state, "%s", line);
+    }
+    if (status == FENCE_STALE && stale != NULL &&
+        fence_pg__parse_stale(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL), stale) != 0) {
+        /* Raised by something other than fence.sql: keep what we know. */
+        const char *table = PQresultErrorField(res, PG_DIAG_TABLE_NAME);
+        if (table != NULL) {
+            stale->kind = FENCE_OBJECT_TABLE;
+            copy_line(stale->object, sizeof stale->object, table);
+        }
+    }
+    return status;
+}
+
+fence_status fence_pg_classify(PGconn *conn, const PGresult *res, fence_stale *stale)
+{
+    if (stale != NULL) {
+        memset(stale, 0, sizeof *stale);
+    }
     if (res == NULL) {
-        return fence_pg__fail(err, FENCE_EINVAL,
-                              "fence_pg_result: result is NULL (libpq returns NULL when out of "
-                              "memory or when the query could not be sent: see PQerrorMessage)");
+        char why[256];
+        copy_line(why, sizeof why, conn != NULL ? PQerrorMessage(conn) : NULL);
+        return fence_pg__fail(conn, FENCE_EINVAL,
+                              "fence_pg_classify: result is NULL (libpq returns NULL when out of "
+                              "memory or when the query could not be sent)%s%s",
+                              why[0] != '\0' ? ": " : "", why);
     }
     switch (PQresultStatus(res)) {
     case PGRES_EMPTY_QUERY:
@@ -119,9 +131,9 @@ int fence_pg_result(const PGresult *res, fence_pg_error *err)
     case PGRES_COPY_BOTH:
     case PGRES_SINGLE_TUPLE:
     case PGRES_PIPELINE_SYNC:
-        return fence_pg__reset(err, FENCE_OK);
+        return fence_pg__ok(conn);
     case PGRES_PIPELINE_ABORTED:
-        return fence_pg__fail(err, FENCE_EDB,
+        return fence_pg__fail(conn, FENCE_EDB,
                               "not executed: an earlier query in the pipeline failed");
     case PGRES_BAD_RESPONSE:
     case PGRES_NONFATAL_ERROR:
@@ -129,35 +141,5 @@ int fence_pg_result(const PGresult *res, fence_pg_error *err)
     default:
         break;
     }
-
-    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-    int status = FENCE_EDB;
-    if (state != NULL && strcmp(state, "23Q01") == 0) {
-        status = FENCE_STALE;
-    } else if (state != NULL && strcmp(state, "23Q02") == 0) {
-        status = FENCE_ENOTOKEN;
-    }
-    fence_pg__reset(err, status);
-    if (err == NULL) {
-        return status;
-    }
-    if (state != NULL) {
-        snprintf(err->sqlstate, sizeof err->sqlstate, "%s", state);
-    }
-    copy_line(err->message, sizeof err->message,
-              primary != NULL ? primary : PQresultErrorMessage(res));
-    if (err->message[0] == '\0') {
-        snprintf(err->message, sizeof err->message, "database error (%s)",
-                 PQresStatus(PQresultStatus(res)));
-    }
-    if (status == FENCE_STALE &&
-        parse_stale_detail(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL), err) != 0) {
-        /* Raised by something other than fence.sql: keep what we know. */
-        const char *table = PQresultErrorField(res, PG_DIAG_TABLE_NAME);
-        err->offered = err->highest = 0;
-        err->is_resource = 0;
-        snprintf(err->object, sizeof err->object, "%s", table != NULL ? table : "");
-    }
-    return status;
+    return classify_error(conn, res, stale);
 }

@@ -71,9 +71,8 @@ static int next_id(void)
 static void exec_ok(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);
-    fence_pg_error e;
-    if (fence_pg_result(r, &e) != FENCE_OK) {
-        die(sql, e.message);
+    if (fence_pg_classify(c, r, NULL) != FENCE_OK) {
+        die(sql, fence_pg_errmsg(c));
     }
     PQclear(r);
 }
@@ -81,9 +80,8 @@ static void exec_ok(PGconn *c, const char *sql)
 static void prepare(PGconn *c, const char *name, const char *sql, int nparams)
 {
     PGresult *r = PQprepare(c, name, sql, nparams, NULL);
-    fence_pg_error e;
-    if (fence_pg_result(r, &e) != FENCE_OK) {
-        die(sql, e.message);
+    if (fence_pg_classify(c, r, NULL) != FENCE_OK) {
+        die(sql, fence_pg_errmsg(c));
     }
     PQclear(r);
 }
@@ -93,9 +91,8 @@ static void drain_pipeline(PGconn *c, int n)
 {
     for (int i = 0; i < n; i++) {
         PGresult *r = PQgetResult(c);
-        fence_pg_error e;
-        if (fence_pg_result(r, &e) != FENCE_OK) {
-            die("pipelined statement", e.message);
+        if (fence_pg_classify(c, r, NULL) != FENCE_OK) {
+            die("pipelined statement", fence_pg_errmsg(c));
         }
         PQclear(r);
         if ((r = PQgetResult(c)) != NULL) {
@@ -134,12 +131,11 @@ static void one_tx(enum mode m)
     char id[16];
     snprintf(id, sizeof id, "%d", next_id());
     const char *p1[1] = {id};
-    fence_pg_error e;
 
     if (m == PLAIN) {
         PGresult *r = PQexecPrepared(c, "upd_plain", 1, p1, NULL, NULL, 0);
-        if (fence_pg_result(r, &e) != FENCE_OK) {
-            die("plain update", e.message);
+        if (fence_pg_classify(c, r, NULL) != FENCE_OK) {
+            die("plain update", fence_pg_errmsg(c));
         }
         PQclear(r);
         return;
@@ -159,9 +155,8 @@ static void one_tx(enum mode m)
         if (!PQsendQueryPrepared(c, "set_tok", 1, pt, NULL, NULL, 0)) {
             die("send set_tok", PQerrorMessage(c));
         }
-    } else if (fence_pg_send_token(c, tok, m == RESOURCE_FENCED ? "bench" : NULL, &e) !=
-               FENCE_OK) {
-        die("fence_pg_send_token", e.message);
+    } else if (fence_pg_send_token(c, tok, m == RESOURCE_FENCED ? "bench" : NULL) != FENCE_OK) {
+        die("fence_pg_send_token", fence_pg_errmsg(c));
     }
     const char *stmt = m == RESOURCE_FENCED || m == PLAIN_SET ? "upd_plain"
                        : m == ROW_RESTAMP   ? "upd_restamp"
@@ -232,9 +227,8 @@ int main(void)
     if (PQstatus(g_conn) != CONNECTION_OK) {
         die("connect", PQerrorMessage(g_conn));
     }
-    fence_pg_error e;
-    if (fence_pg_install(g_conn, &e) != FENCE_OK) {
-        die("install", e.message);
+    if (fence_pg_install(g_conn) != FENCE_OK) {
+        die("install", fence_pg_errmsg(g_conn));
     }
     snprintf(sql, sizeof sql,
              "CREATE TABLE plain_accounts (id int PRIMARY KEY, balance bigint NOT NULL, "
@@ -257,8 +251,8 @@ int main(void)
     prepare(g_conn, "upd_restamp",
             "UPDATE restamp_accounts SET balance = balance + 1 WHERE id = $1", 1);
     prepare(g_conn, "set_tok", "SELECT pg_catalog.set_config('fence.token', $1, true)", 1);
-    if (fence_pg_prepare(g_conn, &e) != FENCE_OK) {
-        die("fence_pg_prepare", e.message);
+    if (fence_pg_prepare(g_conn) != FENCE_OK) {
+        die("fence_pg_prepare", fence_pg_errmsg(g_conn));
     }
     g_unprep = PQconnectdbParams(keys, vals, 1);
     if (PQstatus(g_unprep) != CONNECTION_OK) {

@@ -1,7 +1,14 @@
-# Tests of libfence_pg against a real PostgreSQL.
-TEST_BINS += $(B)/tests/pg/test_pg
+# Tests of libfence_pg against a real PostgreSQL: one Check suite per
+# concern, sharing the fixture and helpers of pgutil.c.
+#   test_pg           install, fencing per row and per resource, modes, COPY, pipelines
+#   test_pg_security  the security review: roles, install ownership, triggers, names
+#   test_pg_api       the C API's edges: arguments, errmsg/sqlstate, fence_stale, grammar
+PG_TESTS    := test_pg test_pg_security test_pg_api
+PGUTIL_OBJ  := $(B)/tests/pg/pgutil.o
+TEST_BINS   += $(PG_TESTS:%=$(B)/tests/pg/%)
 $(B)/tests/pg/%.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
-$(B)/tests/pg/test_pg: $(B)/tests/pg/test_pg.o $(TESTUTIL_OBJ) $(LIBFENCE_PG)
+$(PG_TESTS:%=$(B)/tests/pg/%): $(B)/tests/pg/%: $(B)/tests/pg/%.o $(PGUTIL_OBJ) $(TESTUTIL_OBJ) \
+                                               $(LIBFENCE_PG)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(CHECK_LIBS)
 
 

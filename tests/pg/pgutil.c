@@ -1,0 +1,277 @@
+/* pgutil.c -- the fixture and helpers the libfence_pg suites share (see
+ * pgutil.h). */
+#include "pgutil.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+char g_db[64];
+char g_app[64];
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Connect to dbname (NULL: the server's default database) as user (NULL:
+ * the superuser of FENCE_TEST_PG_CONNINFO). */
+PGconn *connect_as(const char *dbname, const char *user)
+{
+    const char *keys[4] = {"dbname", NULL, NULL, NULL};
+    const char *vals[4] = {tu_env("FENCE_TEST_PG_CONNINFO"), NULL, NULL, NULL};
+    int n = 1;
+    if (dbname != NULL) {
+        keys[n] = "dbname";
+        vals[n++] = dbname;
+    }
+    if (user != NULL) {
+        keys[n] = "user";
+        vals[n++] = user;
+    }
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    ck_assert_msg(c != NULL && PQstatus(c) == CONNECTION_OK, "cannot connect to PostgreSQL: %s",
+                  c ? PQerrorMessage(c) : "out of memory");
+    PQsetNoticeProcessor(c, NULL, NULL);
+    return c;
+}
+
+void quiet_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    (void)msg;
+}
+
+PGconn *db(void)
+{
+    PGconn *c = connect_as(g_db, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    return c;
+}
+
+PGconn *db_app(void)
+{
+    PGconn *c = connect_as(g_db, g_app);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    return c;
+}
+
+fence_status note(const PGconn *c, fence_status st, outcome *o)
+{
+    if (o != NULL) {
+        o->status = st;
+        snprintf(o->sqlstate, sizeof o->sqlstate, "%s", fence_pg_sqlstate(c));
+        snprintf(o->message, sizeof o->message, "%s", fence_pg_errmsg(c));
+    }
+    return st;
+}
+
+fence_status run(PGconn *c, const char *sql, outcome *o)
+{
+    PGresult *r = PQexec(c, sql);
+    fence_status st = fence_pg_classify(c, r, o != NULL ? &o->stale : NULL);
+    note(c, st, o);
+    PQclear(r);
+    return st;
+}
+
+fence_status set_tok(PGconn *c, uint64_t tok, const char *resource, outcome *o)
+{
+    return note(c, fence_pg_set_token(c, tok, resource, o != NULL ? &o->stale : NULL), o);
+}
+
+void ok(PGconn *c, const char *sql)
+{
+    outcome e;
+    fence_status st = run(c, sql, &e);
+    ck_assert_msg(st == FENCE_OK, "'%s' failed: %s (%s)", sql, e.message, e.sqlstate);
+}
+
+void fails(PGconn *c, const char *sql, const char *state)
+{
+    outcome e;
+    fence_status st = run(c, sql, &e);
+    ck_assert_msg(st != FENCE_OK, "'%s' succeeded; expected SQLSTATE %s", sql, state);
+    ck_assert_msg(strcmp(e.sqlstate, state) == 0, "'%s': SQLSTATE %s (%s), expected %s", sql,
+                  e.sqlstate, e.message, state);
+}
+
+/* The single value sql returns, as a number. */
+long long num(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
+                  "'%s': %s", sql, PQresultErrorMessage(r));
+    ck_assert_msg(!PQgetisnull(r, 0, 0), "'%s' returned NULL", sql);
+    long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+/* The single value sql returns, as text (static buffer). */
+const char *text1(PGconn *c, const char *sql)
+{
+    static char buf[512];
+    PGresult *r = PQexec(c, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1,
+                  "'%s': %s", sql, PQresultErrorMessage(r));
+    snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return buf;
+}
+
+/* BEGIN, set the token with the C API (optionally advancing resource). */
+void begin_tok(PGconn *c, uint64_t tok, const char *resource)
+{
+    outcome e;
+    ok(c, "BEGIN");
+    fence_status st = set_tok(c, tok, resource, &e);
+    ck_assert_msg(st == FENCE_OK, "set_token %" PRIu64 ": %s %s", tok, fence_status_name(st),
+                  e.message);
+}
+
+/* One transaction with token tok running sql; returns its status (the
+ * transaction is committed on success, rolled back otherwise). */
+fence_status write_tok(PGconn *c, uint64_t tok, const char *sql, outcome *e)
+{
+    begin_tok(c, tok, NULL);
+    fence_status st = run(c, sql, e);
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return st;
+}
+
+/* Like write_tok but the token is the raw setting value (NULL: none). */
+fence_status write_raw(PGconn *c, const char *raw, const char *sql, outcome *e)
+{
+    ok(c, "BEGIN");
+    if (raw != NULL) {
+        char set[256];
+        char *lit = PQescapeLiteral(c, raw, strlen(raw));
+        snprintf(set, sizeof set, "SELECT pg_catalog.set_config('fence.token', %s, true)", lit);
+        PQfreemem(lit);
+        ok(c, set);
+    }
+    fence_status st = run(c, sql, e);
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return st;
+}
+
+/* A protected table NAME(id int primary key, v int, by bigint) with rows
+ * 1..3, unstamped. */
+void make_table(PGconn *c, const char *name)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE %s (id int PRIMARY KEY, v int, by bigint);"
+             "INSERT INTO %s SELECT g, 0, 0 FROM generate_series(1, 3) g;"
+             "SELECT fence.protect('%s')",
+             name, name, name);
+    ok(c, sql);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fixture: one database and one application role per run               */
+/* ------------------------------------------------------------------ */
+
+void setup_db(void)
+{
+    unsigned r = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    snprintf(g_db, sizeof g_db, "fence_test_%d_%08x", (int)getpid(), r);
+    snprintf(g_app, sizeof g_app, "fence_app_%d_%08x", (int)getpid(), r);
+    PGconn *c = connect_as(NULL, NULL);
+    char sql[256];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", g_db);
+    ok(c, sql);
+    snprintf(sql, sizeof sql, "CREATE ROLE %s LOGIN", g_app);
+    ok(c, sql);
+    PQfinish(c);
+
+    c = db();
+    for (int i = 0; i < 2; i++) { /* idempotent: twice */
+        fence_status st = fence_pg_install(c);
+        ck_assert_msg(st == FENCE_OK, "install #%d: %s", i + 1, fence_pg_errmsg(c));
+    }
+    snprintf(sql, sizeof sql, "GRANT USAGE, CREATE ON SCHEMA public TO %s", g_app);
+    ok(c, sql);
+    PQfinish(c);
+}
+
+/* Drop every database or role whose name is prefix or starts with
+ * prefix + "_" (what= "DATABASE" or "ROLE"). */
+static void drop_all(PGconn *c, const char *what, const char *prefix)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT n FROM (SELECT datname::text AS n FROM pg_database WHERE '%s' = 'DATABASE'"
+             " UNION ALL SELECT rolname::text FROM pg_roles WHERE '%s' = 'ROLE') x"
+             " WHERE n = '%s' OR starts_with(n, '%s_') ORDER BY length(n) DESC",
+             what, what, prefix, prefix);
+    PGresult *r = PQexec(c, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    for (int i = 0; i < PQntuples(r); i++) {
+        snprintf(sql, sizeof sql, "DROP %s IF EXISTS %s%s", what, PQgetvalue(r, i, 0),
+                 strcmp(what, "DATABASE") == 0 ? " WITH (FORCE)" : "");
+        ok(c, sql);
+    }
+    PQclear(r);
+}
+
+void teardown_db(void)
+{
+    PGconn *c = connect_as(NULL, NULL);
+    drop_all(c, "DATABASE", g_db); /* first: they hold the roles' objects */
+    drop_all(c, "ROLE", g_app);
+    PQfinish(c);
+}
+
+/* A database of this run named <g_db>_<suffix>, owned by owner (NULL: the
+ * superuser); its name goes to out (NAME_BUF bytes). */
+void side_db(const char *suffix, const char *owner, char *out)
+{
+    int w = snprintf(out, NAME_BUF, "%s_%s", g_db, suffix);
+    ck_assert(w > 0 && w < 64);
+    PGconn *c = connect_as(NULL, NULL);
+    char sql[512];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s%s%s", out, owner ? " OWNER " : "",
+             owner ? owner : "");
+    ok(c, sql);
+    PQfinish(c);
+}
+
+void drop_side_db(const char *name)
+{
+    PGconn *c = connect_as(NULL, NULL);
+    char sql[256];
+    snprintf(sql, sizeof sql, "DROP DATABASE %s WITH (FORCE)", name);
+    ok(c, sql);
+    PQfinish(c);
+}
+
+/* A login role of this run named <g_app>_<suffix>; its name goes to out. */
+void side_role(const char *suffix, char *out)
+{
+    int w = snprintf(out, NAME_BUF, "%s_%s", g_app, suffix);
+    ck_assert(w > 0 && w < 64);
+    PGconn *c = connect_as(NULL, NULL);
+    char sql[256];
+    snprintf(sql, sizeof sql, "CREATE ROLE %s LOGIN", out);
+    ok(c, sql);
+    PQfinish(c);
+}
+
+void collect_notice(void *arg, const PGresult *r)
+{
+    notes *n = arg;
+    size_t len = strlen(n->text);
+    snprintf(n->text + len, sizeof n->text - len, "%s", PQresultErrorMessage(r));
+}
+
+TCase *pg_tcase(const char *name)
+{
+    TCase *t = tcase_create(name);
+    tcase_add_unchecked_fixture(t, setup_db, teardown_db);
+    tcase_set_timeout(t, 30);
+    return t;
+}

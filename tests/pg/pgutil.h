@@ -1,0 +1,87 @@
+/* pgutil.h -- what the libfence_pg suites share: one database and one
+ * application role per run (the fixture), connections, and short ways to
+ * run SQL and read what a call left behind.  Every suite talks to the real
+ * PostgreSQL of scripts/with-servers --pg. */
+#ifndef FENCE_TEST_PGUTIL_H
+#define FENCE_TEST_PGUTIL_H
+
+#include "fence_pg.h"
+#include "testutil.h"
+
+#include <stdint.h>
+
+extern char g_db[64];  /* this run's database */
+extern char g_app[64]; /* this run's non-superuser role */
+
+/* The fixture: creates g_db (fence.sql installed twice) and g_app; the
+ * teardown drops both and every side database and role of this run. */
+void setup_db(void);
+void teardown_db(void);
+
+/* Connect to dbname (NULL: the server's default database) as user (NULL:
+ * the superuser of FENCE_TEST_PG_CONNINFO). */
+PGconn *connect_as(const char *dbname, const char *user);
+PGconn *db(void);     /* g_db as the superuser, notices silenced */
+PGconn *db_app(void); /* g_db as g_app, notices silenced */
+void quiet_notice(void *arg, const char *msg);
+
+/* What a call left behind, read right after it: its status, the stale
+ * description it filled, and the connection's fence_pg_errmsg and
+ * fence_pg_sqlstate.  The helpers below run more calls on the same
+ * connection (COMMIT, ROLLBACK), and a successful call clears the
+ * message, so they hand it back through one of these. */
+typedef struct outcome {
+    fence_status status;
+    fence_stale stale;
+    char sqlstate[6];
+    char message[1024];
+} outcome;
+
+/* Record st and conn's message and SQLSTATE into o (when not NULL);
+ * returns st.  o->stale is left as the call filled it. */
+fence_status note(const PGconn *c, fence_status st, outcome *o);
+
+/* Run sql; return the fence status of its result (fence_pg_classify),
+ * filling *o (optional). */
+fence_status run(PGconn *c, const char *sql, outcome *o);
+/* fence_pg_set_token, filling *o (optional). */
+fence_status set_tok(PGconn *c, uint64_t tok, const char *resource, outcome *o);
+/* Run sql and require success. */
+void ok(PGconn *c, const char *sql);
+/* Run sql and require it to fail with SQLSTATE state. */
+void fails(PGconn *c, const char *sql, const char *state);
+/* The single value sql returns, as a number / as text (static buffer). */
+long long num(PGconn *c, const char *sql);
+const char *text1(PGconn *c, const char *sql);
+
+/* BEGIN, set the token with the C API (optionally advancing resource). */
+void begin_tok(PGconn *c, uint64_t tok, const char *resource);
+/* One transaction with token tok running sql; returns its status (the
+ * transaction is committed on success, rolled back otherwise). */
+fence_status write_tok(PGconn *c, uint64_t tok, const char *sql, outcome *o);
+/* Like write_tok but the token is the raw setting value (NULL: none). */
+fence_status write_raw(PGconn *c, const char *raw, const char *sql, outcome *o);
+/* A protected table NAME(id int primary key, v int, by bigint) with rows
+ * 1..3, unstamped. */
+void make_table(PGconn *c, const char *name);
+
+/* Names of side databases and roles: under 64 bytes, PostgreSQL's limit. */
+#define NAME_BUF 128
+/* A database of this run named <g_db>_<suffix>, owned by owner (NULL: the
+ * superuser); its name goes to out (NAME_BUF bytes). */
+void side_db(const char *suffix, const char *owner, char *out);
+void drop_side_db(const char *name);
+/* A login role of this run named <g_app>_<suffix>; its name goes to out. */
+void side_role(const char *suffix, char *out);
+
+/* Notices (WARNINGs) a connection received, concatenated
+ * (PQsetNoticeReceiver(c, collect_notice, &n)). */
+typedef struct notes {
+    char text[8192];
+} notes;
+void collect_notice(void *arg, const PGresult *r);
+
+/* A Check case with the fixture, for suite_add_tcase. */
+TCase *pg_tcase(const char *name);
+
+#endif

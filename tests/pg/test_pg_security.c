@@ -1,0 +1,522 @@
+/*
+ * test_pg_security.c -- the security review of sql/postgres/fence.sql
+ * against a real PostgreSQL: what a non-superuser application role cannot
+ * do, install ownership, later triggers, inheritance, a hostile
+ * search_path, a non-superuser admin, upgrades, odd names.  Own database
+ * and roles per run (pgutil.c).
+ */
+#include "pgutil.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Security: a non-superuser application role                           */
+/* ------------------------------------------------------------------ */
+
+START_TEST(app_role_cannot_bypass)
+{
+    PGconn *c = db();
+    outcome e;
+    char sql[256];
+    make_table(c, "sec");
+    snprintf(sql, sizeof sql, "GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON sec TO %s", g_app);
+    ok(c, sql);
+    ck_assert_int_eq(write_tok(c, 50, "SELECT fence.advance('sec-res', 50)", &e), FENCE_OK);
+
+    PGconn *app = db_app();
+    ck_assert_int_eq(num(app, "SELECT usesuper::int FROM pg_user WHERE usename = current_user"),
+                     0);
+    /* The high-water table: no direct access at all. */
+    fails(app, "UPDATE fence.marks SET token = 1", "42501");
+    fails(app, "DELETE FROM fence.marks", "42501");
+    fails(app, "INSERT INTO fence.marks VALUES ('sec-res', 1)", "42501");
+    fails(app, "TRUNCATE fence.marks", "42501");
+    fails(app, "SELECT * FROM fence.marks", "42501");
+    fails(app, "ALTER TABLE fence.marks DISABLE TRIGGER ALL", "42501");
+    /* Internal and admin functions. */
+    fails(app, "SELECT fence.protect('sec')", "42501");
+    fails(app, "SELECT fence.unprotect('sec')", "42501");
+    fails(app, "SELECT fence.set_mode('sec', 'permissive')", "42501");
+    fails(app, "SELECT fence.marks_guard()", "42501");
+    /* The row trigger functions are EXECUTE to PUBLIC (any table owner may
+     * attach them), but cannot be called directly. */
+    fails(app, "SELECT fence.row_guard()", "0A000");
+    fails(app, "SELECT fence.row_check()", "0A000");
+    fails(app, "SELECT fence.refuse_truncate()", "0A000");
+    fails(app, "CREATE FUNCTION fence.evil() RETURNS int LANGUAGE sql AS 'SELECT 1'", "42501");
+    /* The triggers of a table it does not own. */
+    fails(app, "ALTER TABLE sec DISABLE TRIGGER zz_fence_guard_upd", "42501");
+    fails(app, "ALTER TABLE sec DISABLE TRIGGER ALL", "42501");
+    fails(app, "DROP TRIGGER zz_fence_guard_upd ON sec", "42501");
+    fails(app, "ALTER TABLE sec DROP COLUMN fence_token", "42501");
+    fails(app, "SET session_replication_role = replica", "42501");
+    ck_assert_int_eq(write_raw(app, NULL, "UPDATE sec SET v = 1", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(app, NULL, "TRUNCATE sec", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    /* Lowering a mark through advance is just a stale write. */
+    ok(app, "BEGIN");
+    ck_assert_int_eq(set_tok(app, 49, "sec-res", &e), FENCE_STALE);
+    ok(app, "ROLLBACK");
+    ck_assert_int_eq(num(c, "SELECT fence.mark('sec-res')"), 50);
+
+    /* With a valid token it works normally. */
+    ck_assert_int_eq(write_tok(app, 60, "UPDATE sec SET v = 6 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(app, 60, "INSERT INTO sec (id, v) VALUES (4, 4)", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(app, 60, "DELETE FROM sec WHERE id = 2", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(app, 59, "UPDATE sec SET v = 7 WHERE id = 1", &e), FENCE_STALE);
+    ok(app, "BEGIN");
+    ck_assert_int_eq(set_tok(app, 51, "sec-res", &e), FENCE_OK);
+    ok(app, "COMMIT");
+    uint64_t m = 0;
+    ck_assert_int_eq(fence_pg_mark(app, "sec-res", &m), FENCE_OK);
+    ck_assert_uint_eq(m, 51);
+    ck_assert_int_eq(num(app, "SELECT fence.version()"), 2);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sec'::regclass"
+                            " AND tgenabled = 'O'"),
+                     6);
+    PQfinish(app);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Security review: install ownership, late triggers, inheritance,      */
+/* search_path, non-superuser install                                   */
+/* ------------------------------------------------------------------ */
+
+/* Install into the database of c; require it to be refused with 42501
+ * and a message containing want, leaving the connection idle. */
+static void install_refused(PGconn *c, const char *want)
+{
+    outcome e;
+    fence_status st = note(c, fence_pg_install(c), &e);
+    ck_assert_msg(st == FENCE_EDB, "install was not refused (%s): expected '%s'",
+                  fence_status_name(st), want);
+    ck_assert_str_eq(e.sqlstate, "42501");
+    ck_assert_msg(strstr(e.message, want) != NULL, "message lacks '%s': %s", want, e.message);
+    ck_assert_int_eq(PQtransactionStatus(c), PQTRANS_IDLE);
+}
+
+/* Finding 1: a schema "fence" (or anything in it) that another role owns
+ * or may change is never adopted. */
+START_TEST(install_refuses_what_another_role_owns)
+{
+    char d[NAME_BUF], sql[512];
+    side_db("own", g_app, d); /* the application owns the database */
+    PGconn *app = connect_as(d, g_app);
+    PGconn *su = connect_as(d, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+
+    /* The application created schema "fence" before the install. */
+    ok(app, "CREATE SCHEMA fence");
+    install_refused(su, "owned by role");
+    ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_class WHERE relnamespace = 'fence'::regnamespace"),
+                     0);
+    ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace"),
+                     0);
+    ok(app, "DROP SCHEMA fence");
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+
+    /* CREATE on the schema granted to the application, and an object it
+     * made there: an overload that would capture fence.advance('r', 5). */
+    snprintf(sql, sizeof sql, "GRANT CREATE ON SCHEMA fence TO %s", g_app);
+    ok(su, sql);
+    install_refused(su, "CREATE on schema fence granted to");
+    ok(app, "CREATE FUNCTION fence.advance(text, integer) RETURNS bigint LANGUAGE sql"
+            " AS 'SELECT 0::bigint'");
+    snprintf(sql, sizeof sql, "REVOKE CREATE ON SCHEMA fence FROM %s", g_app);
+    ok(su, sql);
+    install_refused(su, "function fence.advance(text,integer) owned by");
+    ok(su, "DROP FUNCTION fence.advance(text, integer)");
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+
+    /* TRIGGER on fence.marks granted to the application, and a trigger of
+     * its own there (it would run inside SECURITY DEFINER advance()). */
+    snprintf(sql, sizeof sql, "GRANT TRIGGER ON fence.marks TO %s", g_app);
+    ok(su, sql);
+    install_refused(su, "TRIGGER on fence.marks granted to");
+    ok(app, "CREATE FUNCTION public.on_marks() RETURNS trigger LANGUAGE plpgsql"
+            " AS 'BEGIN RETURN NEW; END'");
+    ok(app, "CREATE TRIGGER a_on_marks BEFORE INSERT OR UPDATE ON fence.marks"
+            " FOR EACH ROW EXECUTE FUNCTION public.on_marks()");
+    snprintf(sql, sizeof sql, "REVOKE TRIGGER ON fence.marks FROM %s", g_app);
+    ok(su, sql);
+    install_refused(su, "trigger a_on_marks on fence.marks calls public.on_marks()");
+    ok(su, "DROP TRIGGER a_on_marks ON fence.marks");
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+
+    /* Column grants count too. */
+    snprintf(sql, sizeof sql, "GRANT UPDATE (token) ON fence.marks TO %s", g_app);
+    ok(su, sql);
+    install_refused(su, "UPDATE (token) on fence.marks granted to");
+    snprintf(sql, sizeof sql, "REVOKE UPDATE (token) ON fence.marks FROM %s", g_app);
+    ok(su, sql);
+
+    /* A schema owned by another superuser is refused too: install as the
+     * role that owns it. */
+    char other[NAME_BUF];
+    side_role("su", other);
+    snprintf(sql, sizeof sql, "ALTER ROLE %s SUPERUSER", other);
+    ok(su, sql);
+    snprintf(sql, sizeof sql, "SET ROLE %s", other);
+    ok(su, sql);
+    snprintf(sql, sizeof sql, "not by %s", other);
+    install_refused(su, sql);
+    ok(su, "RESET ROLE");
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+    PQfinish(app);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+START_TEST(row_later_trigger_cannot_rewrite_the_stamp)
+{
+    PGconn *c = db();
+    outcome e;
+    char sql[256];
+    make_table(c, "lt");
+    snprintf(sql, sizeof sql, "GRANT ALL ON lt TO %s", g_app);
+    ok(c, sql);
+    ck_assert_int_eq(write_tok(c, 34, "UPDATE lt SET v = 1", &e), FENCE_OK);
+
+    /* GRANT ALL includes TRIGGER: the application stamps every row 0. */
+    PGconn *app = db_app();
+    ok(app, "CREATE FUNCTION lt_zero() RETURNS trigger LANGUAGE plpgsql"
+            " AS 'BEGIN NEW.fence_token := 0; RETURN NEW; END'");
+    ok(app, "CREATE TRIGGER zzz_zero BEFORE INSERT OR UPDATE ON lt"
+            " FOR EACH ROW EXECUTE FUNCTION lt_zero()");
+    /* The holder's next write (its hot path: the guard is skipped). */
+    ck_assert_int_eq(write_tok(c, 34, "UPDATE lt SET v = 2 WHERE id = 1", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ck_assert_msg(strstr(e.message, "rewritten") != NULL, "%s", e.message);
+    /* A newer token (the guard runs, then the rewrite), and an INSERT. */
+    ck_assert_int_eq(write_tok(c, 35, "UPDATE lt SET v = 3 WHERE id = 2", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ck_assert_int_eq(write_tok(c, 35, "INSERT INTO lt (id, v) VALUES (10, 3)", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    /* So no stamp was lowered, and a stale writer is still stale. */
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM lt WHERE fence_token <> 34"), 0);
+    ck_assert_int_eq(write_tok(c, 33, "UPDATE lt SET v = 9 WHERE id = 3", &e), FENCE_STALE);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM lt WHERE v <> 1"), 0);
+    /* Permissive mode, no token: the kept stamp is checked the same way. */
+    ok(c, "SELECT fence.set_mode('lt', 'permissive')");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE lt SET v = 4 WHERE id = 1", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM lt WHERE id = 1"), 34);
+    ok(c, "SELECT fence.set_mode('lt', 'strict')");
+    /* A trigger writing NULL is refused too (by NOT NULL at the latest). */
+    ok(app, "CREATE OR REPLACE FUNCTION lt_zero() RETURNS trigger LANGUAGE plpgsql"
+            " AS 'BEGIN NEW.fence_token := NULL; RETURN NEW; END'");
+    ck_assert_int_ne(write_tok(c, 34, "UPDATE lt SET v = 5 WHERE id = 1", &e), FENCE_OK);
+    PQfinish(app);
+    ok(c, "DROP TRIGGER zzz_zero ON lt"); /* (dropping it needs the owner) */
+
+    /* The owner's own late trigger that bumps the column: protect() warns,
+     * and its writes are refused rather than silently unfenced. */
+    ok(c, "CREATE FUNCTION lt_touch() RETURNS trigger LANGUAGE plpgsql"
+          " AS 'BEGIN NEW.fence_token := NEW.fence_token + 1; RETURN NEW; END'");
+    ok(c, "CREATE TRIGGER zz_touch BEFORE UPDATE ON lt FOR EACH ROW EXECUTE FUNCTION lt_touch()");
+    notes n = {{0}};
+    PQsetNoticeReceiver(c, collect_notice, &n);
+    ok(c, "SELECT fence.protect('lt')");
+    ck_assert_msg(strstr(n.text, "zz_touch") != NULL && strstr(n.text, "fires after") != NULL,
+                  "no warning about zz_touch: %s", n.text);
+    ck_assert_msg(strstr(n.text, g_app) != NULL && strstr(n.text, "TRIGGER") != NULL,
+                  "no warning about the TRIGGER grant: %s", n.text);
+    ck_assert_int_eq(write_tok(c, 36, "UPDATE lt SET v = 6 WHERE id = 1", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM lt WHERE id = 1"), 34);
+    ok(c, "DROP TRIGGER zz_touch ON lt");
+    ck_assert_int_eq(write_tok(c, 36, "UPDATE lt SET v = 6 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM lt WHERE id = 1"), 36);
+    PQfinish(c);
+}
+END_TEST
+
+/* Finding 3: a table with inheritance children cannot be protected (its
+ * children's rows would be written through it unchecked); a child can. */
+START_TEST(protect_refuses_inheritance_parent)
+{
+    PGconn *c = db();
+    outcome e;
+    ok(c, "CREATE TABLE ip (id int PRIMARY KEY, v int);"
+          "CREATE TABLE ip_child () INHERITS (ip);"
+          "INSERT INTO ip_child VALUES (1, 0)");
+    ck_assert_int_eq(run(c, "SELECT fence.protect('ip')", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "22023");
+    ck_assert_msg(strstr(e.message, "inheritance children (public.ip_child)") != NULL, "%s", e.message);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'ip'::regclass"), 0);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'ip'::regclass"
+                            " AND attname = 'fence_token'"),
+                     0);
+    /* The child itself: writes through the parent reach its triggers. */
+    ok(c, "SELECT fence.protect('ip_child')");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE ip SET v = 1", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_tok(c, 5, "UPDATE ip SET v = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 4, "UPDATE ip SET v = 2", &e), FENCE_STALE);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM ip_child WHERE id = 1"), 5);
+    PQfinish(c);
+}
+END_TEST
+
+/* How many dependencies of anything on an operator in schema public. */
+static long long deps_on_public_operators(PGconn *c)
+{
+    return num(c, "SELECT count(*) FROM pg_catalog.pg_depend d"
+                  " WHERE d.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass"
+                  " AND d.refobjid IN (SELECT o.oid FROM pg_catalog.pg_operator o"
+                  " WHERE o.oprnamespace = 'public'::pg_catalog.regnamespace)");
+}
+
+/* Finding 4: the caller's search_path binds nothing the install (or
+ * protect) creates to the application's operators. */
+START_TEST(install_ignores_hostile_search_path)
+{
+    char d[NAME_BUF], sql[256];
+    side_db("sp", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    snprintf(sql, sizeof sql, "GRANT CREATE ON SCHEMA public TO %s", g_app);
+    ok(su, sql);
+    /* The application's operators, for the argument types of fence's
+     * WHEN clause and CHECKs. */
+    PGconn *app = connect_as(d, g_app);
+    ok(app, "CREATE FUNCTION public.no(bigint, bigint) RETURNS boolean LANGUAGE sql AS 'SELECT false';"
+            "CREATE FUNCTION public.no(bigint, integer) RETURNS boolean LANGUAGE sql AS 'SELECT false';"
+            "CREATE FUNCTION public.no(integer, integer) RETURNS boolean LANGUAGE sql AS 'SELECT false';"
+            "CREATE OPERATOR public.< (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.no);"
+            "CREATE OPERATOR public.> (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = public.no);"
+            "CREATE OPERATOR public.<= (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = public.no);"
+            "CREATE OPERATOR public.<= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.no)");
+    PQfinish(app);
+
+    ok(su, "SET search_path = public, pg_catalog");
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+    ck_assert_str_eq(text1(su, "SELECT current_setting('search_path')"), "public, pg_catalog");
+    const char *def = text1(su, "SELECT pg_get_triggerdef(oid) FROM pg_trigger"
+                                " WHERE tgname = 'marks_no_lowering'");
+    ck_assert_msg(strstr(def, "OPERATOR(pg_catalog.<)") != NULL, "bound to public.<: %s", def);
+    ck_assert_int_eq(deps_on_public_operators(su), 0);
+    /* protect() pins its own. */
+    ok(su, "CREATE TABLE sp (id int PRIMARY KEY); SELECT fence.protect('sp')");
+    ck_assert_int_eq(deps_on_public_operators(su), 0);
+    ok(su, "BEGIN; SET LOCAL fence.token = 3; INSERT INTO sp VALUES (1); COMMIT");
+    ok(su, "BEGIN; SELECT fence.advance('sp', 3); COMMIT");
+    ck_assert_int_eq(num(su, "SELECT fence.mark('sp')"), 3);
+
+    /* A CHECK bound to public's operator (as version 1 installed under
+     * such a search_path would have) is re-created by the next install. */
+    ok(su, "ALTER TABLE fence.marks DROP CONSTRAINT marks_token_check,"
+           " ADD CONSTRAINT marks_token_check CHECK (token > 0) NOT VALID");
+    ck_assert_int_eq(deps_on_public_operators(su), 1);
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+    ck_assert_int_eq(deps_on_public_operators(su), 0);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* Finding 5: a non-superuser "fence admin" installs; a third role that
+ * owns its table protects it with only EXECUTE on fence.protect.  Also:
+ * an operator's REVOKE of fence.advance survives re-installs. */
+START_TEST(install_as_non_superuser_protect_as_owner)
+{
+    char d[NAME_BUF], fadmin[NAME_BUF], owner[NAME_BUF], sql[1024];
+    side_role("fadmin", fadmin);
+    side_role("owner", owner);
+    side_db("fa", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    snprintf(sql, sizeof sql, "GRANT CREATE ON DATABASE %s TO %s; GRANT CREATE ON SCHEMA public TO %s",
+             d, fadmin, owner);
+    ok(su, sql);
+
+    PGconn *fa = connect_as(d, fadmin);
+    PQsetNoticeProcessor(fa, quiet_notice, NULL);
+    outcome e;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "install as %s: %s", fadmin, fence_pg_errmsg(fa));
+    }
+    snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s",
+             owner);
+    ok(fa, sql);
+
+    PGconn *o = connect_as(d, owner);
+    PQsetNoticeProcessor(o, quiet_notice, NULL);
+    ok(o, "CREATE TABLE o3 (id int PRIMARY KEY, v int); INSERT INTO o3 VALUES (1, 0)");
+    ok(o, "SELECT fence.protect('o3')");
+    ck_assert_int_eq(write_tok(o, 7, "UPDATE o3 SET v = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(o, 6, "UPDATE o3 SET v = 2", &e), FENCE_STALE);
+    ck_assert_int_eq(write_raw(o, NULL, "TRUNCATE o3", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    fails(o, "SELECT fence.unprotect('o3')", "42501");
+    fails(fa, "SELECT fence.protect('o3')", "42501"); /* not its table */
+
+    /* Restricting fence.advance to chosen roles, kept by a re-install. */
+    ok(fa, "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC");
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    fails(o, "SELECT fence.advance('o3', 1)", "42501");
+    snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO %s", owner);
+    ok(fa, sql);
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    ck_assert_int_eq(num(o, "SELECT fence.advance('o3', 1)"), 1);
+    PQfinish(o);
+    PQfinish(fa);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* Upgrade from version 1: tables protected by it get the version-2
+ * triggers when the installer may re-protect them, and a WARNING naming
+ * the command otherwise.  (Version 1 is simulated from version 2: its
+ * tables had the same triggers without zz_fence_check_*.) */
+static void make_v1(PGconn *c, const char *tbl)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "DROP TRIGGER zz_fence_check_ins ON %s; DROP TRIGGER zz_fence_check_upd ON %s", tbl,
+             tbl);
+    ok(c, sql);
+}
+
+START_TEST(upgrade_from_version_1)
+{
+    char d[NAME_BUF], fadmin[NAME_BUF], owner[NAME_BUF], sql[1024];
+    side_role("upadmin", fadmin);
+    side_role("upowner", owner);
+    side_db("up", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    snprintf(sql, sizeof sql,
+             "GRANT CREATE ON DATABASE %s TO %s; GRANT CREATE ON SCHEMA public TO %s, %s", d, fadmin,
+             owner, fadmin);
+    ok(su, sql);
+    PGconn *fa = connect_as(d, fadmin);
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s",
+             owner);
+    ok(fa, sql);
+    /* mine: the installer's; theirs: another role's; parent: with a child. */
+    ok(fa, "CREATE TABLE mine (id int PRIMARY KEY, v int); INSERT INTO mine VALUES (1, 0);"
+           "SELECT fence.protect('mine', permissive => true);"
+           "CREATE TABLE parent (id int); SELECT fence.protect('parent')");
+    PGconn *o = connect_as(d, owner);
+    ok(o, "CREATE TABLE theirs (id int PRIMARY KEY); SELECT fence.protect('theirs')");
+    make_v1(fa, "mine");
+    make_v1(fa, "parent");
+    make_v1(o, "theirs");
+    ok(fa, "CREATE TABLE parent_child () INHERITS (parent); UPDATE fence.meta SET version = 1");
+
+    notes n = {{0}};
+    PQsetNoticeReceiver(fa, collect_notice, &n);
+    ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(fa));
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 2);
+    ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'mine'::regclass"
+                             " AND tgname LIKE 'zz_fence_check_%'"),
+                     2);
+    ck_assert_str_eq(text1(fa, "SELECT mode FROM fence.protected WHERE tbl = 'mine'::regclass"),
+                     "permissive");
+    ck_assert_msg(strstr(n.text, "theirs keeps the triggers of an older version") != NULL &&
+                      strstr(n.text, "SELECT fence.protect('public.theirs', 'fence_token', "
+                                     "permissive => false)") != NULL,
+                  "no warning for theirs: %s", n.text);
+    ck_assert_msg(strstr(n.text, "parent keeps the triggers") != NULL, "no warning for parent: %s",
+                  n.text);
+    /* Both still protected the old way; their owner re-protects. */
+    ck_assert_int_eq(num(fa, "SELECT count(*) FROM fence.protected"), 3);
+    ok(o, "SELECT fence.protect('theirs', 'fence_token', permissive => false)");
+    n.text[0] = '\0';
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    ck_assert_msg(strstr(n.text, "theirs") == NULL, "warned again: %s", n.text);
+    PQfinish(o);
+    PQfinish(fa);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Injection: odd table, column and resource names                      */
+/* ------------------------------------------------------------------ */
+
+START_TEST(names_are_quoted)
+{
+    static const char *const names[] = {
+        "x\"; DROP TABLE victim; --", "Mixed Case", "with space", "quote'single", "ünï",
+    };
+    PGconn *c = db();
+    outcome e;
+    ok(c, "CREATE TABLE victim (id int)");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *tid = PQescapeIdentifier(c, names[i], strlen(names[i]));
+        char *tlit = PQescapeLiteral(c, tid, strlen(tid)); /* regclass text */
+        char *clit = PQescapeLiteral(c, names[i], strlen(names[i]));
+        char sql[1024];
+        snprintf(sql, sizeof sql, "CREATE TABLE %s (id int PRIMARY KEY, %s integer)", tid, tid);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (1, NULL)", tid);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "SELECT fence.protect(%s, %s)", tlit, clit);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "UPDATE %s SET id = 1", tid);
+        ck_assert_int_eq(write_tok(c, 8, sql, &e), FENCE_OK);
+        ck_assert_int_eq(write_tok(c, 7, sql, &e), FENCE_STALE);
+        char obj[512];
+        snprintf(obj, sizeof obj, "public.%s", tid);
+        ck_assert_str_eq(e.stale.object, obj);
+        snprintf(sql, sizeof sql, "SELECT %s FROM %s", tid, tid);
+        ck_assert_int_eq(num(c, sql), 8);
+        snprintf(sql, sizeof sql, "SELECT fence.set_mode(%s, 'permissive')", tlit);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "SELECT fence.unprotect(%s)", tlit);
+        ok(c, sql);
+
+        /* The same name as a resource. */
+        ok(c, "BEGIN");
+        ck_assert_int_eq(set_tok(c, 8, names[i], &e), FENCE_OK);
+        ok(c, "COMMIT");
+        ok(c, "BEGIN");
+        ck_assert_int_eq(set_tok(c, 7, names[i], &e), FENCE_STALE);
+        ck_assert_int_eq(e.stale.kind, FENCE_OBJECT_RESOURCE);
+        ck_assert_str_eq(e.stale.object, names[i]);
+        ok(c, "ROLLBACK");
+        PQfreemem(tid);
+        PQfreemem(tlit);
+        PQfreemem(clit);
+    }
+    /* Names that are not tables are errors, not code. */
+    fails(c, "SELECT fence.protect('victim; DROP TABLE victim')", "42602");
+    ok(c, "SELECT fence.protect('victim', 'c\"; DROP TABLE victim; --')");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'victim'::regclass"
+                            " AND attname = 'c\"; DROP TABLE victim; --'"),
+                     1);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_class WHERE relname = 'victim'"), 1);
+    PQfinish(c);
+}
+END_TEST
+
+
+static Suite *pg_security_suite(void)
+{
+    Suite *s = suite_create("pg_security");
+    TCase *t = pg_tcase("pg_security");
+    tcase_add_test(t, app_role_cannot_bypass);
+    tcase_add_test(t, install_refuses_what_another_role_owns);
+    tcase_add_test(t, row_later_trigger_cannot_rewrite_the_stamp);
+    tcase_add_test(t, protect_refuses_inheritance_parent);
+    tcase_add_test(t, install_ignores_hostile_search_path);
+    tcase_add_test(t, install_as_non_superuser_protect_as_owner);
+    tcase_add_test(t, upgrade_from_version_1);
+    tcase_add_test(t, names_are_quoted);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(pg_security_suite());
+}
