@@ -148,6 +148,14 @@ bench:
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@scripts/run-bench $(B)
 
+# make fuzz: the libFuzzer targets (tests/fuzz), built with clang in
+# build/fuzz (never mixed with the gcc objects), each run for FUZZ_SECONDS
+# seconds on a copy of its seed corpus; a crashing input is kept in
+# build/fuzz/crashes/.  Not part of make test (CI runs it before).
+fuzz:
+	@scripts/install-deps --if-missing
+	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),10) scripts/run-fuzz
+
 demo:
 	@scripts/install-deps --if-missing
 	@$(MAKE) --no-print-directory -s all examples
