@@ -218,6 +218,31 @@ static int open_gate(const char *dir, fence_gate **g)
     return rc;
 }
 
+/* Step 1 of a put: TOKEN's header and stdin to a new temp file in DIR
+ * (rename is atomic only within one file system), fsync'ed before anyone
+ * can see it.  Its name goes to tmp.  0, or -1 with a message printed. */
+static int write_temp(const char *dir, const char *key, uint64_t token, char *tmp, size_t size)
+{
+    snprintf(tmp, size, "%s/.tmp-%s-XXXXXX", dir, key);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "filestore: cannot create a temp file in %s: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    char head[HEADER_MAX];
+    int hn = snprintf(head, sizeof head, "FENCE %llu\n", (unsigned long long)token);
+    if (write_all(fd, head, (size_t)hn) != 0 || copy_fd(STDIN_FILENO, fd) != 0 ||
+        fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+        fprintf(stderr, "filestore: cannot write %s: %s\n", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
 /* The put of the usage text.  Returns an exit status. */
 static int put(const char *dir, int dirfd, const char *key, uint64_t token)
 {
@@ -228,33 +253,16 @@ static int put(const char *dir, int dirfd, const char *key, uint64_t token)
         return status_exit(rc);
     }
 
-    /* 1. Data to a temp file in the same folder (rename is atomic only
-     *    within one file system), fsync'ed before anyone can see it. */
+    /* 1. Data to a temp file, before the gate is entered. */
     char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", dir, key);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "filestore: cannot create a temp file in %s: %s\n", dir,
-                strerror(errno));
+    if (write_temp(dir, key, token, tmp, sizeof tmp) != 0) {
         fence_gate_close(g);
         return EXIT_ERROR;
     }
-    char head[HEADER_MAX];
-    int hn = snprintf(head, sizeof head, "FENCE %llu\n", (unsigned long long)token);
-    if (write_all(fd, head, (size_t)hn) != 0 || copy_fd(STDIN_FILENO, fd) != 0 ||
-        fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
-        fprintf(stderr, "filestore: cannot write %s: %s\n", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        fence_gate_close(g);
-        return EXIT_ERROR;
-    }
-    close(fd);
 
     /* 2. Enter the gate. */
     fence_gate_txn *txn = NULL;
-    uint64_t mark = 0;
-    rc = fence_gate_begin(g, key, token, &txn, &mark);
+    rc = fence_gate_begin(g, key, token, &txn, NULL);
     if (rc != FENCE_OK) {
         fprintf(stderr, "filestore: put %s refused: %s: %s\n", key, fence_strerror(rc),
                 fence_gate_errmsg(g));
@@ -341,7 +349,7 @@ static int mark(const char *dir, const char *key)
     int rc = open_gate(dir, &g);
     uint64_t m = 0;
     if (rc == FENCE_OK) {
-        rc = fence_gate_high_water(g, key, &m);
+        rc = fence_gate_mark(g, key, &m);
         if (rc != FENCE_OK) {
             fprintf(stderr, "filestore: %s\n", fence_gate_errmsg(g));
         }

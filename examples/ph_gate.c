@@ -139,13 +139,13 @@ static int gt_write(void *impl, long long balance, const char *writer, uint64_t 
         return out->status;
     }
     fence_gate_txn *t = NULL;
-    uint64_t mark = 0;
-    int rc = fence_gate_begin(s->gate, PH_GATE_RESOURCE, token, &t, &mark);
+    fence_stale stale;
+    int rc = fence_gate_begin(s->gate, PH_GATE_RESOURCE, token, &t, &stale);
     if (rc != FENCE_OK) {
         out->status = rc;
         if (rc == FENCE_STALE) {
-            out->offered = token;
-            out->highest = mark;
+            out->offered = stale.offered;
+            out->highest = stale.highest;
         }
         snprintf(out->message, sizeof out->message, "fence_gate_begin: %s%s%s", fence_strerror(rc),
                  *fence_gate_errmsg(s->gate) ? ": " : "", fence_gate_errmsg(s->gate));

@@ -1,121 +1,91 @@
-/* gate_internal.h -- what the gate's front (gate.c) and its two backings
- * (gate_mem.c, gate_sqlite.c) share.  Not installed. */
+/* gate_internal.h -- what the files of the write gate share.  Not installed.
+ *
+ * The files form layers; a file calls only the layers below it, never one
+ * above (no call cycles):
+ *
+ *   gate.c                      the public API: argument checks, handles,
+ *                               txns; calls down through g->ops
+ *   gate_mem.c  gate_sqlite.c   the two backings, each one ops table
+ *   gate_err.c  gate_wait.c     per-thread messages, and waiting
+ *   lib/common                  clock, name check, error slots
+ */
 #ifndef FENCE_GATE_INTERNAL_H
 #define FENCE_GATE_INTERNAL_H
 
+#include "common.h"
 #include "fence_gate.h"
 
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct sqlite3 sqlite3;
-typedef struct sqlite3_stmt sqlite3_stmt;
+/*
+ * A backing: what gate.c calls once it has checked the arguments (the
+ * gate is open, the resource a valid name, the token in range).  Every
+ * function reports a failure with fence_gate__fail() (the message) and
+ * returns its status.
+ */
+typedef struct fence_gate__ops {
+    /* Set up g->impl; path is the file (NULL in memory).  On failure it
+     * may leave a partial g->impl, which close() must take apart. */
+    fence_status (*open)(fence_gate *g, const char *path);
+    /* Free g->impl, whatever state open() left it in (NULL too). */
+    void (*close)(fence_gate *g);
+    /* The txns begun and not yet ended, right now. */
+    unsigned (*open_txns)(fence_gate *g);
+    /* Wait for t->resource, compare t->token with its mark and hold it.
+     * Sets t->mark_seen on FENCE_OK and FENCE_STALE; holds nothing unless
+     * FENCE_OK. */
+    fence_status (*begin)(fence_gate *g, fence_gate_txn *t);
+    /* Record t->token (commit) or nothing (abort), and release.  The
+     * caller frees t afterwards, whatever they return. */
+    fence_status (*commit)(fence_gate_txn *t);
+    fence_status (*abort)(fence_gate_txn *t);
+    /* *mark = resource's committed mark, 0 if none; never waits. */
+    fence_status (*mark)(fence_gate *g, const char *resource, uint64_t *mark);
+} fence_gate__ops;
 
-/* One resource of an in-memory gate: its mark and its hold. */
-typedef struct fence_gate__entry {
-    struct fence_gate__entry *next; /* hash chain */
-    uint64_t hash;
-    uint64_t mark;     /* highest committed token, 0 = none */
-    int held;          /* 1 while a txn holds it */
-    pthread_t holder;  /* the holding thread, when held */
-    pthread_cond_t cond; /* signalled when released */
-    size_t len;
-    char name[];       /* NUL-terminated */
-} fence_gate__entry;
-
-/* In memory, the table is split into stripes, each with its own mutex and
- * hash table, so that writers of different resources do not even contend
- * for the bookkeeping lock (unless their names hash to the same stripe).
- * A stripe's mutex guards its table and every entry in it. */
-#define FENCE_GATE__STRIPES 16
-typedef struct fence_gate__stripe {
-    pthread_mutex_t mu;
-    fence_gate__entry **buckets;
-    size_t nbuckets;
-    size_t nentries;
-    char pad_[64]; /* keep stripes on separate cache lines */
-} fence_gate__stripe;
+extern const fence_gate__ops fence_gate__mem_ops;    /* gate_mem.c */
+extern const fence_gate__ops fence_gate__sqlite_ops; /* gate_sqlite.c */
 
 struct fence_gate {
-    uint64_t id;       /* unique per open, keys the per-thread messages */
+    const fence_gate__ops *ops; /* NULL when the options were refused */
+    uint64_t id;     /* unique per open: keys the per-thread messages */
+    int ok;          /* the backing opened: begin and mark are allowed */
     int persistent;
     int64_t wait_ms;
-    int synchronous;
-    char *path;        /* persistent only */
-    /* Persistent: txns begun and not yet ended (atomic).  In memory the
-     * held entries are counted instead, so that writers of different
-     * resources share no counter. */
-    unsigned open_txns;
-
-    /* In memory. */
-    fence_gate__stripe *stripes; /* FENCE_GATE__STRIPES of them */
-    int nstripes_ok;             /* stripes whose mutex is initialised */
-
-    /* Persistent: mu guards the slot fields. */
-    pthread_mutex_t mu;
-    int mu_ok;          /* mu and slot_cond were initialised */
-
-    /* Persistent: one write connection, used only by the thread that holds
-     * the slot (slot_busy), so threads of this gate queue on slot_cond
-     * instead of polling the file lock.  Other processes are waited for by
-     * the busy handler, up to deadline_ns. */
-    pthread_cond_t slot_cond;
-    int slot_busy;
-    pthread_t slot_holder;
-    sqlite3 *wdb;
-    sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_select, *st_upsert;
-    int64_t deadline_ns; /* owned by the slot holder */
-
-    /* Persistent: a read connection for fence_gate_high_water(), guarded by
-     * rmu (in WAL mode it never waits for the writer). */
-    pthread_mutex_t rmu;
-    int rmu_ok;
-    sqlite3 *rdb;
-    sqlite3_stmt *st_rselect;
+    int synchronous; /* enum fence_gate_sync */
+    void *impl;      /* the backing's own state */
 };
 
 struct fence_gate_txn {
     fence_gate *gate;
-    fence_gate__entry *entry; /* in memory: the held entry */
+    void *hold;         /* the backing's note of what it holds */
     uint64_t token;
-    uint64_t mark_seen;
-    char resource[]; /* NUL-terminated copy */
+    uint64_t mark_seen; /* the resource's mark when begin checked it */
+    char resource[];    /* NUL-terminated copy */
 };
 
-/* Set the calling thread's message for gate g (printf-style). */
-void fence_gate__set_err(const fence_gate *g, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Clear the calling thread's message for gate g. */
-void fence_gate__clear_err(const fence_gate *g);
-/* A resource name shortened for messages (per-thread buffer). */
+/* ---- gate_err.c: the calling thread's message per gate ----------------- */
+/* Set the calling thread's message for g (printf-style); returns status. */
+fence_status fence_gate__fail(const fence_gate *g, fence_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Clear it (a call on g is starting, or succeeded). */
+void fence_gate__err_clear(const fence_gate *g);
+/* The calling thread's message for g, "" if none; never NULL. */
+const char *fence_gate__err_get(const fence_gate *g);
+/* A resource name shortened for messages (per-thread buffer, valid until
+ * the thread's next call). */
 const char *fence_gate__show(const char *resource);
 
-/* CLOCK_MONOTONIC in nanoseconds, and the same as a struct timespec. */
-int64_t fence_gate__now_ns(void);
-
-/* In memory (gate_mem.c). */
-int fence_gate__mem_open(fence_gate *g);
-void fence_gate__mem_close(fence_gate *g);
-int fence_gate__mem_begin(fence_gate *g, fence_gate_txn *t);
-int fence_gate__mem_end(fence_gate_txn *t, int commit);
-int fence_gate__mem_high_water(fence_gate *g, const char *resource, uint64_t *mark);
-/* The number of resources held right now. */
-unsigned fence_gate__mem_held(fence_gate *g);
-
-/* Persistent (gate_sqlite.c). */
-int fence_gate__db_open(fence_gate *g);
-void fence_gate__db_close(fence_gate *g);
-int fence_gate__db_begin(fence_gate *g, fence_gate_txn *t);
-int fence_gate__db_end(fence_gate_txn *t, int commit);
-int fence_gate__db_high_water(fence_gate *g, const char *resource, uint64_t *mark);
-
-/* Wait on cond (with mu held) until *busy is 0 or the deadline (absolute
- * CLOCK_MONOTONIC ns, -1 = try once) passes.  FENCE_OK when free,
- * FENCE_TIMEOUT otherwise. */
-int fence_gate__wait_free(pthread_mutex_t *mu, pthread_cond_t *cond, const int *busy,
-                          int64_t deadline_ns);
-/* Initialise a condition variable that waits on CLOCK_MONOTONIC. */
-int fence_gate__cond_init(pthread_cond_t *cond);
+/* ---- gate_wait.c: waiting for a holder ---------------------------------- */
+/* The absolute CLOCK_MONOTONIC deadline wait_ms from now, or -1 for
+ * wait_ms 0 (try once). */
+int64_t fence_gate__deadline(int64_t wait_ms);
+/* Wait on cond (created by fence__cond_init_monotonic, with mu held) until
+ * *busy is 0 or the deadline passes.  FENCE_OK when free, FENCE_TIMEOUT
+ * otherwise. */
+fence_status fence_gate__wait_free(pthread_mutex_t *mu, pthread_cond_t *cond, const int *busy,
+                                   int64_t deadline_ns);
 
 #endif

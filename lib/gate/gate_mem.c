@@ -1,15 +1,42 @@
-/* gate_mem.c -- the in-memory gate: a hash table of resources, each with
- * its mark, a held flag and a condition variable.  The table is split into
- * stripes (by the name's hash), each with its own mutex, held only for
- * bookkeeping and never while a caller writes: a held resource is a flag,
- * so writers of different resources never wait for each other, and mostly
- * do not even touch the same lock. */
+/* gate_mem.c -- the in-memory backing: a hash table of resources, each
+ * with its mark, a held flag and a condition variable.  The table is split
+ * into stripes (by the name's hash), each with its own mutex, held only
+ * for bookkeeping and never while a caller writes: a held resource is a
+ * flag, so writers of different resources never wait for each other, and
+ * mostly do not even touch the same lock. */
 #include "gate_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define INITIAL_BUCKETS 16
+
+/* One resource: its mark and its hold. */
+typedef struct entry {
+    struct entry *next;  /* hash chain */
+    uint64_t hash;
+    uint64_t mark;       /* highest committed token, 0 = none */
+    int held;            /* 1 while a txn holds it */
+    pthread_t holder;    /* the holding thread, when held */
+    pthread_cond_t cond; /* signalled when released */
+    size_t len;
+    char name[];         /* NUL-terminated */
+} entry;
+
+/* A stripe's mutex guards its table and every entry in it. */
+#define STRIPES 16
+typedef struct stripe {
+    pthread_mutex_t mu;
+    entry **buckets;
+    size_t nbuckets;
+    size_t nentries;
+    char pad_[64]; /* keep stripes on separate cache lines */
+} stripe;
+
+typedef struct mem_gate {
+    stripe stripes[STRIPES];
+    int nstripes_ok; /* stripes whose mutex is initialised */
+} mem_gate;
 
 static uint64_t hash_name(const char *s, size_t n)
 {
@@ -27,65 +54,65 @@ static uint64_t hash_name(const char *s, size_t n)
 }
 
 /* The stripe of a hash: its top bits (the low bits pick the bucket). */
-static fence_gate__stripe *stripe_of(fence_gate *g, uint64_t h)
+static stripe *stripe_of(fence_gate *g, uint64_t h)
 {
-    return &g->stripes[(h >> 56) % FENCE_GATE__STRIPES];
+    mem_gate *m = g->impl;
+    return &m->stripes[(h >> 56) % STRIPES];
 }
 
-int fence_gate__mem_open(fence_gate *g)
+static fence_status mem_open(fence_gate *g, const char *path)
 {
-    g->stripes = calloc(FENCE_GATE__STRIPES, sizeof *g->stripes);
-    if (g->stripes == NULL) {
-        fence_gate__set_err(g, "out of memory");
-        return FENCE_ENOMEM;
+    (void)path;
+    mem_gate *m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        return fence_gate__fail(g, FENCE_ENOMEM, "out of memory");
     }
-    for (int i = 0; i < FENCE_GATE__STRIPES; i++) {
-        fence_gate__stripe *st = &g->stripes[i];
+    g->impl = m;
+    for (int i = 0; i < STRIPES; i++) {
+        stripe *st = &m->stripes[i];
         st->buckets = calloc(INITIAL_BUCKETS, sizeof *st->buckets);
         if (st->buckets == NULL) {
-            fence_gate__set_err(g, "out of memory");
-            return FENCE_ENOMEM;
+            return fence_gate__fail(g, FENCE_ENOMEM, "out of memory");
         }
         st->nbuckets = INITIAL_BUCKETS;
         if (pthread_mutex_init(&st->mu, NULL) != 0) {
-            fence_gate__set_err(g, "cannot initialise a mutex");
-            return FENCE_ESYS;
+            return fence_gate__fail(g, FENCE_ESYS, "cannot initialise a mutex");
         }
-        g->nstripes_ok++;
+        m->nstripes_ok++;
     }
     return FENCE_OK;
 }
 
-void fence_gate__mem_close(fence_gate *g)
+static void mem_close(fence_gate *g)
 {
-    if (g->stripes == NULL) {
+    mem_gate *m = g->impl;
+    if (m == NULL) {
         return;
     }
-    for (int i = 0; i < FENCE_GATE__STRIPES; i++) {
-        fence_gate__stripe *st = &g->stripes[i];
+    for (int i = 0; i < STRIPES; i++) {
+        stripe *st = &m->stripes[i];
         for (size_t b = 0; b < st->nbuckets; b++) {
-            fence_gate__entry *e = st->buckets[b];
+            entry *e = st->buckets[b];
             while (e != NULL) {
-                fence_gate__entry *next = e->next;
+                entry *next = e->next;
                 pthread_cond_destroy(&e->cond);
                 free(e);
                 e = next;
             }
         }
         free(st->buckets);
-        if (i < g->nstripes_ok) {
+        if (i < m->nstripes_ok) {
             pthread_mutex_destroy(&st->mu);
         }
     }
-    free(g->stripes);
-    g->stripes = NULL;
-    g->nstripes_ok = 0;
+    free(m);
+    g->impl = NULL;
 }
 
 /* Called with st->mu held. */
-static fence_gate__entry *lookup(fence_gate__stripe *st, const char *name, size_t n, uint64_t h)
+static entry *lookup(stripe *st, const char *name, size_t n, uint64_t h)
 {
-    for (fence_gate__entry *e = st->buckets[h % st->nbuckets]; e != NULL; e = e->next) {
+    for (entry *e = st->buckets[h % st->nbuckets]; e != NULL; e = e->next) {
         if (e->hash == h && e->len == n && memcmp(e->name, name, n) == 0) {
             return e;
         }
@@ -95,20 +122,20 @@ static fence_gate__entry *lookup(fence_gate__stripe *st, const char *name, size_
 
 /* Double the stripe's table when it gets full; a failed resize is harmless
  * (the chains just get longer).  Called with st->mu held. */
-static void maybe_grow(fence_gate__stripe *st)
+static void maybe_grow(stripe *st)
 {
     if (st->nentries < st->nbuckets) {
         return;
     }
     size_t nb = st->nbuckets * 2;
-    fence_gate__entry **b = calloc(nb, sizeof *b);
+    entry **b = calloc(nb, sizeof *b);
     if (b == NULL) {
         return;
     }
     for (size_t i = 0; i < st->nbuckets; i++) {
-        fence_gate__entry *e = st->buckets[i];
+        entry *e = st->buckets[i];
         while (e != NULL) {
-            fence_gate__entry *next = e->next;
+            entry *next = e->next;
             e->next = b[e->hash % nb];
             b[e->hash % nb] = e;
             e = next;
@@ -120,10 +147,9 @@ static void maybe_grow(fence_gate__stripe *st)
 }
 
 /* Called with st->mu held. */
-static fence_gate__entry *lookup_or_add(fence_gate__stripe *st, const char *name, size_t n,
-                                        uint64_t h)
+static entry *lookup_or_add(stripe *st, const char *name, size_t n, uint64_t h)
 {
-    fence_gate__entry *e = lookup(st, name, n, h);
+    entry *e = lookup(st, name, n, h);
     if (e != NULL) {
         return e;
     }
@@ -131,7 +157,7 @@ static fence_gate__entry *lookup_or_add(fence_gate__stripe *st, const char *name
     if (e == NULL) {
         return NULL;
     }
-    if (fence_gate__cond_init(&e->cond) != 0) {
+    if (fence__cond_init_monotonic(&e->cond) != 0) {
         free(e);
         return NULL;
     }
@@ -145,56 +171,63 @@ static fence_gate__entry *lookup_or_add(fence_gate__stripe *st, const char *name
     return e;
 }
 
-int fence_gate__mem_begin(fence_gate *g, fence_gate_txn *t)
+/* Wait until e is free, then check the token and hold it.  Called with
+ * st->mu held; returns with it held.  The caller writes the message, after
+ * unlocking. */
+static fence_status take(stripe *st, entry *e, fence_gate_txn *t, int64_t deadline)
 {
-    int64_t deadline = g->wait_ms > 0 ? fence_gate__now_ns() + g->wait_ms * 1000000LL : -1;
     pthread_t self = pthread_self();
-    size_t n = strlen(t->resource);
-    uint64_t h = hash_name(t->resource, n);
-    fence_gate__stripe *st = stripe_of(g, h);
-
-    pthread_mutex_lock(&st->mu);
-    fence_gate__entry *e = lookup_or_add(st, t->resource, n, h);
-    if (e == NULL) {
-        pthread_mutex_unlock(&st->mu);
-        fence_gate__set_err(g, "out of memory adding resource \"%s\"",
-                            fence_gate__show(t->resource));
-        return FENCE_ENOMEM;
-    }
     if (e->held && pthread_equal(e->holder, self)) {
-        pthread_mutex_unlock(&st->mu);
-        fence_gate__set_err(g, "this thread already holds \"%s\": commit or abort that txn "
-                               "first", fence_gate__show(t->resource));
         return FENCE_ESTATE;
     }
-    int rc = fence_gate__wait_free(&st->mu, &e->cond, &e->held, deadline);
-    if (rc != FENCE_OK) {
-        pthread_mutex_unlock(&st->mu);
-        fence_gate__set_err(g, "\"%s\" is still held by another writer after %lld ms",
-                            fence_gate__show(t->resource), (long long)g->wait_ms);
-        return rc;
+    if (fence_gate__wait_free(&st->mu, &e->cond, &e->held, deadline) != FENCE_OK) {
+        return FENCE_TIMEOUT;
     }
     t->mark_seen = e->mark;
     if (t->token < e->mark) {
-        pthread_mutex_unlock(&st->mu);
-        fence_gate__set_err(g, "stale token %llu for \"%s\": a write with token %llu was "
-                               "already accepted",
-                            (unsigned long long)t->token, fence_gate__show(t->resource),
-                            (unsigned long long)t->mark_seen);
         return FENCE_STALE;
     }
     e->held = 1;
     e->holder = self;
-    t->entry = e;
-    pthread_mutex_unlock(&st->mu);
+    t->hold = e;
     return FENCE_OK;
 }
 
-int fence_gate__mem_end(fence_gate_txn *t, int commit)
+static fence_status mem_begin(fence_gate *g, fence_gate_txn *t)
 {
-    fence_gate *g = t->gate;
-    fence_gate__entry *e = t->entry;
-    fence_gate__stripe *st = stripe_of(g, e->hash);
+    int64_t deadline = fence_gate__deadline(g->wait_ms);
+    size_t n = strlen(t->resource);
+    uint64_t h = hash_name(t->resource, n);
+    stripe *st = stripe_of(g, h);
+
+    pthread_mutex_lock(&st->mu);
+    entry *e = lookup_or_add(st, t->resource, n, h);
+    fence_status rc = e != NULL ? take(st, e, t, deadline) : FENCE_ENOMEM;
+    pthread_mutex_unlock(&st->mu);
+
+    const char *res = rc != FENCE_OK ? fence_gate__show(t->resource) : "";
+    switch (rc) {
+    case FENCE_OK:
+        return FENCE_OK;
+    case FENCE_ENOMEM:
+        return fence_gate__fail(g, rc, "out of memory adding resource \"%s\"", res);
+    case FENCE_ESTATE:
+        return fence_gate__fail(g, rc, "this thread already holds \"%s\": commit or abort "
+                                "that txn first", res);
+    case FENCE_TIMEOUT:
+        return fence_gate__fail(g, rc, "\"%s\" is still held by another writer after %lld ms",
+                                res, (long long)g->wait_ms);
+    default: /* FENCE_STALE */
+        return fence_gate__fail(g, rc, "stale token %llu for \"%s\": a write with token %llu "
+                                "was already accepted", (unsigned long long)t->token, res,
+                                (unsigned long long)t->mark_seen);
+    }
+}
+
+static void release(fence_gate_txn *t, int commit)
+{
+    entry *e = t->hold;
+    stripe *st = stripe_of(t->gate, e->hash);
     pthread_mutex_lock(&st->mu);
     if (commit && t->token > e->mark) {
         e->mark = t->token;
@@ -204,17 +237,31 @@ int fence_gate__mem_end(fence_gate_txn *t, int commit)
      * without taking the resource, so every waiter must get a look. */
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&st->mu);
+}
+
+static fence_status mem_commit(fence_gate_txn *t)
+{
+    release(t, 1);
     return FENCE_OK;
 }
 
-unsigned fence_gate__mem_held(fence_gate *g)
+static fence_status mem_abort(fence_gate_txn *t)
 {
+    release(t, 0);
+    return FENCE_OK;
+}
+
+/* The number of resources held right now.  Held resources are counted,
+ * not kept in a counter, so writers of different resources share none. */
+static unsigned mem_open_txns(fence_gate *g)
+{
+    mem_gate *m = g->impl;
     unsigned held = 0;
-    for (int i = 0; i < g->nstripes_ok; i++) {
-        fence_gate__stripe *st = &g->stripes[i];
+    for (int i = 0; m != NULL && i < m->nstripes_ok; i++) {
+        stripe *st = &m->stripes[i];
         pthread_mutex_lock(&st->mu);
         for (size_t b = 0; b < st->nbuckets; b++) {
-            for (fence_gate__entry *e = st->buckets[b]; e != NULL; e = e->next) {
+            for (entry *e = st->buckets[b]; e != NULL; e = e->next) {
                 held += e->held != 0;
             }
         }
@@ -223,14 +270,24 @@ unsigned fence_gate__mem_held(fence_gate *g)
     return held;
 }
 
-int fence_gate__mem_high_water(fence_gate *g, const char *resource, uint64_t *mark)
+static fence_status mem_mark(fence_gate *g, const char *resource, uint64_t *mark)
 {
     size_t n = strlen(resource);
     uint64_t h = hash_name(resource, n);
-    fence_gate__stripe *st = stripe_of(g, h);
+    stripe *st = stripe_of(g, h);
     pthread_mutex_lock(&st->mu);
-    fence_gate__entry *e = lookup(st, resource, n, h);
+    entry *e = lookup(st, resource, n, h);
     *mark = e != NULL ? e->mark : 0;
     pthread_mutex_unlock(&st->mu);
     return FENCE_OK;
 }
+
+const fence_gate__ops fence_gate__mem_ops = {
+    .open = mem_open,
+    .close = mem_close,
+    .open_txns = mem_open_txns,
+    .begin = mem_begin,
+    .commit = mem_commit,
+    .abort = mem_abort,
+    .mark = mem_mark,
+};

@@ -1,4 +1,4 @@
-/* gate_sqlite.c -- the persistent gate: marks in a SQLite file (WAL mode).
+/* gate_sqlite.c -- the persistent backing: marks in a SQLite file (WAL).
  *
  * begin  = BEGIN IMMEDIATE (takes the file's write lock, waiting for other
  *          processes up to the deadline), SELECT the mark, and if the token
@@ -11,20 +11,18 @@
  * as the only step that can fail after the caller has written.
  *
  * Threads of one gate share one write connection and take turns through
- * the gate's slot (g->slot_busy, waited for on a condition variable), so
- * they never poll the file lock against each other; only other processes
- * (or other gates on the same file) are waited for by the busy handler.
- * The SQL text lives in lib/gate/sql/, embedded at build time. */
+ * the gate's slot (slot_busy, waited for on a condition variable), so they
+ * never poll the file lock against each other; only other processes (or
+ * other gates on the same file) are waited for by the busy handler.
+ * The SQL text lives in sql/gate/, embedded at build time. */
 #include "gate_internal.h"
 
-#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-/* Embedded from lib/gate/sql/ (see module.mk). */
+/* Embedded from sql/gate/ (see module.mk). */
 extern const char fence_gate__sql_schema[];
 extern const char fence_gate__sql_select_mark[];
 extern const size_t fence_gate__sql_select_mark_len;
@@ -32,15 +30,39 @@ extern const char fence_gate__sql_upsert_mark[];
 extern const size_t fence_gate__sql_upsert_mark_len;
 
 #define OPEN_MIN_WAIT_MS 1000
-#define BUSY_SLEEP_SHORT_NS 100000L /* first polls: 0.1 ms */
-#define BUSY_SLEEP_LONG_NS 1000000L /* then: 1 ms */
+#define BUSY_SLEEP_SHORT_US 100 /* first polls: 0.1 ms */
+#define BUSY_SLEEP_LONG_US 1000 /* then: 1 ms */
 
-static int db_fail(fence_gate *g, sqlite3 *db, const char *what)
+typedef struct db_gate {
+    char *path;
+    /* Guard the slot; their own flags say whether they were initialised. */
+    pthread_mutex_t mu;
+    pthread_cond_t slot_cond;
+    int mu_ok, cond_ok;
+    /* One write connection, used only by the thread that holds the slot
+     * (slot_busy), so threads of this gate queue on slot_cond instead of
+     * polling the file lock.  Other processes are waited for by the busy
+     * handler, up to deadline_ns. */
+    int slot_busy;
+    pthread_t slot_holder;
+    unsigned open_txns; /* atomic: txns begun and not yet ended */
+    sqlite3 *wdb;
+    sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_select, *st_upsert;
+    int64_t deadline_ns; /* owned by the slot holder */
+    /* A read connection for fence_gate_mark(), guarded by rmu (in WAL mode
+     * it never waits for the writer). */
+    pthread_mutex_t rmu;
+    int rmu_ok;
+    sqlite3 *rdb;
+    sqlite3_stmt *st_rselect;
+} db_gate;
+
+static fence_status db_fail(const fence_gate *g, sqlite3 *db, const char *what)
 {
-    fence_gate__set_err(g, "%s: %s (SQLite code %d, file %s)", what,
-                        db != NULL ? sqlite3_errmsg(db) : "out of memory",
-                        db != NULL ? sqlite3_extended_errcode(db) : SQLITE_NOMEM, g->path);
-    return FENCE_EDB;
+    const db_gate *d = g->impl;
+    return fence_gate__fail(g, FENCE_EDB, "%s: %s (SQLite code %d, file %s)", what,
+                            db != NULL ? sqlite3_errmsg(db) : "out of memory",
+                            db != NULL ? sqlite3_extended_errcode(db) : SQLITE_NOMEM, d->path);
 }
 
 static int is_busy(int rc)
@@ -50,26 +72,21 @@ static int is_busy(int rc)
 
 /*
  * Busy handler of the write connection: keep retrying the file lock until
- * g->deadline_ns, sleeping briefly between tries.  SQLite's own
- * busy_timeout sleeps up to 100 ms between tries, which lets one busy
- * process starve another; short sleeps keep the hand-over quick.  Only the
- * slot holder runs statements on this connection, so deadline_ns is read
- * by the thread that set it.
+ * deadline_ns, sleeping briefly between tries.  SQLite's own busy_timeout
+ * sleeps up to 100 ms between tries, which lets one busy process starve
+ * another; short sleeps keep the hand-over quick.  Only the slot holder
+ * runs statements on this connection, so deadline_ns is read by the
+ * thread that set it.
  */
 static int busy_cb(void *arg, int count)
 {
-    const fence_gate *g = arg;
-    int64_t left = g->deadline_ns - fence_gate__now_ns();
-    if (left <= 0) {
+    const db_gate *d = arg;
+    int64_t left_us = (d->deadline_ns - fence__now_ns()) / 1000;
+    if (left_us <= 0) {
         return 0;
     }
-    long ns = count < 20 ? BUSY_SLEEP_SHORT_NS : BUSY_SLEEP_LONG_NS;
-    if (left < ns) {
-        ns = (long)left;
-    }
-    struct timespec ts = {0, ns};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    int64_t us = count < 20 ? BUSY_SLEEP_SHORT_US : BUSY_SLEEP_LONG_US;
+    fence__sleep_us(left_us < us ? left_us : us);
     return 1;
 }
 
@@ -78,18 +95,19 @@ static int64_t open_wait_ms(const fence_gate *g)
     return g->wait_ms > OPEN_MIN_WAIT_MS ? g->wait_ms : OPEN_MIN_WAIT_MS;
 }
 
-static int open_conn(fence_gate *g, sqlite3 **db, const char *what)
+static fence_status open_conn(fence_gate *g, sqlite3 **db, const char *what)
 {
+    const db_gate *d = g->impl;
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    int rc = sqlite3_open_v2(g->path, db, flags, NULL);
-    if (rc != SQLITE_OK) {
+    if (sqlite3_open_v2(d->path, db, flags, NULL) != SQLITE_OK) {
         return db_fail(g, *db, what);
     }
     sqlite3_extended_result_codes(*db, 1);
     return FENCE_OK;
 }
 
-static int prepare(fence_gate *g, sqlite3 *db, const char *sql, int len, sqlite3_stmt **st)
+static fence_status prepare(fence_gate *g, sqlite3 *db, const char *sql, int len,
+                            sqlite3_stmt **st)
 {
     int rc = sqlite3_prepare_v3(db, sql, len, SQLITE_PREPARE_PERSISTENT, st, NULL);
     if (rc != SQLITE_OK) {
@@ -99,7 +117,7 @@ static int prepare(fence_gate *g, sqlite3 *db, const char *sql, int len, sqlite3
 }
 
 /* Run a statement that returns one text row (a PRAGMA) into buf. */
-static int pragma(fence_gate *g, sqlite3 *db, const char *sql, char *buf, size_t size)
+static fence_status pragma(fence_gate *g, sqlite3 *db, const char *sql, char *buf, size_t size)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
@@ -114,41 +132,25 @@ static int pragma(fence_gate *g, sqlite3 *db, const char *sql, char *buf, size_t
             rc = SQLITE_OK;
         }
     }
-    if (rc != SQLITE_OK) {
-        int out = db_fail(g, db, sql);
-        sqlite3_finalize(st);
-        return out;
-    }
+    fence_status out = rc == SQLITE_OK ? FENCE_OK : db_fail(g, db, sql);
     sqlite3_finalize(st);
-    return FENCE_OK;
+    return out;
 }
 
-int fence_gate__db_open(fence_gate *g)
+/* The write connection's settings: WAL, the sync mode, the table. */
+static fence_status setup_writer(fence_gate *g, db_gate *d)
 {
     char buf[32];
-    if (sqlite3_threadsafe() == 0) {
-        fence_gate__set_err(g, "the SQLite library was built without thread support "
-                               "(SQLITE_THREADSAFE=0); the gate needs it");
-        return FENCE_EDB;
-    }
-    int rc = open_conn(g, &g->wdb, "cannot open the gate's database");
-    if (rc != FENCE_OK) {
-        return rc;
-    }
-    g->deadline_ns = fence_gate__now_ns() + open_wait_ms(g) * 1000000LL;
-    sqlite3_busy_handler(g->wdb, busy_cb, g);
-
-    rc = pragma(g, g->wdb, "PRAGMA journal_mode=WAL", buf, sizeof buf);
+    fence_status rc = pragma(g, d->wdb, "PRAGMA journal_mode=WAL", buf, sizeof buf);
     if (rc != FENCE_OK) {
         return rc;
     }
     if (strcmp(buf, "wal") != 0) {
-        fence_gate__set_err(g, "cannot put %s in WAL mode (journal_mode is \"%s\"); is it on "
-                               "a file system without shared memory, such as NFS?",
-                            g->path, buf);
-        return FENCE_EDB;
+        return fence_gate__fail(g, FENCE_EDB, "cannot put %s in WAL mode (journal_mode is "
+                                "\"%s\"); is it on a file system without shared memory, such "
+                                "as NFS?", d->path, buf);
     }
-    rc = pragma(g, g->wdb,
+    rc = pragma(g, d->wdb,
                 g->synchronous == FENCE_GATE_SYNC_NORMAL ? "PRAGMA synchronous=NORMAL"
                                                          : "PRAGMA synchronous=FULL",
                 buf, sizeof buf);
@@ -156,54 +158,132 @@ int fence_gate__db_open(fence_gate *g)
         return rc;
     }
     char *err = NULL;
-    if (sqlite3_exec(g->wdb, fence_gate__sql_schema, NULL, NULL, &err) != SQLITE_OK) {
-        fence_gate__set_err(g, "cannot create the gate's table in %s: %s", g->path,
-                            err != NULL ? err : "out of memory");
+    if (sqlite3_exec(d->wdb, fence_gate__sql_schema, NULL, NULL, &err) != SQLITE_OK) {
+        rc = fence_gate__fail(g, FENCE_EDB, "cannot create the gate's table in %s: %s", d->path,
+                              err != NULL ? err : "out of memory");
         sqlite3_free(err);
-        return FENCE_EDB;
+    }
+    return rc;
+}
+
+static fence_status open_writer(fence_gate *g, db_gate *d)
+{
+    fence_status rc = open_conn(g, &d->wdb, "cannot open the gate's database");
+    if (rc != FENCE_OK) {
+        return rc;
+    }
+    d->deadline_ns = fence__now_ns() + open_wait_ms(g) * 1000000LL;
+    sqlite3_busy_handler(d->wdb, busy_cb, d);
+    rc = setup_writer(g, d);
+    if (rc != FENCE_OK) {
+        return rc;
     }
     const struct {
         const char *sql;
         int len;
         sqlite3_stmt **out;
     } stmts[] = {
-        {"BEGIN IMMEDIATE", -1, &g->st_begin},
-        {"COMMIT", -1, &g->st_commit},
-        {"ROLLBACK", -1, &g->st_rollback},
-        {fence_gate__sql_select_mark, (int)fence_gate__sql_select_mark_len, &g->st_select},
-        {fence_gate__sql_upsert_mark, (int)fence_gate__sql_upsert_mark_len, &g->st_upsert},
+        {"BEGIN IMMEDIATE", -1, &d->st_begin},
+        {"COMMIT", -1, &d->st_commit},
+        {"ROLLBACK", -1, &d->st_rollback},
+        {fence_gate__sql_select_mark, (int)fence_gate__sql_select_mark_len, &d->st_select},
+        {fence_gate__sql_upsert_mark, (int)fence_gate__sql_upsert_mark_len, &d->st_upsert},
     };
-    for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
-        rc = prepare(g, g->wdb, stmts[i].sql, stmts[i].len, stmts[i].out);
-        if (rc != FENCE_OK) {
-            return rc;
-        }
+    for (size_t i = 0; i < sizeof stmts / sizeof stmts[0] && rc == FENCE_OK; i++) {
+        rc = prepare(g, d->wdb, stmts[i].sql, stmts[i].len, stmts[i].out);
     }
-
-    /* The read connection, for fence_gate_high_water(). */
-    rc = open_conn(g, &g->rdb, "cannot open a read connection to the gate's database");
-    if (rc != FENCE_OK) {
-        return rc;
-    }
-    sqlite3_busy_timeout(g->rdb, (int)open_wait_ms(g));
-    rc = pragma(g, g->rdb, "PRAGMA query_only=1", buf, sizeof buf);
-    if (rc != FENCE_OK) {
-        return rc;
-    }
-    return prepare(g, g->rdb, fence_gate__sql_select_mark, (int)fence_gate__sql_select_mark_len,
-                   &g->st_rselect);
+    return rc;
 }
 
-void fence_gate__db_close(fence_gate *g)
+/* The read connection, for fence_gate_mark(). */
+static fence_status open_reader(fence_gate *g, db_gate *d)
 {
-    sqlite3_stmt *all[] = {g->st_begin,  g->st_commit, g->st_rollback,
-                           g->st_select, g->st_upsert, g->st_rselect};
+    char buf[32];
+    fence_status rc = open_conn(g, &d->rdb, "cannot open a read connection to the gate's "
+                                            "database");
+    if (rc != FENCE_OK) {
+        return rc;
+    }
+    sqlite3_busy_timeout(d->rdb, (int)open_wait_ms(g));
+    rc = pragma(g, d->rdb, "PRAGMA query_only=1", buf, sizeof buf);
+    if (rc != FENCE_OK) {
+        return rc;
+    }
+    return prepare(g, d->rdb, fence_gate__sql_select_mark, (int)fence_gate__sql_select_mark_len,
+                   &d->st_rselect);
+}
+
+/* The state without the connections: path and the locks. */
+static fence_status init_state(fence_gate *g, db_gate *d, const char *path)
+{
+    d->path = strdup(path);
+    if (d->path == NULL) {
+        return fence_gate__fail(g, FENCE_ENOMEM, "out of memory copying the path");
+    }
+    d->mu_ok = pthread_mutex_init(&d->mu, NULL) == 0;
+    d->cond_ok = fence__cond_init_monotonic(&d->slot_cond) == 0;
+    d->rmu_ok = pthread_mutex_init(&d->rmu, NULL) == 0;
+    if (!d->mu_ok || !d->rmu_ok) {
+        return fence_gate__fail(g, FENCE_ESYS, "cannot initialise a mutex");
+    }
+    if (!d->cond_ok) {
+        return fence_gate__fail(g, FENCE_ESYS, "cannot initialise a condition variable");
+    }
+    if (sqlite3_threadsafe() == 0) {
+        return fence_gate__fail(g, FENCE_EDB, "the SQLite library was built without thread "
+                                "support (SQLITE_THREADSAFE=0); the gate needs it");
+    }
+    return FENCE_OK;
+}
+
+static fence_status db_open(fence_gate *g, const char *path)
+{
+    db_gate *d = calloc(1, sizeof *d);
+    if (d == NULL) {
+        return fence_gate__fail(g, FENCE_ENOMEM, "out of memory");
+    }
+    g->impl = d;
+    fence_status rc = init_state(g, d, path);
+    if (rc == FENCE_OK) {
+        rc = open_writer(g, d);
+    }
+    if (rc == FENCE_OK) {
+        rc = open_reader(g, d);
+    }
+    return rc;
+}
+
+static void db_close(fence_gate *g)
+{
+    db_gate *d = g->impl;
+    if (d == NULL) {
+        return;
+    }
+    sqlite3_stmt *all[] = {d->st_begin,  d->st_commit, d->st_rollback,
+                           d->st_select, d->st_upsert, d->st_rselect};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         sqlite3_finalize(all[i]);
     }
-    sqlite3_close_v2(g->rdb);
-    sqlite3_close_v2(g->wdb);
-    g->rdb = g->wdb = NULL;
+    sqlite3_close_v2(d->rdb);
+    sqlite3_close_v2(d->wdb);
+    if (d->rmu_ok) {
+        pthread_mutex_destroy(&d->rmu);
+    }
+    if (d->cond_ok) {
+        pthread_cond_destroy(&d->slot_cond);
+    }
+    if (d->mu_ok) {
+        pthread_mutex_destroy(&d->mu);
+    }
+    free(d->path);
+    free(d);
+    g->impl = NULL;
+}
+
+static unsigned db_open_txns(fence_gate *g)
+{
+    db_gate *d = g->impl;
+    return d != NULL ? __atomic_load_n(&d->open_txns, __ATOMIC_ACQUIRE) : 0;
 }
 
 /* Step a statement that returns no rows; the SQLite result code. */
@@ -214,27 +294,54 @@ static int run(sqlite3_stmt *st)
     return rc;
 }
 
-static void rollback(fence_gate *g)
+static void rollback(db_gate *d)
 {
-    if (!sqlite3_get_autocommit(g->wdb)) {
-        run(g->st_rollback);
+    if (!sqlite3_get_autocommit(d->wdb)) {
+        run(d->st_rollback);
     }
 }
 
-static void release_slot(fence_gate *g)
+/* Take the gate's slot (its write connection), waiting for other threads
+ * of this gate up to deadline. */
+static fence_status take_slot(fence_gate *g, db_gate *d, int64_t deadline)
 {
-    pthread_mutex_lock(&g->mu);
-    g->slot_busy = 0;
-    __atomic_sub_fetch(&g->open_txns, 1, __ATOMIC_ACQ_REL);
-    pthread_cond_broadcast(&g->slot_cond);
-    pthread_mutex_unlock(&g->mu);
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&d->mu);
+    if (d->slot_busy && pthread_equal(d->slot_holder, self)) {
+        pthread_mutex_unlock(&d->mu);
+        return fence_gate__fail(g, FENCE_ESTATE, "this thread already holds a txn of this "
+                                "persistent gate (which locks the whole file): commit or abort "
+                                "it first");
+    }
+    if (fence_gate__wait_free(&d->mu, &d->slot_cond, &d->slot_busy, deadline) != FENCE_OK) {
+        pthread_mutex_unlock(&d->mu);
+        return fence_gate__fail(g, FENCE_TIMEOUT, "%s is still held by another thread of this "
+                                "gate after %lld ms (a persistent gate locks the whole file)",
+                                d->path, (long long)g->wait_ms);
+    }
+    d->slot_busy = 1;
+    d->slot_holder = self;
+    __atomic_add_fetch(&d->open_txns, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&d->mu);
+    return FENCE_OK;
 }
 
-/* Read resource's mark on connection st's database into *mark. */
-static int read_mark(fence_gate *g, sqlite3_stmt *st, const char *resource, uint64_t *mark)
+static void release_slot(db_gate *d)
 {
+    pthread_mutex_lock(&d->mu);
+    d->slot_busy = 0;
+    __atomic_sub_fetch(&d->open_txns, 1, __ATOMIC_ACQ_REL);
+    pthread_cond_broadcast(&d->slot_cond);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Read resource's mark with statement st into *mark. */
+static fence_status read_mark(fence_gate *g, sqlite3_stmt *st, const char *resource,
+                              uint64_t *mark)
+{
+    const db_gate *d = g->impl;
     sqlite3 *db = sqlite3_db_handle(st);
-    int out = FENCE_OK;
+    fence_status out = FENCE_OK;
     int rc = sqlite3_bind_text(st, 1, resource, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(st);
@@ -243,17 +350,17 @@ static int read_mark(fence_gate *g, sqlite3_stmt *st, const char *resource, uint
         sqlite3_int64 v = sqlite3_column_int64(st, 0);
         if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || v < 1) {
             /* Fail closed: a mark we cannot read admits nothing. */
-            fence_gate__set_err(g, "the mark of \"%s\" in %s is not a positive integer; "
-                                   "refusing to guess", fence_gate__show(resource), g->path);
-            out = FENCE_EDB;
+            out = fence_gate__fail(g, FENCE_EDB, "the mark of \"%s\" in %s is not a positive "
+                                   "integer; refusing to guess", fence_gate__show(resource),
+                                   d->path);
         } else {
             *mark = (uint64_t)v;
         }
     } else if (rc == SQLITE_DONE) {
         *mark = 0;
     } else if (is_busy(rc)) {
-        fence_gate__set_err(g, "%s is locked: %s", g->path, sqlite3_errmsg(db));
-        out = FENCE_TIMEOUT;
+        out = fence_gate__fail(g, FENCE_TIMEOUT, "%s is locked: %s", d->path,
+                               sqlite3_errmsg(db));
     } else {
         out = db_fail(g, db, "cannot read a mark");
     }
@@ -262,105 +369,111 @@ static int read_mark(fence_gate *g, sqlite3_stmt *st, const char *resource, uint
     return out;
 }
 
-int fence_gate__db_begin(fence_gate *g, fence_gate_txn *t)
+/* Inside the write transaction: compare, and raise the mark if higher. */
+static fence_status check_and_record(fence_gate *g, db_gate *d, fence_gate_txn *t)
 {
-    int64_t deadline = g->wait_ms > 0 ? fence_gate__now_ns() + g->wait_ms * 1000000LL : -1;
-    pthread_t self = pthread_self();
-
-    pthread_mutex_lock(&g->mu);
-    if (g->slot_busy && pthread_equal(g->slot_holder, self)) {
-        pthread_mutex_unlock(&g->mu);
-        fence_gate__set_err(g, "this thread already holds a txn of this persistent gate (which "
-                               "locks the whole file): commit or abort it first");
-        return FENCE_ESTATE;
-    }
-    int rc = fence_gate__wait_free(&g->mu, &g->slot_cond, &g->slot_busy, deadline);
+    fence_status rc = read_mark(g, d->st_select, t->resource, &t->mark_seen);
     if (rc != FENCE_OK) {
-        pthread_mutex_unlock(&g->mu);
-        fence_gate__set_err(g, "%s is still held by another thread of this gate after %lld ms "
-                               "(a persistent gate locks the whole file)",
-                            g->path, (long long)g->wait_ms);
         return rc;
     }
-    g->slot_busy = 1;
-    g->slot_holder = self;
-    __atomic_add_fetch(&g->open_txns, 1, __ATOMIC_ACQ_REL);
-    pthread_mutex_unlock(&g->mu);
+    if (t->token < t->mark_seen) {
+        return fence_gate__fail(g, FENCE_STALE, "stale token %llu for \"%s\": a write with "
+                                "token %llu was already accepted", (unsigned long long)t->token,
+                                fence_gate__show(t->resource),
+                                (unsigned long long)t->mark_seen);
+    }
+    if (t->token == t->mark_seen) {
+        return FENCE_OK;
+    }
+    sqlite3_stmt *st = d->st_upsert;
+    int src = sqlite3_bind_text(st, 1, t->resource, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK) {
+        src = sqlite3_bind_int64(st, 2, (sqlite3_int64)t->token);
+    }
+    if (src == SQLITE_OK) {
+        src = sqlite3_step(st);
+    }
+    if (src != SQLITE_DONE) {
+        rc = db_fail(g, d->wdb, "cannot record a mark");
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
 
+static fence_status db_begin(fence_gate *g, fence_gate_txn *t)
+{
+    db_gate *d = g->impl;
+    int64_t deadline = fence_gate__deadline(g->wait_ms);
+    fence_status rc = take_slot(g, d, deadline);
+    if (rc != FENCE_OK) {
+        return rc;
+    }
     /* Now the connection is ours.  A deadline already past makes the busy
      * handler give up at once (wait_ms 0: try once). */
-    g->deadline_ns = deadline >= 0 ? deadline : 0;
-    rc = run(g->st_begin);
-    if (rc != SQLITE_DONE) {
-        if (is_busy(rc)) {
-            fence_gate__set_err(g, "%s is still locked by another process or connection after "
-                                   "%lld ms (%s)",
-                                g->path, (long long)g->wait_ms, sqlite3_errmsg(g->wdb));
-            rc = FENCE_TIMEOUT;
-        } else {
-            rc = db_fail(g, g->wdb, "cannot begin a write transaction");
-        }
-        rollback(g);
-        release_slot(g);
-        return rc;
-    }
-    rc = read_mark(g, g->st_select, t->resource, &t->mark_seen);
-    if (rc == FENCE_OK && t->token < t->mark_seen) {
-        fence_gate__set_err(g, "stale token %llu for \"%s\": a write with token %llu was "
-                               "already accepted",
-                            (unsigned long long)t->token, fence_gate__show(t->resource),
-                            (unsigned long long)t->mark_seen);
-        rc = FENCE_STALE;
-    }
-    if (rc == FENCE_OK && t->token > t->mark_seen) {
-        sqlite3_stmt *st = g->st_upsert;
-        int src = sqlite3_bind_text(st, 1, t->resource, -1, SQLITE_STATIC);
-        if (src == SQLITE_OK) {
-            src = sqlite3_bind_int64(st, 2, (sqlite3_int64)t->token);
-        }
-        if (src == SQLITE_OK) {
-            src = sqlite3_step(st);
-        }
-        if (src != SQLITE_DONE) {
-            rc = db_fail(g, g->wdb, "cannot record a mark");
-        }
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
+    d->deadline_ns = deadline >= 0 ? deadline : 0;
+    int src = run(d->st_begin);
+    if (src == SQLITE_DONE) {
+        rc = check_and_record(g, d, t);
+    } else if (is_busy(src)) {
+        rc = fence_gate__fail(g, FENCE_TIMEOUT, "%s is still locked by another process or "
+                              "connection after %lld ms (%s)", d->path, (long long)g->wait_ms,
+                              sqlite3_errmsg(d->wdb));
+    } else {
+        rc = db_fail(g, d->wdb, "cannot begin a write transaction");
     }
     if (rc != FENCE_OK) {
-        rollback(g);
-        release_slot(g);
+        rollback(d);
+        release_slot(d);
     }
     return rc;
 }
 
-int fence_gate__db_end(fence_gate_txn *t, int commit)
+static fence_status db_end(fence_gate_txn *t, int commit)
 {
     fence_gate *g = t->gate;
-    int out = FENCE_OK;
+    db_gate *d = g->impl;
+    fence_status out = FENCE_OK;
     /* COMMIT and ROLLBACK of a WAL writer do not normally wait, but give
      * the busy handler a little room rather than none. */
-    g->deadline_ns = fence_gate__now_ns() + OPEN_MIN_WAIT_MS * 1000000LL;
+    d->deadline_ns = fence__now_ns() + OPEN_MIN_WAIT_MS * 1000000LL;
     if (commit) {
-        int rc = run(g->st_commit);
-        if (rc != SQLITE_DONE) {
-            out = db_fail(g, g->wdb, "cannot commit; the mark was not recorded");
-            rollback(g);
+        if (run(d->st_commit) != SQLITE_DONE) {
+            out = db_fail(g, d->wdb, "cannot commit; the mark was not recorded");
+            rollback(d);
         }
-    } else {
-        int rc = run(g->st_rollback);
-        if (rc != SQLITE_DONE) {
-            out = db_fail(g, g->wdb, "cannot roll back");
-        }
+    } else if (run(d->st_rollback) != SQLITE_DONE) {
+        out = db_fail(g, d->wdb, "cannot roll back");
     }
-    release_slot(g);
+    release_slot(d);
     return out;
 }
 
-int fence_gate__db_high_water(fence_gate *g, const char *resource, uint64_t *mark)
+static fence_status db_commit(fence_gate_txn *t)
 {
-    pthread_mutex_lock(&g->rmu);
-    int rc = read_mark(g, g->st_rselect, resource, mark);
-    pthread_mutex_unlock(&g->rmu);
+    return db_end(t, 1);
+}
+
+static fence_status db_abort(fence_gate_txn *t)
+{
+    return db_end(t, 0);
+}
+
+static fence_status db_mark(fence_gate *g, const char *resource, uint64_t *mark)
+{
+    db_gate *d = g->impl;
+    pthread_mutex_lock(&d->rmu);
+    fence_status rc = read_mark(g, d->st_rselect, resource, mark);
+    pthread_mutex_unlock(&d->rmu);
     return rc;
 }
+
+const fence_gate__ops fence_gate__sqlite_ops = {
+    .open = db_open,
+    .close = db_close,
+    .open_txns = db_open_txns,
+    .begin = db_begin,
+    .commit = db_commit,
+    .abort = db_abort,
+    .mark = db_mark,
+};
