@@ -7,16 +7,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli__parse_duration(const char *s, int64_t max_ms, int64_t *out_ms, const char **why)
+/* The unit after a duration's number; 0 when p is not one. */
+static uint64_t unit_ms(const char *p)
 {
     static const struct {
         const char *suffix;
         uint64_t ms;
     } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}, {"", 1000}};
-    const char *p = s;
-    uint64_t whole = 0, frac = 0, scale = 1;
-    int digits = 0;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(p, units[i].suffix) == 0) {
+            return units[i].ms;
+        }
+    }
+    return 0;
+}
 
+/* The fraction after the '.' at *p (perhaps no digits): its digits as a
+ * number, and 10^digits in *scale (at most 9 digits).  Advances *p.  0, or
+ * -1 with why. */
+static int scan_fraction(const char **p, uint64_t *frac, uint64_t *scale, const char **why)
+{
+    *frac = 0;
+    *scale = 1;
+    for (; **p >= '0' && **p <= '9'; (*p)++) {
+        if (*scale >= 1000000000) {
+            *why = "too many decimals";
+            return -1;
+        }
+        *frac = *frac * 10 + (uint64_t)(**p - '0');
+        *scale *= 10;
+    }
+    return 0;
+}
+
+int cli__parse_duration(const char *s, int64_t max_ms, int64_t *out_ms, const char **why)
+{
     if (s == NULL || *s == '\0') {
         *why = "empty duration";
         return -1;
@@ -25,36 +50,24 @@ int cli__parse_duration(const char *s, int64_t max_ms, int64_t *out_ms, const ch
         *why = "a duration has no sign";
         return -1;
     }
-    for (; *p >= '0' && *p <= '9'; p++, digits++) {
-        uint64_t d = (uint64_t)(*p - '0');
-        if (whole > (UINT64_MAX - d) / 10) {
-            *why = "duration too large";
-            return -1;
-        }
-        whole = whole * 10 + d;
-    }
-    if (*p == '.') {
-        p++;
-        for (; *p >= '0' && *p <= '9'; p++, digits++) {
-            if (scale >= 1000000000) {
-                *why = "too many decimals";
-                return -1;
-            }
-            frac = frac * 10 + (uint64_t)(*p - '0');
-            scale *= 10;
-        }
-    }
-    if (digits == 0) {
+    /* The whole part: the one decimal grammar (common.h). */
+    const char *p = s;
+    uint64_t whole = 0, frac = 0, scale = 1;
+    if (*s < '0' || *s > '9') {
         *why = "a duration starts with a number, e.g. 250ms, 10s, 2m, 1h";
         return -1;
     }
-    uint64_t unit = 0;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(p, units[i].suffix) == 0) {
-            unit = units[i].ms;
-            break;
+    if (fence__u64_scan(s, UINT64_MAX, &whole, &p) != 0) {
+        *why = s[0] == '0' ? "a number has no leading zero" : "duration too large";
+        return -1;
+    }
+    if (*p == '.') {
+        p++;
+        if (scan_fraction(&p, &frac, &scale, why) != 0) {
+            return -1;
         }
     }
+    uint64_t unit = unit_ms(p);
     if (unit == 0) {
         *why = "unknown unit (use ms, s, m, h or d; a bare number is seconds)";
         return -1;
@@ -109,18 +122,10 @@ const char *cli__optval(cli__argv *a, const char *arg, const char *name)
 
 int cli__check_name(const char *cmd, const char *name)
 {
-    if (name == NULL || name[0] == '\0') {
-        return cli__usage_error(cmd, "the lease NAME is empty");
-    }
-    size_t n = strnlen(name, FENCE_NAME_MAX + 1);
-    if (n > FENCE_NAME_MAX) {
-        return cli__usage_error(cmd, "the lease NAME is longer than %d bytes", FENCE_NAME_MAX);
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (ch < 0x20 || ch == 0x7f) {
-            return cli__usage_error(cmd, "the lease NAME contains a control character");
-        }
+    const char *why = name != NULL ? fence__name_problem(name, FENCE__NAME_PRINTABLE, NULL)
+                                   : "is empty";
+    if (why != NULL) {
+        return cli__usage_error(cmd, "the lease NAME %s", why);
     }
     return CLI_EX_OK;
 }

@@ -34,9 +34,13 @@ enum {
 /*
  * Parse a duration into milliseconds: a decimal number with an optional
  * fraction and a unit, "250ms", "10s", "1.5s", "2m", "1h", "1d"; a bare
- * number is seconds.  Rejects a sign, junk ("10x", "s", ""), a value finer
- * than a millisecond and anything above max_ms.  0 on success, -1 with a
- * reason in why (static text) otherwise.
+ * number is seconds.  The whole part follows the one decimal grammar of
+ * common.h (digits, no sign, no leading zero: "010s" and ".5s" are
+ * refused); at most 9 decimals.  Rejects a sign, junk ("10x", "s", ""), a
+ * value finer than a millisecond and anything above max_ms.  0 on success
+ * (*out_ms set), -1 with a reason in *why (static text) otherwise.  s may
+ * be NULL; never crashes on any NUL-terminated text.  (The fuzzer's entry
+ * point: keep this signature.)
  */
 int cli__parse_duration(const char *s, int64_t max_ms, int64_t *out_ms, const char **why);
 
@@ -84,6 +88,27 @@ int cli__open(const char *cmd, const char *url, fence_client **out);
 /* Print "fence CMD: what: detail" for a failed call on c; returns the exit
  * status for rc. */
 int cli__fail(const char *cmd, fence_client *c, const char *what, int rc);
+
+/* ---- supervise.c: while the command runs ---------------------------------- */
+
+/* The self-pipes (signal handlers -> main thread, on_lost -> main thread).
+ * Open: 0, or -1 with errno. */
+int cli__pipes_open(void);
+void cli__pipes_close(void);
+/* The lease's on_lost callback (heartbeat thread): note the reason, wake
+ * the main thread. */
+void cli__on_lost(fence_lease *lease, int reason, void *user);
+/* 0, or the reason on_lost was given. */
+int cli__lost_reason(void);
+/* Why a lease was lost, for messages. */
+const char *cli__lost_why(int reason);
+/* Install the handlers that feed the signal pipe (not for signals ignored
+ * at start), and SIGCHLD's. */
+void cli__install_handlers(void);
+/* Wait for the command pid; pass signals on to its group; stop it if the
+ * lease is lost (SIGTERM, SIGKILL after kill_after_ms).  Returns the exit
+ * status (CLI_EX_LOST when lost), and *was_lost. */
+int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_lost);
 
 /* ---- the subcommands ---------------------------------------------------- */
 int cli__cmd_run(int argc, char **argv);

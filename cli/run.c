@@ -8,22 +8,20 @@
  * handler.  While the command runs only the main thread takes them: their
  * handlers write the signal number into a self-pipe.  The lease's on_lost
  * callback (on the heartbeat thread) writes a byte into a second pipe.  The
- * main thread waits in poll() on both and reaps the command with waitpid().
+ * main thread waits in poll() on both and reaps the command with waitpid()
+ * (supervise.c).
  */
 #include "cli.h"
+#include "common.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 const char cli__run_help[] =
@@ -100,41 +98,6 @@ typedef struct {
     int64_t kill_after_ms;
     char **cmd;
 } run_args;
-
-static int sig_pipe[2] = {-1, -1};  /* signal handlers -> main thread */
-static int lost_pipe[2] = {-1, -1}; /* on_lost (heartbeat thread) -> main thread */
-static atomic_int lost_reason;      /* 0, or the reason on_lost was given */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Runs on the heartbeat thread: only an atomic store and a write(). */
-static void on_lost(fence_lease *lease, int reason, void *user)
-{
-    (void)lease;
-    (void)user;
-    int saved = errno;
-    atomic_store(&lost_reason, reason != 0 ? reason : FENCE_LOST);
-    unsigned char b = 1;
-    if (write(lost_pipe[1], &b, 1) < 0) {
-        /* full: a byte is already waiting, which is all we need */
-    }
-    errno = saved;
-}
-
-static void on_signal(int sig)
-{
-    int saved = errno;
-    unsigned char b = (unsigned char)sig;
-    if (write(sig_pipe[1], &b, 1) < 0) {
-        /* full: signals coalesce anyway */
-    }
-    errno = saved;
-}
 
 static int dur_opt(cli__argv *a, const char *arg, const char *name, int64_t max, int64_t *out)
 {
@@ -255,11 +218,11 @@ static int acquire(fence_client *c, const run_args *ra, const sigset_t *sigs,
 {
     fence_lease_options lo;
     fence_lease_options_init(&lo, ra->ttl_ms);
-    lo.on_lost = on_lost;
-    int64_t start = now_ms();
+    lo.on_lost = cli__on_lost;
+    int64_t start = fence__now_ns() / 1000000;
     int rc = fence_acquire(c, ra->name, &lo, out);
     if (rc == FENCE_BUSY && ra->wait_ms > 0) {
-        int64_t left = ra->wait_ms - (now_ms() - start);
+        int64_t left = ra->wait_ms - (fence__now_ns() / 1000000 - start);
         if (left > 0) {
             lo.wait_ms = left;
             pthread_sigmask(SIG_UNBLOCK, sigs, NULL);
@@ -276,142 +239,6 @@ static int acquire(fence_client *c, const run_args *ra, const sigset_t *sigs,
         return cli__fail("run", c, "cannot acquire the lease", rc);
     }
     return CLI_EX_OK;
-}
-
-static int make_pipe(int p[2])
-{
-    return pipe2(p, O_CLOEXEC | O_NONBLOCK);
-}
-
-static void close_pipe(int p[2])
-{
-    for (int i = 0; i < 2; i++) {
-        if (p[i] >= 0) {
-            close(p[i]);
-            p[i] = -1;
-        }
-    }
-}
-
-static const char *lost_why(int reason)
-{
-    return reason == FENCE_ECONN
-               ? "Redis could not be reached before the lease ran out"
-               : "the renewal was refused (the key expired, was deleted or has another owner)";
-}
-
-/* What the exit status of a command that ended with wait status st is. */
-static int command_status(int st)
-{
-    if (WIFEXITED(st)) {
-        return WEXITSTATUS(st);
-    }
-    if (WIFSIGNALED(st)) {
-        return 128 + WTERMSIG(st);
-    }
-    return CLI_EX_SOFTWARE;
-}
-
-/*
- * Wait for the command; stop it if the lease is lost.  Returns the exit
- * status, and *was_lost.
- */
-static int supervise(pid_t pid, const run_args *ra, int *was_lost)
-{
-    int reaped = 0, lost = 0, killed = 0, st = 0;
-    int64_t kill_at = 0;
-    for (;;) {
-        /* Reap the command, and any orphan of its that was handed to us
-         * (we are a child subreaper), so that a dead group member does
-         * not linger as a zombie in the group. */
-        for (;;) {
-            int ws = 0;
-            pid_t w = waitpid(-1, &ws, WNOHANG);
-            if (w == pid) {
-                st = ws;
-                reaped = 1;
-            } else if (w <= 0) {
-                if (w < 0 && errno == ECHILD && !reaped) {
-                    reaped = 1; /* cannot happen; do not spin */
-                }
-                break;
-            }
-        }
-        if (lost && !killed && now_ms() >= kill_at) {
-            fprintf(stderr, "fence run: the command is still running %" PRId64
-                    "ms after SIGTERM: sending SIGKILL\n", ra->kill_after_ms);
-            kill(-pid, SIGKILL);
-            killed = 1;
-        }
-        if (reaped) {
-            if (!lost || killed) {
-                break;
-            }
-            /* Lost: wait until the whole group is gone (or the grace
-             * ends and SIGKILL is sent), not just the command itself. */
-            if (kill(-pid, 0) < 0 && errno == ESRCH) {
-                break;
-            }
-        }
-        int timeout = -1;
-        if (lost && !killed) {
-            int64_t left = kill_at - now_ms();
-            timeout = left < 0 ? 0 : (int)left;
-            if (reaped && timeout > 10) {
-                timeout = 10; /* poll the group's members */
-            }
-        }
-        struct pollfd pf[2] = {{.fd = sig_pipe[0], .events = POLLIN},
-                               {.fd = lost_pipe[0], .events = POLLIN}};
-        int n = poll(pf, 2, timeout);
-        if (n < 0 && errno != EINTR) {
-            perror("fence run: poll");
-            n = 0;
-            struct timespec ts = {0, 10000000L};
-            nanosleep(&ts, NULL);
-        }
-        unsigned char buf[64];
-        for (;;) {
-            ssize_t got = read(sig_pipe[0], buf, sizeof buf);
-            if (got <= 0) {
-                break;
-            }
-            for (ssize_t i = 0; i < got; i++) {
-                int sig = buf[i];
-                if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
-                    /* Ctrl-Z: the command's group is not the terminal's,
-                     * so stop it ourselves, then stop fence (and with it
-                     * the heartbeat: a stop longer than the lease's
-                     * validity loses the lease, seen when continued). */
-                    if (!reaped) {
-                        kill(-pid, SIGSTOP);
-                    }
-                    raise(SIGSTOP);
-                } else if (sig != SIGCHLD && !reaped) {
-                    kill(-pid, sig); /* forwarded; SIGCONT continues the group */
-                }
-            }
-        }
-        int lost_now = 0;
-        while (read(lost_pipe[0], buf, sizeof buf) > 0) {
-            lost_now = 1;
-        }
-        if (lost_now && !lost) {
-            lost = 1;
-            fprintf(stderr, "fence run: lease '%s' lost: %s; stopping the command "
-                    "(SIGTERM, SIGKILL after %" PRId64 "ms)\n", ra->name,
-                    lost_why(atomic_load(&lost_reason)), ra->kill_after_ms);
-            kill(-pid, SIGTERM);
-            kill(-pid, SIGCONT); /* a stopped command must see the SIGTERM */
-            kill_at = now_ms() + ra->kill_after_ms;
-            if (ra->kill_after_ms == 0) {
-                kill(-pid, SIGKILL);
-                killed = 1;
-            }
-        }
-    }
-    *was_lost = lost;
-    return lost ? CLI_EX_LOST : command_status(st);
 }
 
 static void write_metrics(fence_client *c, const char *path)
@@ -453,31 +280,6 @@ static void write_metrics(fence_client *c, const char *path)
     free(tmp);
 }
 
-/* Install the handlers that feed sig_pipe (not for signals ignored at
- * start), and ignore SIGPIPE. */
-static void install_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigfillset(&sa.sa_mask);
-    for (int i = 0; i < cli__nforward_signals; i++) {
-        int sig = cli__forward_signals[i];
-        if (!cli__ignored_at_start(sig)) {
-            sigaction(sig, &sa, NULL);
-        }
-    }
-    for (int i = 0; i < cli__njobctl_signals; i++) {
-        int sig = cli__jobctl_signals[i];
-        if (!cli__ignored_at_start(sig)) {
-            sigaction(sig, &sa, NULL);
-        }
-    }
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigaction(SIGCHLD, &sa, NULL);
-}
-
 static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
                       const sigset_t *sigs, const sigset_t *start_mask)
 {
@@ -487,13 +289,13 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
     if (sp == NULL) {
         return CLI_EX_OSERR;
     }
-    if (atomic_load(&lost_reason) != 0) {
+    if (cli__lost_reason() != 0) {
         cli__spawn_free(sp);
         fprintf(stderr, "fence run: lease '%s' lost before the command started: %s\n",
-                ra->name, lost_why(atomic_load(&lost_reason)));
+                ra->name, cli__lost_why(cli__lost_reason()));
         return CLI_EX_LOST;
     }
-    install_handlers();
+    cli__install_handlers();
     /* Orphans of the command come to us, not to init: we reap them, so
      * "the group is empty" can be seen even where init leaves zombies. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -515,7 +317,7 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
     }
     pthread_sigmask(SIG_UNBLOCK, sigs, NULL);
     int was_lost = 0;
-    int ex = supervise(pid, ra, &was_lost);
+    int ex = cli__supervise(pid, ra->name, ra->kill_after_ms, &was_lost);
     pthread_sigmask(SIG_BLOCK, sigs, NULL);
 
     int rc = fence_release(lease);
@@ -523,10 +325,10 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
     /* After release no callback can come any more: a loss that raced with
      * the command's exit shows in lost_reason (or in release's answer),
      * whatever the reason, and still means the command ran unleased. */
-    int reason = atomic_load(&lost_reason);
+    int reason = cli__lost_reason();
     if ((rc == FENCE_LOST || reason != 0) && !was_lost) {
         fprintf(stderr, "fence run: lease '%s' was lost before the command ended (%s)\n",
-                ra->name, reason != 0 ? lost_why(reason) : fence_client_errmsg(c));
+                ra->name, reason != 0 ? cli__lost_why(reason) : fence_client_errmsg(c));
         ex = CLI_EX_LOST;
     }
     if (rc != FENCE_OK && rc != FENCE_LOST) {
@@ -565,10 +367,9 @@ int cli__cmd_run(int argc, char **argv)
     ign.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ign, NULL);
 
-    if (make_pipe(sig_pipe) != 0 || make_pipe(lost_pipe) != 0) {
+    if (cli__pipes_open() != 0) {
         perror("fence run: pipe");
-        close_pipe(sig_pipe);
-        close_pipe(lost_pipe);
+        cli__pipes_close();
         return CLI_EX_OSERR;
     }
     fence_client *c = NULL;
@@ -587,7 +388,6 @@ int cli__cmd_run(int argc, char **argv)
         write_metrics(c, ra.metrics_file);
     }
     fence_client_close(c);
-    close_pipe(sig_pipe);
-    close_pipe(lost_pipe);
+    cli__pipes_close();
     return ex;
 }

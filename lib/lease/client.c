@@ -1,5 +1,6 @@
-/* client.c -- opening and closing a client. */
-#include "internal.h"
+/* client.c -- opening and closing a client (the top of the layering in
+ * lease_internal.h: nothing in the library calls it). */
+#include "lease_internal.h"
 
 #include <hiredis/hiredis.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ static char *dup_secret(const char *s, int *nomem)
     return d;
 }
 
-static int setup(fence_client *c, const fence_client_options *o)
+static fence_status setup(fence_client *c, const fence_client_options *o)
 {
     char err[256];
     if (o->connect_timeout_ms < 0 || o->connect_timeout_ms > MAX_TIMEOUT_MS ||
@@ -51,7 +52,8 @@ static int setup(fence_client *c, const fence_client_options *o)
     }
     int st = fence__url_parse(&c->url, o->url, err, sizeof err);
     if (st != FENCE_OK) {
-        return fence__fail(c, st, "%s", st == FENCE_ENOMEM ? "out of memory" : err);
+        return fence__fail(c, st == FENCE_ENOMEM ? FENCE_ENOMEM : FENCE_EINVAL, "%s",
+                           st == FENCE_ENOMEM ? "out of memory" : err);
     }
     int nomem = 0;
     if (o->username != NULL) {
@@ -77,47 +79,11 @@ static int setup(fence_client *c, const fence_client_options *o)
     return FENCE_OK;
 }
 
-int fence__check_client(const fence_client *c, const char *fn)
+/* Connect the command connection and load the scripts. */
+static fence_status connect_cmd(fence_client *c)
 {
-    if (c == NULL) {
-        return fence__fail(NULL, FENCE_EINVAL, "%s: client is NULL", fn);
-    }
-    if (!c->ready) {
-        return fence__fail(c, FENCE_ESTATE, "%s: this client failed to open (bad options); "
-                           "close it", fn);
-    }
-    return FENCE_OK;
-}
-
-int fence_client_open(fence_client **out, const fence_client_options *o)
-{
-    if (out == NULL) {
-        return fence__fail(NULL, FENCE_EINVAL, "fence_client_open: out is NULL");
-    }
-    *out = NULL;
-    fence_client *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        return fence__fail(NULL, FENCE_ENOMEM, "out of memory");
-    }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_mutex_init(&c->cmd_lock, NULL);
-    pthread_mutex_init(&c->hb_lock, NULL);
-    c->hb_wake_us = INT64_MAX;
-    *out = c;
-    if (o == NULL) {
-        return fence__fail(c, FENCE_EINVAL, "fence_client_open: options are NULL");
-    }
-    int st = setup(c, o);
-    if (st != FENCE_OK) {
-        return st;
-    }
     pthread_mutex_lock(&c->cmd_lock);
-    st = fence__conn_open(c, &c->cmd, 0);
+    fence_status st = fence__conn_open(c, &c->cmd, 0);
     c->cmd_ever = st == FENCE_OK;
     if (st == FENCE_OK) {
         fence__scripts_load(c, c->cmd);
@@ -128,20 +94,53 @@ int fence_client_open(fence_client **out, const fence_client_options *o)
         }
     }
     pthread_mutex_unlock(&c->cmd_lock);
+    return st;
+}
+
+/* A server that wants a password we did not give answers NOAUTH only
+ * now: ask it something harmless to find out. */
+static fence_status probe(fence_client *c)
+{
+    char *k1 = fence__key(c, "probe", "");
+    char *k2 = fence__key(c, "probe", ":token");
+    const char *args[2] = {k1, k2};
+    void *r = NULL;
+    fence_status st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, &r)
+                               : fence__fail(c, FENCE_ENOMEM, "out of memory");
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    free(k1);
+    free(k2);
+    return st;
+}
+
+fence_status fence_client_open(fence_client **out, const fence_client_options *o)
+{
+    if (out == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_client_open: out is NULL");
+    }
+    *out = NULL;
+    fence_client *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return fence__fail(NULL, FENCE_ENOMEM, "out of memory");
+    }
+    fence__cond_init_monotonic(&c->cond);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->cmd_lock, NULL);
+    pthread_mutex_init(&c->hb_lock, NULL);
+    c->hb_wake_us = INT64_MAX;
+    *out = c;
+    if (o == NULL) {
+        return fence__fail(c, FENCE_EINVAL, "fence_client_open: options are NULL");
+    }
+    fence_status st = setup(c, o);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    st = connect_cmd(c);
     if (st == FENCE_OK) {
-        /* A server that wants a password we did not give answers NOAUTH
-         * only now: ask it something harmless to find out. */
-        char *k1 = fence__key(c, "probe", "");
-        char *k2 = fence__key(c, "probe", ":token");
-        const char *args[2] = {k1, k2};
-        void *r = NULL;
-        st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, &r)
-                      : fence__fail(c, FENCE_ENOMEM, "out of memory");
-        if (r != NULL) {
-            freeReplyObject(r);
-        }
-        free(k1);
-        free(k2);
+        st = probe(c);
     }
     if (st == FENCE_OK) {
         fence__clear(c);
@@ -149,7 +148,7 @@ int fence_client_open(fence_client **out, const fence_client_options *o)
     return st;
 }
 
-int fence_client_open_url(fence_client **out, const char *url)
+fence_status fence_client_open_url(fence_client **out, const char *url)
 {
     fence_client_options o;
     fence_client_options_init(&o);
@@ -170,7 +169,7 @@ void fence_client_close(fence_client *c)
         if (l == NULL) {
             break;
         }
-        int st = fence_release(l); /* best effort; it unlinks and frees */
+        fence_status st = fence_release(l); /* best effort; it unlinks and frees */
         if (st == FENCE_ECONN || st == FENCE_EAUTH) {
             /* Unreachable (the connection is down, not merely an
              * ambiguous answer): do not pay a timeout per lease; the rest

@@ -1,6 +1,6 @@
 /* conn.c -- connections to Redis: connect with timeouts, AUTH, SELECT,
  * script loading and EVALSHA with the NOSCRIPT fallback. */
-#include "internal.h"
+#include "lease_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,14 +40,14 @@ static int is_auth_error(const char *s)
            strncmp(s, "ERR AUTH", 8) == 0 || strncmp(s, "NOPERM", 6) == 0;
 }
 
-static int simple(fence_client *c, redisContext *rc, int argc, const char **argv, int is_auth)
+static fence_status simple(fence_client *c, redisContext *rc, int argc, const char **argv, int is_auth)
 {
     redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
     if (r == NULL) {
         return fence__fail(c, FENCE_ECONN, "%s: %s failed: %s", c->url.display,
                            is_auth ? "AUTH" : argv[0], rc->errstr);
     }
-    int st = FENCE_OK;
+    fence_status st = FENCE_OK;
     if (r->type == REDIS_REPLY_ERROR) {
         if (is_auth || is_auth_error(r->str)) {
             /* The server's text names no secret; ours neither. */
@@ -62,7 +62,7 @@ static int simple(fence_client *c, redisContext *rc, int argc, const char **argv
     return st;
 }
 
-int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
+fence_status fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
 {
     *out = NULL;
     int64_t ct = c->connect_timeout_ms;
@@ -75,7 +75,7 @@ int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
         return fence__fail(c, FENCE_ENOMEM, "out of memory connecting to %s", c->url.display);
     }
     if (rc->err) {
-        int st = fence__fail(c, FENCE_ECONN, "cannot connect to %s: %s", c->url.display,
+        fence_status st = fence__fail(c, FENCE_ECONN, "cannot connect to %s: %s", c->url.display,
                              rc->errstr);
         redisFree(rc);
         return st;
@@ -94,7 +94,7 @@ int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
     if (!c->url.is_unix) {
         redisEnableKeepAlive(rc);
     }
-    int st = FENCE_OK;
+    fence_status st = FENCE_OK;
     if (c->url.password != NULL) {
         const char *argv[3] = {"AUTH", c->url.user, c->url.password};
         if (c->url.user != NULL) {
@@ -118,13 +118,14 @@ int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
     return FENCE_OK;
 }
 
-int fence__conn_ensure(fence_client *c, redisContext **rc, int *ever, int64_t timeout_ms)
+fence_status fence__conn_ensure(fence_client *c, redisContext **rc, int *ever,
+                                int64_t timeout_ms)
 {
     if (*rc != NULL && (*rc)->err == 0) {
         return FENCE_OK;
     }
     fence__conn_drop(rc);
-    int st = fence__conn_open(c, rc, timeout_ms);
+    fence_status st = fence__conn_open(c, rc, timeout_ms);
     if (st == FENCE_OK) {
         if (*ever) {
             atomic_fetch_add(&c->m.reconnects, 1);
@@ -158,8 +159,8 @@ static int is_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int nargs,
-                const char **args, const size_t *lens, int *timed_out, void **reply)
+fence_status fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int nargs,
+                         const char **args, const size_t *lens, int *timed_out, void **reply)
 {
     if (timed_out != NULL) {
         *timed_out = 0;
@@ -199,7 +200,7 @@ int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int 
                 (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 *timed_out = 1;
             }
-            int st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
+            fence_status st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
                                  (*rcp)->errstr);
             fence__conn_drop(rcp);
             return st;
@@ -209,7 +210,7 @@ int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int 
             continue;
         }
         if (r->type == REDIS_REPLY_ERROR) {
-            int st = is_auth_error(r->str)
+            fence_status st = is_auth_error(r->str)
                          ? fence__fail(c, FENCE_EAUTH, "%s: %.200s", c->url.display, r->str)
                          : fence__fail(c, FENCE_EPROTO, "%s: script error: %.300s",
                                        c->url.display, r->str);
@@ -222,8 +223,8 @@ int fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int 
     return fence__fail(c, FENCE_EPROTO, "%s: NOSCRIPT after EVAL", c->url.display);
 }
 
-int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const char **args,
-                    int64_t bound_ms, int *retried, void **reply)
+fence_status fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs,
+                             const char **args, int64_t bound_ms, int *retried, void **reply)
 {
     int64_t io = c->io_timeout_ms;
     if (bound_ms > 0 && bound_ms < io) {
@@ -233,7 +234,7 @@ int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const cha
         *retried = 0;
     }
     pthread_mutex_lock(&c->cmd_lock);
-    int st = FENCE_ECONN;
+    fence_status st = FENCE_ECONN;
     for (int attempt = 0; attempt < 2; attempt++) {
         int fresh = c->cmd == NULL || c->cmd->err != 0;
         st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, bound_ms);

@@ -1,34 +1,29 @@
-/* errmsg.c -- the per-thread detail message behind fence_client_errmsg().
- * Each thread keeps the message of its own last failure and the client it
- * was about, so threads sharing a client never read each other's. */
-#include "internal.h"
+/* errmsg.c -- fence_client_errmsg(): libfence's slot in the one
+ * error-message scheme of lib/common (per thread, per client). */
+#include "lease_internal.h"
 
-#include <stdio.h>
+static _Thread_local fence__errslot tl_err;
 
-static _Thread_local const fence_client *tl_client;
-static _Thread_local char tl_msg[512];
-
-int fence__fail(const fence_client *c, int status, const char *fmt, ...)
+fence_status fence__fail(const fence_client *c, fence_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
+    fence__err_vset(&tl_err, c, (int)status, fmt, ap);
     va_end(ap);
-    tl_client = c;
     return status;
 }
 
 void fence__clear(const fence_client *c)
 {
-    if (tl_client == c) {
-        tl_msg[0] = '\0';
-    }
+    fence__err_clear(&tl_err, c);
 }
 
 const char *fence_client_errmsg(const fence_client *c)
 {
-    if (c == NULL) {
-        return tl_client == NULL ? tl_msg : "no client (NULL handle)";
+    /* NULL: the message of this thread's last call that had no client
+     * (a failed open with out == NULL, say), if that was its last failure. */
+    if (c == NULL && tl_err.handle != NULL) {
+        return "no client (NULL handle)";
     }
-    return tl_client == c ? tl_msg : "";
+    return fence__err_get(&tl_err, c);
 }

@@ -1,32 +1,18 @@
 /*
- * fence.h -- Redis leases that carry a monotonic fencing token.
+ * fence.h -- Redis leases that carry a monotonic fencing token (libfence).
  *
- * A lease is a lock kept in Redis with a time-to-live and a random owner
- * value.  Every successful acquisition also returns a *fencing token*: a
- * 64-bit number strictly greater than every token issued before for that
- * lease name, by any client.  Attach the token to every write; the storage
- * modules (fence_pg.h, fence_sqlite.h, fence_gate.h) reject writes whose
- * token is older than the newest one they have seen.  A lease alone cannot
- * stop a holder that pauses past its TTL; the token is what does.
+ * Each acquisition returns a token strictly greater than every token issued
+ * before for that lease name; the storage libraries reject writes with an
+ * older one.  Status codes, limits and fence_strerror() are in
+ * fence_common.h.  How it works, the Redis key contract and the thread and
+ * process rules in full: docs/redis.md.
  *
- * Threads and ownership (the one rule, stated once):
- *   - A fence_client may be shared by any number of threads; its calls are
- *     serialised internally.  A fence_lease may be used from any thread but
- *     belongs to the client that acquired it and must be released (which
- *     frees it) before that client is closed; fence_client_close() releases
- *     and frees any lease still open.
- *   - Whatever a fence_* call returns through an out-pointer is owned by
- *     the caller and freed by the matching close/release call.  Strings a
- *     handle returns (names, messages) belong to the handle: they stay
- *     valid until the next call on that handle from the same thread, or
- *     until it is freed.
- *   - Status codes are only ever appended, never renumbered.
- *
- * Processes: the heartbeat thread (started by the first acquire that wants
- * it) runs with all signals blocked.  hiredis writes with write(2): ignore
- * SIGPIPE in programs that must survive Redis closing a connection.  The
- * library's sockets are close-on-exec.  A client does not survive fork():
- * open a new one in the child.
+ * Threads and ownership: a fence_client may be shared by any number of
+ * threads.  A fence_lease belongs to the client that acquired it and is
+ * freed by fence_release() (or fence_client_close()).  Whatever a call
+ * returns through an out-pointer is the caller's until the matching
+ * release/close; strings a handle returns belong to the handle.  A client
+ * does not survive fork().
  */
 #ifndef FENCE_H
 #define FENCE_H
@@ -96,10 +82,10 @@ FENCE_API void fence_client_options_init(fence_client_options *opts);
  * valid but whose server could not be reached is usable (calls reconnect);
  * one whose options were invalid answers every call with FENCE_ESTATE.
  */
-FENCE_API int fence_client_open(fence_client **out, const fence_client_options *opts);
+FENCE_API fence_status fence_client_open(fence_client **out, const fence_client_options *opts);
 
 /* fence_client_open() with default options and the given URL. */
-FENCE_API int fence_client_open_url(fence_client **out, const char *url);
+FENCE_API fence_status fence_client_open_url(fence_client **out, const char *url);
 
 /* Stop the heartbeat thread, release every lease still open on the client
  * (best effort: once Redis proves unreachable the rest are left to expire
@@ -107,9 +93,10 @@ FENCE_API int fence_client_open_url(fence_client **out, const char *url);
  * and free it.  NULL is a no-op. */
 FENCE_API void fence_client_close(fence_client *c);
 
-/* Detail of the last failure of a call on this client made by the calling
- * thread (or "" if none).  Never NULL; valid until that thread's next call
- * on the client.  Never contains credentials. */
+/* Detail of the calling thread's last failed call on this client ("" if
+ * none; a successful call clears it).  Never NULL; valid until that
+ * thread's next call on the client.  Never contains credentials.  NULL:
+ * the message of a failed call that had no client. */
 FENCE_API const char *fence_client_errmsg(const fence_client *c);
 
 /* The URL the client talks to, with any credentials removed. */
@@ -120,29 +107,22 @@ FENCE_API const char *fence_client_url(const fence_client *c);
 /* ------------------------------------------------------------------ */
 
 /*
- * Called exactly once when a held lease is lost: the renewal was refused
- * (FENCE_LOST: the owner key expired, was deleted or now holds another
- * owner, or its validity ran out with no renewal tried), or the lease's
- * local validity ran out while Redis could not be reached (FENCE_ECONN).
- * From then on the lease reports lost everywhere and is no longer renewed.
- * It runs on the heartbeat thread (or inside fence_heartbeat_run() or
- * fence_renew()), with no lock held: keep it short, since the client's
- * other leases are not renewed while it runs.  It may call any fence_*
- * function, including fence_release() on this lease, except
- * fence_client_close() on its own client (which waits for this thread).
- * Never called for a lease released by the user, and never after
- * fence_release() returns -- with one exception: a callback that releases
- * another lease whose own callback is running on another thread does not
- * wait for it (two such callbacks would wait for each other forever).
+ * Called exactly once when a held lease is lost; reason is FENCE_LOST
+ * (renewal refused, or validity ran out with no renewal tried) or
+ * FENCE_ECONN (validity ran out while Redis was unreachable).  Runs on the
+ * heartbeat thread (or in fence_heartbeat_run()/fence_renew()) with no lock
+ * held; may call any fence_* function except fence_client_close() on its
+ * own client.  Never for a lease its user released, never after
+ * fence_release() returns (one exception: docs/redis.md, "The lost
+ * callback").
  */
 typedef void (*fence_lost_cb)(fence_lease *lease, int reason, void *user);
 
 typedef struct fence_lease_options {
     int64_t ttl_ms;   /* required: FENCE_TTL_MIN_MS..FENCE_TTL_MAX_MS */
     /* How long fence_acquire() may keep trying: 0 tries once (FENCE_BUSY
-     * when held), >0 waits up to that long (FENCE_TIMEOUT when it ends).
-     * Waiters are woken by the holder's release (Redis pub/sub), with
-     * jittered polling as the fallback. */
+     * when held), >0 waits up to that long (FENCE_TIMEOUT when it ends;
+     * docs/redis.md, "Waiting with pub/sub"). */
     int64_t wait_ms;
     /* Renewal period; default ttl/3.  Must be < ttl. */
     int64_t renew_every_ms;
@@ -156,20 +136,17 @@ typedef struct fence_lease_options {
 FENCE_API void fence_lease_options_init(fence_lease_options *opts, int64_t ttl_ms);
 
 /*
- * Acquire the lease NAME (1..FENCE_NAME_MAX bytes, no control characters).
- * In one round trip (one Lua script, atomic): if the owner key is free, the
- * name's counter is incremented and the owner key is set with the TTL; the
- * counter's new value is the lease's fencing token.  When the key is held,
- * nothing is written and no token is used up.
- * Returns FENCE_OK and sets *out, or FENCE_BUSY (held by another owner and
- * wait_ms == 0), FENCE_TIMEOUT (still held when wait_ms ran out), or an
- * error; *out is NULL on anything but FENCE_OK.
+ * Acquire the lease NAME (1..FENCE_NAME_MAX bytes, no control characters)
+ * in one atomic round trip; a held lease costs no token.  Returns FENCE_OK
+ * and sets *out (release it with fence_release()), or FENCE_BUSY (held by
+ * another owner and wait_ms == 0), FENCE_TIMEOUT (still held when wait_ms
+ * ran out), or an error; *out is NULL on anything but FENCE_OK.
  */
-FENCE_API int fence_acquire(fence_client *c, const char *name,
+FENCE_API fence_status fence_acquire(fence_client *c, const char *name,
                             const fence_lease_options *opts, fence_lease **out);
 
 /* fence_acquire() with default options: try once, heartbeat on. */
-FENCE_API int fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms,
+FENCE_API fence_status fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms,
                                 fence_lease **out);
 
 /*
@@ -180,7 +157,7 @@ FENCE_API int fence_try_acquire(fence_client *c, const char *name, int64_t ttl_m
  * out; a failed renewal past that point makes it lost, reason
  * FENCE_ECONN).  Works in every heartbeat mode.
  */
-FENCE_API int fence_renew(fence_lease *lease);
+FENCE_API fence_status fence_renew(fence_lease *lease);
 
 /*
  * Release the lease and free the handle (always, whatever the outcome).
@@ -194,7 +171,7 @@ FENCE_API int fence_renew(fence_lease *lease);
  * whether it was released or had expired is unknown).  NULL is a no-op
  * returning FENCE_EINVAL.
  */
-FENCE_API int fence_release(fence_lease *lease);
+FENCE_API fence_status fence_release(fence_lease *lease);
 
 /* The fencing token issued with this lease (>= 1). */
 FENCE_API uint64_t fence_lease_token(const fence_lease *lease);
@@ -209,11 +186,9 @@ FENCE_API const char *fence_lease_owner(const fence_lease *lease);
 FENCE_API int fence_lease_lost(const fence_lease *lease);
 
 /*
- * Milliseconds the lease is still surely held, from CLOCK_MONOTONIC:
- * measured from when the last successful acquire/renew request was *sent*,
- * plus the TTL, minus a safety margin (1% of the TTL + 2 ms, for clock
- * drift).  0 when lost or expired.  Check it before a critical step; the
- * fencing token is what protects the write if the check goes stale.
+ * Milliseconds the lease is still surely held (CLOCK_MONOTONIC, from when
+ * the last successful acquire/renew was sent, plus the TTL, minus a margin:
+ * docs/redis.md, "Validity").  0 when lost or expired.
  */
 FENCE_API int64_t fence_lease_valid_ms(const fence_lease *lease);
 
@@ -229,7 +204,7 @@ FENCE_API fence_client *fence_lease_client(const fence_lease *lease);
  * validity runs out, and the next call tries again).  With the thread mode
  * it returns FENCE_ESTATE.
  */
-FENCE_API int fence_heartbeat_run(fence_client *c, int64_t *next_ms);
+FENCE_API fence_status fence_heartbeat_run(fence_client *c, int64_t *next_ms);
 
 /*
  * Raise NAME's token counter to at least `floor` (never lowers it), so
@@ -237,18 +212,18 @@ FENCE_API int fence_heartbeat_run(fence_client *c, int64_t *next_ms);
  * column already holds numbers.  *token_out (optional) gets the counter's
  * value afterwards.
  */
-FENCE_API int fence_token_raise(fence_client *c, const char *name, uint64_t floor,
+FENCE_API fence_status fence_token_raise(fence_client *c, const char *name, uint64_t floor,
                                 uint64_t *token_out);
 
 /* The last token issued for NAME (0 if none yet), without acquiring. */
-FENCE_API int fence_token_last(fence_client *c, const char *name, uint64_t *token_out);
+FENCE_API fence_status fence_token_last(fence_client *c, const char *name, uint64_t *token_out);
 
 /*
  * Inspect NAME: *held is 1 if the owner key exists, *pttl_ms its remaining
  * TTL (-1 when free), *holder_token the token of the current holder (0 when
  * free), *last_token the last token issued.  Any out-pointer may be NULL.
  */
-FENCE_API int fence_lease_inspect(fence_client *c, const char *name, int *held,
+FENCE_API fence_status fence_lease_inspect(fence_client *c, const char *name, int *held,
                                   int64_t *pttl_ms, uint64_t *holder_token,
                                   uint64_t *last_token);
 
@@ -280,7 +255,7 @@ typedef struct fence_metrics {
     double heartbeat_latency_sum_s;
 } fence_metrics;
 
-FENCE_API int fence_client_metrics(const fence_client *c, fence_metrics *out);
+FENCE_API fence_status fence_client_metrics(const fence_client *c, fence_metrics *out);
 
 /*
  * Write a snapshot in the Prometheus text exposition format (version

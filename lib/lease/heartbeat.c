@@ -1,7 +1,7 @@
 /* heartbeat.c -- renewing a client's leases: one thread per client (or the
  * caller's own loop, in manual mode), one connection of its own, and one
  * pipelined round trip per pass however many leases are due. */
-#include "internal.h"
+#include "lease_internal.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -23,14 +23,6 @@ static int64_t retry_us(const fence_lease *l)
         r = 250000;
     }
     return r;
-}
-
-int64_t fence__renew_at(const fence_lease *l)
-{
-    /* Within a quarter period of its renewal a lease rides along with a
-     * pass: renewing a little early costs nothing and keeps passes few.
-     * A retry after an unanswered renewal waits its whole delay. */
-    return l->retrying ? l->next_renew_us : l->next_renew_us - l->renew_every_ms * 250;
 }
 
 static int due(const fence_lease *l, int64_t now)
@@ -60,47 +52,30 @@ static int64_t next_look_locked(const fence_client *c)
     return next;
 }
 
+/* The leases of one pass: those due, and what Redis said of each. */
 typedef struct {
-    fence_lease **v;
-    size_t n, cap;
-} vec;
+    fence__leasev due;
+    int *results;     /* per due lease: 1 renewed, 0 refused, -1 no answer */
+    int64_t deadline; /* the earliest validity of every lease the heartbeat keeps */
+    int64_t sent;     /* when the round trip was sent */
+} pass;
 
-static int vec_push(vec *a, fence_lease *l)
+/* The leases of batch b, in ls[lo .. lo + *k). */
+static size_t batch_range(const fence_client *c, size_t n, size_t b, size_t *k)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        fence_lease **v = realloc(a->v, cap * sizeof *v);
-        if (v == NULL) {
-            return -1;
-        }
-        a->v = v;
-        a->cap = cap;
-    }
-    a->v[a->n++] = l;
-    return 0;
+    size_t per = (size_t)c->renew_batch, lo = b * per;
+    *k = n - lo < per ? n - lo : per;
+    return lo;
 }
 
-/* Send one EVALSHA (or EVAL) renew_batch per batch, all appended before any
- * reply is read: one round trip.  results[i] = 1 renewed, 0 lost, -1 no
- * answer.  Returns FENCE_OK or the connection error. */
-static int renew_round_trip(fence_client *c, fence_lease **ls, size_t n, int *results,
-                            int use_sha)
+/* Append one EVALSHA (or EVAL) renew_batch per batch, none read yet.
+ * argv, lens and ttl have room for one batch. */
+static fence_status send_batches(fence_client *c, fence_lease **ls, size_t n, int use_sha,
+                                 const char **argv, size_t *lens, char (*ttl)[24])
 {
     size_t per = (size_t)c->renew_batch;
-    size_t nbatch = (n + per - 1) / per;
-    const char **argv = malloc((3 + 3 * per) * sizeof *argv);
-    size_t *lens = malloc((3 + 3 * per) * sizeof *lens);
-    char(*ttl)[24] = malloc(per * sizeof *ttl);
-    int st = FENCE_OK;
-    if (argv == NULL || lens == NULL || ttl == NULL) {
-        st = fence__fail(c, FENCE_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        results[i] = -1;
-    }
-    for (size_t b = 0; b < nbatch; b++) {
-        size_t lo = b * per, k = n - lo < per ? n - lo : per;
+    for (size_t b = 0; b < (n + per - 1) / per; b++) {
+        size_t k, lo = batch_range(c, n, b, &k);
         char nk[16];
         snprintf(nk, sizeof nk, "%zu", k);
         argv[0] = use_sha ? "EVALSHA" : "EVAL";
@@ -124,19 +99,26 @@ static int renew_round_trip(fence_client *c, fence_lease **ls, size_t n, int *re
             /* The batches already appended must never be sent: their
              * replies would be taken for later ones. */
             fence__conn_drop(&c->hb);
-            st = fence__fail(c, FENCE_ENOMEM, "out of memory");
-            goto out;
+            return fence__fail(c, FENCE_ENOMEM, "out of memory");
         }
     }
-    int noscript = 0;
-    for (size_t b = 0; b < nbatch; b++) {
-        size_t lo = b * per, k = n - lo < per ? n - lo : per;
+    return FENCE_OK;
+}
+
+/* Read one reply per batch into results; *noscript when a batch was
+ * answered NOSCRIPT. */
+static fence_status read_replies(fence_client *c, size_t n, int *results, int *noscript)
+{
+    size_t per = (size_t)c->renew_batch;
+    fence_status st = FENCE_OK;
+    for (size_t b = 0; b < (n + per - 1) / per; b++) {
+        size_t k, lo = batch_range(c, n, b, &k);
         redisReply *r = NULL;
         if (redisGetReply(c->hb, (void **)&r) != REDIS_OK) {
             st = fence__fail(c, FENCE_ECONN, "%s: heartbeat connection failed: %s",
                              c->url.display, c->hb->errstr);
             fence__conn_drop(&c->hb);
-            goto out;
+            return st;
         }
         if (r->type == REDIS_REPLY_ARRAY && r->elements == k) {
             for (size_t i = 0; i < k; i++) {
@@ -144,115 +126,124 @@ static int renew_round_trip(fence_client *c, fence_lease **ls, size_t n, int *re
                 results[lo + i] = e->type == REDIS_REPLY_INTEGER && e->integer == 1;
             }
         } else if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-            noscript = 1;
+            *noscript = 1;
         } else {
             st = fence__fail(c, FENCE_EPROTO, "%s: heartbeat: unexpected reply: %.200s",
                              c->url.display, r->type == REDIS_REPLY_ERROR ? r->str : "");
         }
         freeReplyObject(r);
     }
-    if (noscript && st == FENCE_OK) {
-        st = -1; /* the caller resends with EVAL */
+    return st;
+}
+
+/* Send every batch, all appended before any reply is read: one round
+ * trip.  results[i] = 1 renewed, 0 lost, -1 no answer.  Returns FENCE_OK
+ * or the connection error; *noscript when the caller must resend with EVAL. */
+static fence_status renew_round_trip(fence_client *c, fence_lease **ls, size_t n, int *results,
+                                     int use_sha, int *noscript)
+{
+    size_t per = (size_t)c->renew_batch;
+    const char **argv = malloc((3 + 3 * per) * sizeof *argv);
+    size_t *lens = malloc((3 + 3 * per) * sizeof *lens);
+    char(*ttl)[24] = malloc(per * sizeof *ttl);
+    fence_status st = FENCE_OK;
+    *noscript = 0;
+    if (argv == NULL || lens == NULL || ttl == NULL) {
+        st = fence__fail(c, FENCE_ENOMEM, "out of memory");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            results[i] = -1;
+        }
+        st = send_batches(c, ls, n, use_sha, argv, lens, ttl);
     }
-out:
+    if (st == FENCE_OK) {
+        st = read_replies(c, n, results, noscript);
+    }
+    if (st != FENCE_OK) {
+        *noscript = 0;
+    }
     free(argv);
     free(lens);
     free(ttl);
     return st;
 }
 
-int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
+/* Pick the due leases (marking them in_pass) and the earliest validity of
+ * every lease the heartbeat keeps, due now or not: the pass must not block
+ * past it, or that lease would be reported lost late.  (Those already past
+ * it are marked lost by the sweep.)  c->lock held. */
+static void collect_due_locked(fence_client *c, int64_t now, pass *p)
 {
-    vec due_v = {0};
-    int st = FENCE_OK;
-    pthread_mutex_lock(&c->hb_lock);
-
-    pthread_mutex_lock(&c->lock);
-    int64_t now = fence__now_us();
-    /* The earliest validity of every lease the heartbeat keeps, due now or
-     * not: the pass must not block past it, or that lease would be
-     * reported lost late.  (Those already past it are marked lost below.) */
-    int64_t deadline = INT64_MAX;
+    p->deadline = INT64_MAX;
     for (fence_lease *l = c->leases; l != NULL; l = l->next) {
         if (l->state == FENCE__HELD && !l->no_heartbeat && l->valid_until_us > now &&
-            l->valid_until_us < deadline) {
-            deadline = l->valid_until_us;
+            l->valid_until_us < p->deadline) {
+            p->deadline = l->valid_until_us;
         }
-        if (due(l, now) && vec_push(&due_v, l) == 0) { /* out of memory: renew fewer */
+        if (due(l, now) && fence__leasev_push(&p->due, l) == 0) { /* no memory: renew fewer */
             l->in_pass = 1;
         }
     }
-    pthread_mutex_unlock(&c->lock);
+}
 
-    int *results = NULL;
-    int64_t sent = 0, took = 0;
-    if (due_v.n > 0) {
-        results = malloc(due_v.n * sizeof *results);
-        /* Never block past the earliest local deadline: a lease whose
-         * validity runs out while we wait must be reported lost on time. */
-        int64_t bound_ms = (deadline - now) / 1000;
-        if (bound_ms < 1) {
-            bound_ms = 1;
-        }
-        if (results == NULL) {
-            st = fence__fail(c, FENCE_ENOMEM, "out of memory");
-        } else {
-            for (size_t i = 0; i < due_v.n; i++) {
-                results[i] = -1; /* no answer, until Redis gives one */
-            }
-            st = fence__conn_ensure(c, &c->hb, &c->hb_ever, bound_ms);
-        }
-        if (st == FENCE_OK) {
-            fence__conn_timeout(c->hb, bound_ms < c->io_timeout_ms ? bound_ms : c->io_timeout_ms);
-            sent = fence__now_us();
-            int use_sha = c->sha[FENCE__RENEW_BATCH][0] != '\0';
-            st = renew_round_trip(c, due_v.v, due_v.n, results, use_sha);
-            if (st == -1) {
-                st = renew_round_trip(c, due_v.v, due_v.n, results, 0);
-            }
-            took = fence__now_us() - sent;
-            if (st == FENCE_OK) {
-                fence__metrics_latency(&c->m, took);
-            }
-        }
+/* Renew p's due leases in one round trip, never blocking past the earliest
+ * local deadline: a lease whose validity runs out while we wait must be
+ * reported lost on time.  Fills p->results and p->sent. */
+static fence_status renew_due(fence_client *c, pass *p, int64_t now)
+{
+    size_t n = p->due.n;
+    p->results = malloc(n * sizeof *p->results);
+    int64_t bound_ms = (p->deadline - now) / 1000;
+    if (bound_ms < 1) {
+        bound_ms = 1;
     }
+    if (p->results == NULL) {
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        p->results[i] = -1; /* no answer, until Redis gives one */
+    }
+    fence_status st = fence__conn_ensure(c, &c->hb, &c->hb_ever, bound_ms);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    fence__conn_timeout(c->hb, bound_ms < c->io_timeout_ms ? bound_ms : c->io_timeout_ms);
+    p->sent = fence__now_us();
+    int use_sha = c->sha[FENCE__RENEW_BATCH][0] != '\0';
+    int noscript = 0;
+    st = renew_round_trip(c, p->due.v, n, p->results, use_sha, &noscript);
+    if (noscript) {
+        st = renew_round_trip(c, p->due.v, n, p->results, 0, &noscript);
+    }
+    if (st == FENCE_OK) {
+        fence__metrics_latency(&c->m, fence__now_us() - p->sent);
+    }
+    return st;
+}
 
-    /* Apply the results; collect the leases lost in this pass. */
-    vec lost = {0};
-    pthread_mutex_lock(&c->lock);
-    now = fence__now_us();
-    for (size_t i = 0; i < due_v.n; i++) {
-        fence_lease *l = due_v.v[i];
-        int res = results != NULL ? results[i] : -1;
+/* Apply what Redis said of each due lease (c->lock held); the leases lost
+ * go on lost. */
+static void apply_results_locked(fence_client *c, pass *p, int64_t now, fence__leasev *lost)
+{
+    for (size_t i = 0; i < p->due.n; i++) {
+        fence_lease *l = p->due.v[i];
+        int res = p->results != NULL ? p->results[i] : -1;
         l->in_pass = 0;
         if (l->state != FENCE__HELD) {
             continue;
         }
         if (res == 1 && l->valid_until_us > now) {
-            int64_t until = sent + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
-            if (until > l->valid_until_us) {
-                l->valid_until_us = until;
-            }
-            l->next_renew_us = sent + l->renew_every_ms * 1000;
-            l->retrying = 0;
-            atomic_fetch_add(&c->m.renew_ok, 1);
-        } else if (res == 1) {
+            fence__renewed_locked(l, p->sent);
+            continue;
+        }
+        atomic_fetch_add(&c->m.renew_failed, 1);
+        if (res == 1) {
             /* Renewed, but the answer came after its validity had run
-             * out: once lost, always lost (the sweep below says so). */
-            atomic_fetch_add(&c->m.renew_failed, 1);
+             * out: once lost, always lost (the sweep says so). */
             l->retrying = 1;
         } else if (res == 0) {
-            atomic_fetch_add(&c->m.renew_failed, 1);
-            if (fence__mark_lost_locked(l, FENCE_LOST)) { /* renewal refused */
-                /* Only a lease with a callback is touched after the lock
-                 * is dropped: its claimed callback makes fence_release()
-                 * wait.  One without may be freed at any moment. */
-                if (l->on_lost != NULL && vec_push(&lost, l) != 0) {
-                    l->cb_running = 0; /* out of memory: no callback */
-                }
-            }
+            fence__lose_locked(l, FENCE_LOST, lost); /* renewal refused */
         } else {
-            atomic_fetch_add(&c->m.renew_failed, 1);
             l->retrying = 1;
             l->next_renew_us = now + retry_us(l);
             if (l->next_renew_us > l->valid_until_us) {
@@ -260,46 +251,64 @@ int fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
             }
         }
     }
-    /* Any lease whose local validity ran out (Redis unreachable for too
-     * long) is lost, renewal or not. */
+}
+
+/* Any lease whose local validity ran out (Redis unreachable for too long)
+ * is lost, renewal or not (c->lock held).  pass_st: how this pass went. */
+static void sweep_expired_locked(fence_client *c, int64_t now, fence_status pass_st,
+                                 fence__leasev *lost)
+{
     for (fence_lease *l = c->leases; l != NULL; l = l->next) {
         if (l->state == FENCE__HELD && !l->no_heartbeat && !l->in_pass &&
             l->valid_until_us <= now) {
             /* Unanswered renewals, or this pass could not reach Redis:
              * FENCE_ECONN.  None tried (a manual loop that did not run
              * in time): it simply expired, FENCE_LOST. */
-            int why = l->retrying || st != FENCE_OK ? FENCE_ECONN : FENCE_LOST;
-            if (fence__mark_lost_locked(l, why)) {
-                /* Only a lease with a callback is touched after the lock
-                 * is dropped: its claimed callback makes fence_release()
-                 * wait.  One without may be freed at any moment. */
-                if (l->on_lost != NULL && vec_push(&lost, l) != 0) {
-                    l->cb_running = 0; /* out of memory: no callback */
-                }
-            }
+            int why = l->retrying || pass_st != FENCE_OK ? FENCE_ECONN : FENCE_LOST;
+            fence__lose_locked(l, why, lost);
         }
     }
+}
+
+fence_status fence__heartbeat_pass(fence_client *c, int64_t *next_ms)
+{
+    pass p = {.results = NULL, .sent = 0};
+    fence__leasev_init(&p.due);
+    fence_status st = FENCE_OK;
+    pthread_mutex_lock(&c->hb_lock);
+
+    pthread_mutex_lock(&c->lock);
+    int64_t now = fence__now_us();
+    collect_due_locked(c, now, &p);
+    pthread_mutex_unlock(&c->lock);
+
+    if (p.due.n > 0) {
+        st = renew_due(c, &p, now);
+    }
+
+    fence__leasev lost;
+    fence__leasev_init(&lost);
+    pthread_mutex_lock(&c->lock);
+    now = fence__now_us();
+    apply_results_locked(c, &p, now, &lost);
+    sweep_expired_locked(c, now, st, &lost);
     int64_t next = next_look_locked(c);
     pthread_cond_broadcast(&c->cond); /* in_pass cleared */
     pthread_mutex_unlock(&c->lock);
     pthread_mutex_unlock(&c->hb_lock);
 
-    for (size_t i = 0; i < lost.n; i++) {
-        fence_lease *l = lost.v[i];
-        fence__fire_lost(l, l->lost_reason); /* may free l */
-    }
+    fence__fire_lost(&lost); /* each may free its lease */
     if (next_ms != NULL) {
         *next_ms = next == INT64_MAX ? -1 : (next - now > 0 ? (next - now + 999) / 1000 : 0);
     }
-    free(lost.v);
-    free(due_v.v);
-    free(results);
+    fence__leasev_free(&p.due);
+    free(p.results);
     return st;
 }
 
-int fence_heartbeat_run(fence_client *c, int64_t *next_ms)
+fence_status fence_heartbeat_run(fence_client *c, int64_t *next_ms)
 {
-    int st = fence__check_client(c, "fence_heartbeat_run");
+    fence_status st = fence__check_client(c, "fence_heartbeat_run");
     if (st != FENCE_OK) {
         return st;
     }
@@ -323,11 +332,7 @@ static void *hb_main(void *arg)
             continue;
         }
         if (next > now) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            int64_t wake = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + (next - now);
-            ts.tv_sec = (time_t)(wake / 1000000);
-            ts.tv_nsec = (long)(wake % 1000000) * 1000L;
+            struct timespec ts = fence__timespec_ns(next * 1000);
             pthread_cond_timedwait(&c->cond, &c->lock, &ts);
             continue;
         }
@@ -340,12 +345,12 @@ static void *hb_main(void *arg)
     return NULL;
 }
 
-int fence__heartbeat_start(fence_client *c)
+fence_status fence__heartbeat_start(fence_client *c)
 {
     if (c->heartbeat_mode != FENCE_HEARTBEAT_THREAD) {
         return FENCE_OK;
     }
-    int st = FENCE_OK;
+    fence_status st = FENCE_OK;
     pthread_mutex_lock(&c->lock);
     if (!c->hb_started && !c->stopping) {
         /* The thread runs with every signal blocked, so the application's

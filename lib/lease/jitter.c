@@ -1,5 +1,5 @@
 /* jitter.c -- non-secret jitter for retry and wake-up times. */
-#include "internal.h"
+#include "lease_internal.h"
 
 #include <stdlib.h>
 #include <sys/random.h>

@@ -1,6 +1,6 @@
 /* metrics.c -- counters, the heartbeat latency histogram, and the
  * Prometheus text exposition format. */
-#include "internal.h"
+#include "lease_internal.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -21,7 +21,7 @@ void fence__metrics_latency(fence__metrics *m, int64_t us)
     atomic_fetch_add(&m->hb_sum_ns, (uint64_t)us * 1000);
 }
 
-int fence_client_metrics(const fence_client *c, fence_metrics *out)
+fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
 {
     if (c == NULL || out == NULL) {
         return fence__fail(c, FENCE_EINVAL, "fence_client_metrics: %s is NULL",

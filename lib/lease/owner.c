@@ -1,12 +1,12 @@
 /* owner.c -- owner ids: FENCE_OWNER_BYTES (128 bits) from getrandom(), the
  * OS CSPRNG.  Never a weaker fallback: if the kernel cannot give us
  * randomness, acquiring fails (fail closed). */
-#include "internal.h"
+#include "lease_internal.h"
 
 #include <errno.h>
 #include <sys/random.h>
 
-int fence__owner_id(char *hex)
+fence_status fence__owner_id(char *hex)
 {
     unsigned char raw[FENCE_OWNER_BYTES];
     size_t got = 0;

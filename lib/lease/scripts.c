@@ -1,5 +1,5 @@
 /* scripts.c -- the Lua scripts, embedded from the lib/ .lua files at build time. */
-#include "internal.h"
+#include "lease_internal.h"
 
 extern const char fence__lua_acquire[], fence__lua_renew[], fence__lua_renew_batch[],
     fence__lua_release[], fence__lua_token_raise[], fence__lua_inspect[];

@@ -1,7 +1,8 @@
 /* url.c -- redis://[user:password@]host[:port][/db] and unix:///path[?db=N].
  * Messages about a URL never quote its credentials. */
-#include "internal.h"
+#include "lease_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,52 +85,159 @@ static long parse_num(const char *s, size_t n, long lo, long hi)
     return (long)v;
 }
 
-#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), fence__url_free(u), FENCE_EINVAL)
+/* Where a parse is: the URL being filled and where to say what is wrong. */
+typedef struct {
+    fence__url *u;
+    char *err;
+    size_t errlen;
+} parser;
 
-int fence__url_parse(fence__url *u, const char *url, char *err, size_t errlen)
+/* Say why the URL is refused; FENCE_EINVAL. */
+__attribute__((format(printf, 2, 3))) static int bad(parser *ps, const char *fmt, ...)
 {
-    memset(u, 0, sizeof *u);
-    if (url == NULL || url[0] == '\0') {
-        return BAD("empty URL: expected redis://[user:password@]host[:port][/db] or unix:///path");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ps->err, ps->errlen, fmt, ap);
+    va_end(ap);
+    return FENCE_EINVAL;
+}
+
+/* unix:///path[?db=N]: p is what follows "unix://". */
+static int parse_unix(parser *ps, const char *p)
+{
+    fence__url *u = ps->u;
+    u->is_unix = 1;
+    const char *q = strchr(p, '?');
+    size_t plen = q ? (size_t)(q - p) : strlen(p);
+    if (plen == 0 || p[0] != '/') {
+        return bad(ps, "unix URL needs an absolute socket path: unix:///path/to/redis.sock");
     }
-    if (strlen(url) > 2048) {
-        return BAD("URL longer than 2048 bytes");
+    if (plen >= sizeof u->path) {
+        return bad(ps, "unix socket path longer than %zu bytes", sizeof u->path - 1);
     }
-    const char *p;
-    if (strncmp(url, "unix://", 7) == 0) {
-        p = url + 7;
-        u->is_unix = 1;
-        const char *q = strchr(p, '?');
-        size_t plen = q ? (size_t)(q - p) : strlen(p);
-        if (plen == 0 || p[0] != '/') {
-            return BAD("unix URL needs an absolute socket path: unix:///path/to/redis.sock");
+    memcpy(u->path, p, plen);
+    u->path[plen] = '\0';
+    if (q != NULL) {
+        long db = strncmp(q, "?db=", 4) == 0 ? parse_num(q + 4, strlen(q + 4), 0, 1000000) : -1;
+        if (db < 0) {
+            return bad(ps, "unix URL: the only query accepted is ?db=N (N a database number)");
         }
-        if (plen >= sizeof u->path) {
-            return BAD("unix socket path longer than %zu bytes", sizeof u->path - 1);
+        u->db = (int)db;
+    }
+    snprintf(u->display, sizeof u->display, "unix://%s%s%.*s", u->path,
+             u->db ? "?db=" : "", u->db ? 12 : 0, q ? q + 4 : "");
+    return FENCE_OK;
+}
+
+/* user:password@ or :password@ in p[0..at): percent-decoded, never quoted. */
+static int parse_userinfo(parser *ps, const char *p, const char *at)
+{
+    fence__url *u = ps->u;
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    int nomem = 0;
+    if (colon == NULL) {
+        return bad(ps, "redis URL: credentials must be user:password@ or :password@");
+    }
+    if (colon > p) {
+        u->user = pct_decode(p, (size_t)(colon - p), &nomem);
+        if (u->user == NULL) {
+            return nomem ? FENCE_ENOMEM : bad(ps, "redis URL: bad percent-escape in the user name");
         }
-        memcpy(u->path, p, plen);
-        u->path[plen] = '\0';
-        if (q != NULL) {
-            long db = strncmp(q, "?db=", 4) == 0 ? parse_num(q + 4, strlen(q + 4), 0, 1000000) : -1;
-            if (db < 0) {
-                return BAD("unix URL: the only query accepted is ?db=N (N a database number)");
-            }
-            u->db = (int)db;
+    }
+    u->password = pct_decode(colon + 1, (size_t)(at - colon - 1), &nomem);
+    if (u->password == NULL) {
+        return nomem ? FENCE_ENOMEM : bad(ps, "redis URL: bad percent-escape in the password");
+    }
+    if (u->password[0] == '\0') {
+        return bad(ps, "redis URL: empty password");
+    }
+    return FENCE_OK;
+}
+
+/* [IPv6] at p, before end; *portp gets where a port starts, if any. */
+static int parse_host_v6(parser *ps, const char *p, const char *end, const char **portp)
+{
+    fence__url *u = ps->u;
+    const char *rb = memchr(p, ']', (size_t)(end - p));
+    if (rb == NULL) {
+        return bad(ps, "redis URL: unterminated [IPv6] host");
+    }
+    if ((size_t)(rb - p - 1) >= sizeof u->host || rb == p + 1) {
+        return bad(ps, "redis URL: bad [IPv6] host");
+    }
+    memcpy(u->host, p + 1, (size_t)(rb - p - 1));
+    u->host[rb - p - 1] = '\0';
+    const char *hend = rb + 1;
+    if (hend < end) {
+        if (*hend != ':') {
+            return bad(ps, "redis URL: junk after the [IPv6] host");
         }
-        snprintf(u->display, sizeof u->display, "unix://%s%s%.*s", u->path,
-                 u->db ? "?db=" : "", u->db ? 12 : 0, q ? q + 4 : "");
-        return FENCE_OK;
+        *portp = hend + 1;
     }
-    if (strncmp(url, "rediss://", 9) == 0) {
-        return BAD("rediss:// (TLS) is not supported by this build; use redis:// or unix://");
+    return FENCE_OK;
+}
+
+/* A host name or IPv4 address at p, before end; *portp as above. */
+static int parse_host_name(parser *ps, const char *p, const char *end, const char **portp)
+{
+    fence__url *u = ps->u;
+    const char *colon = memchr(p, ':', (size_t)(end - p));
+    const char *hend = colon ? colon : end;
+    if (hend == p) {
+        return bad(ps, "redis URL: missing host");
     }
-    if (strncmp(url, "redis://", 8) != 0) {
-        return BAD("unsupported URL scheme: expected redis://host[:port][/db] or unix:///path");
+    if ((size_t)(hend - p) >= sizeof u->host) {
+        return bad(ps, "redis URL: host name longer than %zu bytes", sizeof u->host - 1);
     }
-    p = url + 8;
+    for (const char *s = p; s < hend; s++) {
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9') || *s == '.' || *s == '-' || *s == '_')) {
+            return bad(ps, "redis URL: bad character in the host name");
+        }
+    }
+    memcpy(u->host, p, (size_t)(hend - p));
+    u->host[hend - p] = '\0';
+    if (colon != NULL) {
+        *portp = colon + 1;
+    }
+    return FENCE_OK;
+}
+
+/* host[:port] in p[0..end), then the optional /db from end. */
+static int parse_hostport_db(parser *ps, const char *p, const char *end)
+{
+    fence__url *u = ps->u;
+    const char *portp = NULL;
+    int st = *p == '[' ? parse_host_v6(ps, p, end, &portp)
+                       : parse_host_name(ps, p, end, &portp);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    u->port = 6379;
+    if (portp != NULL) {
+        long port = parse_num(portp, (size_t)(end - portp), 1, 65535);
+        if (port < 0) {
+            return bad(ps, "redis URL: port must be a number from 1 to 65535");
+        }
+        u->port = (int)port;
+    }
+    if (*end == '/' && end[1] != '\0') {
+        long db = parse_num(end + 1, strlen(end + 1), 0, 1000000);
+        if (db < 0) {
+            return bad(ps, "redis URL: the path must be a database number, like /0");
+        }
+        u->db = (int)db;
+    }
+    return FENCE_OK;
+}
+
+/* redis://[user:password@]host[:port][/db]: p is what follows "redis://". */
+static int parse_redis(parser *ps, const char *p)
+{
+    fence__url *u = ps->u;
     const char *end = p + strcspn(p, "/?#");
     if (*end == '?' || *end == '#') {
-        return BAD("redis URL: query strings and fragments are not supported");
+        return bad(ps, "redis URL: query strings and fragments are not supported");
     }
     /* userinfo: up to the last '@' before the path */
     const char *at = NULL;
@@ -138,92 +246,41 @@ int fence__url_parse(fence__url *u, const char *url, char *err, size_t errlen)
             at = s;
         }
     }
-    if (at != NULL) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        int nomem = 0;
-        if (colon == NULL) {
-            return BAD("redis URL: credentials must be user:password@ or :password@");
-        }
-        if (colon > p) {
-            u->user = pct_decode(p, (size_t)(colon - p), &nomem);
-            if (u->user == NULL) {
-                return nomem ? (fence__url_free(u), FENCE_ENOMEM)
-                             : BAD("redis URL: bad percent-escape in the user name");
-            }
-        }
-        u->password = pct_decode(colon + 1, (size_t)(at - colon - 1), &nomem);
-        if (u->password == NULL) {
-            return nomem ? (fence__url_free(u), FENCE_ENOMEM)
-                         : BAD("redis URL: bad percent-escape in the password");
-        }
-        if (u->password[0] == '\0') {
-            return BAD("redis URL: empty password");
-        }
-        p = at + 1;
+    int st = at != NULL ? parse_userinfo(ps, p, at) : FENCE_OK;
+    if (st == FENCE_OK) {
+        st = parse_hostport_db(ps, at != NULL ? at + 1 : p, end);
     }
-    /* host[:port] */
-    const char *hend;
-    const char *portp = NULL;
-    if (*p == '[') {
-        const char *rb = memchr(p, ']', (size_t)(end - p));
-        if (rb == NULL) {
-            return BAD("redis URL: unterminated [IPv6] host");
-        }
-        if ((size_t)(rb - p - 1) >= sizeof u->host || rb == p + 1) {
-            return BAD("redis URL: bad [IPv6] host");
-        }
-        memcpy(u->host, p + 1, (size_t)(rb - p - 1));
-        u->host[rb - p - 1] = '\0';
-        hend = rb + 1;
-        if (hend < end) {
-            if (*hend != ':') {
-                return BAD("redis URL: junk after the [IPv6] host");
-            }
-            portp = hend + 1;
-        }
-    } else {
-        const char *colon = memchr(p, ':', (size_t)(end - p));
-        hend = colon ? colon : end;
-        if (hend == p) {
-            return BAD("redis URL: missing host");
-        }
-        if ((size_t)(hend - p) >= sizeof u->host) {
-            return BAD("redis URL: host name longer than %zu bytes", sizeof u->host - 1);
-        }
-        for (const char *s = p; s < hend; s++) {
-            if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-                  (*s >= '0' && *s <= '9') || *s == '.' || *s == '-' || *s == '_')) {
-                return BAD("redis URL: bad character in the host name");
-            }
-        }
-        memcpy(u->host, p, (size_t)(hend - p));
-        u->host[hend - p] = '\0';
-        if (colon != NULL) {
-            portp = colon + 1;
-        }
-    }
-    u->port = 6379;
-    if (portp != NULL) {
-        long port = parse_num(portp, (size_t)(end - portp), 1, 65535);
-        if (port < 0) {
-            return BAD("redis URL: port must be a number from 1 to 65535");
-        }
-        u->port = (int)port;
-    }
-    if (*end == '/') {
-        const char *d = end + 1;
-        size_t n = strlen(d);
-        if (n > 0) {
-            long db = parse_num(d, n, 0, 1000000);
-            if (db < 0) {
-                return BAD("redis URL: the path must be a database number, like /0");
-            }
-            u->db = (int)db;
-        }
+    if (st != FENCE_OK) {
+        return st;
     }
     int v6 = strchr(u->host, ':') != NULL;
     snprintf(u->display, sizeof u->display, "redis://%s%s%s%s:%d/%d",
              (u->user || u->password) ? "***@" : "", v6 ? "[" : "", u->host, v6 ? "]" : "",
              u->port, u->db);
     return FENCE_OK;
+}
+
+int fence__url_parse(fence__url *u, const char *url, char *err, size_t errlen)
+{
+    parser ps = {u, err, errlen};
+    int st;
+    memset(u, 0, sizeof *u);
+    if (url == NULL || url[0] == '\0') {
+        st = bad(&ps, "empty URL: expected redis://[user:password@]host[:port][/db] or "
+                      "unix:///path");
+    } else if (strlen(url) > 2048) {
+        st = bad(&ps, "URL longer than 2048 bytes");
+    } else if (strncmp(url, "unix://", 7) == 0) {
+        st = parse_unix(&ps, url + 7);
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        st = bad(&ps, "rediss:// (TLS) is not supported by this build; use redis:// or unix://");
+    } else if (strncmp(url, "redis://", 8) != 0) {
+        st = bad(&ps, "unsupported URL scheme: expected redis://host[:port][/db] or unix:///path");
+    } else {
+        st = parse_redis(&ps, url + 8);
+    }
+    if (st != FENCE_OK) {
+        fence__url_free(u);
+    }
+    return st;
 }

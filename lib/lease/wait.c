@@ -3,7 +3,7 @@
  * between a failed attempt and the wait), and sleeps until a release
  * message, the holder's TTL running out, or the deadline.  Where pub/sub is
  * not available it polls with jittered exponential backoff. */
-#include "internal.h"
+#include "lease_internal.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -85,8 +85,8 @@ static int wait_message(redisContext *sub, int64_t us)
     }
 }
 
-int fence__acquire_wait(fence_client *c, const char *name, const fence_lease_options *o,
-                        fence_lease **out)
+fence_status fence__acquire_wait(fence_client *c, const char *name,
+                                 const fence_lease_options *o, fence_lease **out)
 {
     int64_t deadline = fence__now_us() + o->wait_ms * 1000;
     char *channel = fence__key(c, name, ":released");
@@ -95,7 +95,7 @@ int fence__acquire_wait(fence_client *c, const char *name, const fence_lease_opt
     }
     redisContext *sub = subscribe(c, channel, o->wait_ms);
     int64_t backoff = POLL_MIN_US;
-    int st;
+    fence_status st;
     for (;;) {
         int64_t pttl = -1;
         int64_t left_ms = (deadline - fence__now_us()) / 1000;

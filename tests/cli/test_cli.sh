@@ -147,6 +147,10 @@ usage_case "--ttl 8d (above the maximum)" run --ttl 8d x -- true
 usage_case "--wait junk" run --wait soon x -- true
 usage_case "--kill-after with no value" run x --kill-after
 usage_case "--kill-after 0.0001s (finer than 1ms)" run --kill-after 0.0001s x -- true
+# Durations share the one decimal grammar: no leading zero, a digit first.
+usage_case "--ttl 010s (leading zero)" run --ttl 010s x -- true
+usage_case "--wait .5s (no digit before the point)" run --wait .5s x -- true
+usage_case "token --raise 007 (leading zero)" token --raise 007 a
 usage_case "unknown option" run --bogus x -- true
 usage_case "NAME with a control character" run "$(printf 'a\tb')" -- true
 usage_case "status without NAME" status
@@ -156,6 +160,8 @@ usage_case "token --raise junk" token --raise 12x a
 "$F" run --ttl 1.5s --wait 0 --kill-after 0 "$(name)" -- true; rc1=$?
 "$F" run --ttl=2 --wait=250ms --kill-after=1m "$(name)" -- true; rc2=$?
 check "good durations accepted (1.5s, 0, bare 2, 250ms, 1m)" test "$rc1" = 0 -a "$rc2" = 0
+"$F" run --ttl 0.5s --wait 10.25s "$(name)" -- true; rc1=$?
+check "good durations accepted (0.5s, 10.25s)" test "$rc1" = 0
 
 # ---- Redis unreachable / refused ------------------------------------------------------
 "$F" run --redis redis://127.0.0.1:1 "$(name)" -- true 2> "$T/err"; rc=$?

@@ -1,5 +1,22 @@
-/* internal.h -- what the core's files share; not installed.
- * Internal non-static names start with fence__. */
+/* lease_internal.h -- what libfence's files share; not installed.
+ * Internal non-static names start with fence__.
+ *
+ * Layering: a file calls only files on its own level's left or on a lower
+ * level, never a higher one (no call cycles between files):
+ *
+ *   0  jitter.c owner.c scripts.c url.c errmsg.c     (and lib/common)
+ *   1  metrics.c conn.c                 connections, EVALSHA, counters
+ *   2  state.c       what a lease knows: keys, checks, validity, the
+ *                    lost transition and its callback, a renewal's effect
+ *   3  heartbeat.c   the renewal passes, its thread, fence_heartbeat_run
+ *   4  lease.c       one acquire attempt, renew, release, accessors
+ *      counter.c     token_raise, token_last, lease_inspect
+ *   5  wait.c        acquiring with a deadline (pub/sub, polling)
+ *   6  acquire.c     fence_acquire: check, start the heartbeat, once or wait
+ *   7  client.c      open and close
+ *
+ * The Redis key contract, the thread rules and how the pieces work are in
+ * docs/redis.md. */
 #ifndef FENCE_INTERNAL_H
 #define FENCE_INTERNAL_H
 
@@ -13,6 +30,8 @@
 
 typedef struct redisContext redisContext;
 
+/* ==== level 0 ============================================================ */
+
 /* ---- jitter.c (the clock itself is lib/common/clock.c) ----------- */
 /* A uniformly random value in [lo, hi] (not for secrets). */
 int64_t fence__jitter(int64_t lo, int64_t hi);
@@ -20,7 +39,7 @@ int64_t fence__jitter(int64_t lo, int64_t hi);
 /* ---- owner.c: owner ids from the OS CSPRNG ------------------------ */
 /* Writes FENCE_OWNER_BYTES random bytes as lower-case hex plus NUL into
  * hex (2 * FENCE_OWNER_BYTES + 1 bytes).  FENCE_ESYS if getrandom fails. */
-int fence__owner_id(char *hex);
+fence_status fence__owner_id(char *hex);
 
 /* ---- url.c ---------------------------------------------------------- */
 typedef struct fence__url {
@@ -34,17 +53,20 @@ typedef struct fence__url {
     char display[400];
 } fence__url;
 
-/* Parse a URL; on error returns FENCE_EINVAL and writes why (never with
- * credentials) into err. */
+/* Parse a URL into *u (which it first clears).  FENCE_OK; FENCE_EINVAL
+ * with why in err (never with credentials); FENCE_ENOMEM.  On failure *u
+ * holds nothing to free.  Never crashes on any NUL-terminated text; url
+ * may be NULL.  (The fuzzer's entry point: keep this signature.) */
 int fence__url_parse(fence__url *u, const char *url, char *err, size_t errlen);
 void fence__url_free(fence__url *u);
 /* Overwrite a secret string with zeros, then free it (NULL: no-op). */
 void fence__wipe_free(char *s);
 
-/* ---- errmsg.c: per-thread message for the last failure ---------------- */
+/* ---- errmsg.c: fence_client_errmsg(), on common.h's error slots ------- */
 /* Record a failure on c (may be NULL) for this thread; returns status. */
-int fence__fail(const fence_client *c, int status, const char *fmt, ...)
+fence_status fence__fail(const fence_client *c, fence_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A call on c succeeded: clear this thread's message about c. */
 void fence__clear(const fence_client *c);
 
 /* ---- scripts.c ---------------------------------------------------------- */
@@ -60,7 +82,7 @@ enum fence__script {
 const char *fence__script_body(int s);
 size_t fence__script_len(int s);
 
-/* ---- metrics.c ---------------------------------------------------------- */
+/* ---- the handles ---------------------------------------------------------- */
 typedef struct fence__metrics {
     atomic_uint_fast64_t lease_acquired, lease_lost, lease_released;
     atomic_uint_fast64_t acquire_attempts, acquire_contended, acquire_timeouts;
@@ -69,9 +91,7 @@ typedef struct fence__metrics {
     atomic_uint_fast64_t hb_bucket[FENCE_LATENCY_NBUCKETS];
     atomic_uint_fast64_t hb_count, hb_sum_ns;
 } fence__metrics;
-void fence__metrics_latency(fence__metrics *m, int64_t us);
 
-/* ---- the handles ---------------------------------------------------------- */
 enum { FENCE__HELD = 0, FENCE__LOST = 1 };
 
 struct fence_lease {
@@ -133,13 +153,19 @@ struct fence_client {
     fence__metrics m;
 };
 
+/* ==== level 1 ============================================================ */
+
+/* ---- metrics.c ---------------------------------------------------------- */
+void fence__metrics_latency(fence__metrics *m, int64_t us);
+
 /* ---- conn.c ---------------------------------------------------------- */
 /* Open a connection: connect (within timeout_ms), set I/O timeouts, AUTH,
  * SELECT.  FENCE_ECONN / FENCE_EAUTH / FENCE_EPROTO with a message. */
-int fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms);
+fence_status fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms);
 /* Make sure *rc is open, reconnecting if needed.  *ever says whether this
  * slot was ever connected: a new connection then counts as a reconnect. */
-int fence__conn_ensure(fence_client *c, redisContext **rc, int *ever, int64_t timeout_ms);
+fence_status fence__conn_ensure(fence_client *c, redisContext **rc, int *ever,
+                                int64_t timeout_ms);
 /* Close and NULL *rc. */
 void fence__conn_drop(redisContext **rc);
 /* Set both I/O timeouts on an open connection. */
@@ -149,50 +175,81 @@ void fence__scripts_load(fence_client *c, redisContext *rc);
 /* Run a script on *rc: EVALSHA, falling back to EVAL on NOSCRIPT.  On an
  * I/O error the connection is dropped.  *reply is the reply (owned by the
  * caller: freeReplyObject) on FENCE_OK; an error reply is FENCE_EPROTO. */
-int fence__eval(fence_client *c, redisContext **rc, int script, int nkeys, int nargs,
-                const char **args, const size_t *lens, int *timed_out, void **reply);
+fence_status fence__eval(fence_client *c, redisContext **rc, int script, int nkeys, int nargs,
+                         const char **args, const size_t *lens, int *timed_out, void **reply);
 /* Run a script on the command connection with one retry after a
  * reconnect when a connection that had been idle failed.  Takes cmd_lock.
  * bound_ms > 0 caps each attempt's connect and I/O time below the client's
  * timeouts.  *retried (optional) tells whether the retry happened. */
-int fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs, const char **args,
-                    int64_t bound_ms, int *retried, void **reply);
+fence_status fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs,
+                             const char **args, int64_t bound_ms, int *retried, void **reply);
 
-/* ---- client.c --------------------------------------------------------- */
+/* ==== level 2: state.c =================================================== */
 /* FENCE_EINVAL for NULL, FENCE_ESTATE for a handle whose open failed on
  * its options; fn names the caller in the message. */
-int fence__check_client(const fence_client *c, const char *fn);
-
-/* ---- lease.c ---------------------------------------------------------- */
-int fence__check_name(const fence_client *c, const char *name);
+fence_status fence__check_client(const fence_client *c, const char *fn);
+fence_status fence__check_name(const fence_client *c, const char *name);
 /* Build "<prefix>{NAME}<suffix>"; NULL when out of memory. */
 char *fence__key(const fence_client *c, const char *name, const char *suffix);
-/* One acquire attempt.  FENCE_OK (*out set), FENCE_BUSY (*pttl_ms set). */
-int fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
-                    int64_t bound_ms, fence_lease **out, int64_t *pttl_ms);
-/* Mark HELD -> LOST (with its reason, FENCE_LOST or FENCE_ECONN) under
- * c->lock; returns 1 if this call made the transition.  A lease with a
- * callback is then claimed (cb_running): its caller must fire it. */
-int fence__mark_lost_locked(fence_lease *l, int reason);
-/* Fire l's callback (caller holds no lock; l was just marked lost by the
- * caller).  Frees l afterwards if it was released from inside. */
-void fence__fire_lost(fence_lease *l, int reason);
+/* The safety margin taken off a TTL (clock drift). */
 int64_t fence__margin_us(int64_t ttl_ms);
-
-/* ---- wait.c ---------------------------------------------------------- */
-int fence__acquire_wait(fence_client *c, const char *name, const fence_lease_options *o,
-                        fence_lease **out);
-
-/* ---- heartbeat.c ---------------------------------------------------- */
+/* The end of sure validity of l for a request sent at sent_us. */
+int64_t fence__valid_until(const fence_lease *l, int64_t sent_us);
 /* When the heartbeat renews l next (c->lock held, or l not yet shared). */
 int64_t fence__renew_at(const fence_lease *l);
+/* Free a lease's memory (nothing else). */
+void fence__lease_free(fence_lease *l);
+/* Take l off its client's list (c->lock held). */
+void fence__unlink_locked(fence_lease *l);
+/* Whether the calling thread is inside a lost callback. */
+int fence__in_callback(void);
+
+/* A renewal of l sent at sent_us was accepted in time (c->lock held; l is
+ * held and still valid): extend its validity, schedule its next renewal,
+ * clear retrying, count renew_ok. */
+void fence__renewed_locked(fence_lease *l, int64_t sent_us);
+
+/* A growable list of leases; the first few need no allocation.  Not to be
+ * copied once initialised. */
+typedef struct fence__leasev {
+    fence_lease **v;
+    size_t n, cap;
+    fence_lease *small[8];
+} fence__leasev;
+void fence__leasev_init(fence__leasev *a);
+/* 0, or -1 when out of memory (a is unchanged). */
+int fence__leasev_push(fence__leasev *a, fence_lease *l);
+void fence__leasev_free(fence__leasev *a);
+
+/* Mark l HELD -> LOST with its reason (FENCE_LOST or FENCE_ECONN), under
+ * c->lock; returns 1 if this call made the transition.  A lease with a
+ * callback is then claimed (cb_running: fence_release() waits for it) and
+ * queued on q, for fence__fire_lost() once the lock is dropped; if q
+ * cannot grow, no callback (out of memory).  Only a lease with a callback
+ * may be touched after the lock is dropped: one without may be freed at
+ * any moment. */
+int fence__lose_locked(fence_lease *l, int reason, fence__leasev *q);
+/* Run the callbacks queued by fence__lose_locked() (no lock held), then
+ * empty q.  Each may free its lease. */
+void fence__fire_lost(fence__leasev *q);
+
+/* ==== level 3: heartbeat.c =============================================== */
 /* Start the thread if the mode asks for it and it is not running. */
-int fence__heartbeat_start(fence_client *c);
+fence_status fence__heartbeat_start(fence_client *c);
 void fence__heartbeat_stop(fence_client *c);
 /* A lease was added whose first renewal is due at due_us: wake the thread
  * if it plans to sleep past that. */
 void fence__heartbeat_kick(fence_client *c, int64_t due_us);
 /* One pass: renew the due leases in one round trip. */
-int fence__heartbeat_pass(fence_client *c, int64_t *next_ms);
+fence_status fence__heartbeat_pass(fence_client *c, int64_t *next_ms);
+
+/* ==== level 4: lease.c =================================================== */
+/* One acquire attempt.  FENCE_OK (*out set), FENCE_BUSY (*pttl_ms set). */
+fence_status fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
+                             int64_t bound_ms, fence_lease **out, int64_t *pttl_ms);
+
+/* ==== level 5: wait.c ==================================================== */
+fence_status fence__acquire_wait(fence_client *c, const char *name,
+                                 const fence_lease_options *o, fence_lease **out);
 
 #endif

@@ -1,0 +1,266 @@
+/*
+ * supervise.c -- `fence run` while the command runs: the self-pipes that
+ * the signal handlers and the lease's on_lost callback write into, and the
+ * main thread's loop that reaps the command, passes signals on to its
+ * process group and stops it when the lease is lost.  (The thread and
+ * signal rules are at the top of run.c.)
+ */
+#include "cli.h"
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int sig_pipe[2] = {-1, -1};  /* signal handlers -> main thread */
+static int lost_pipe[2] = {-1, -1}; /* on_lost (heartbeat thread) -> main thread */
+static atomic_int lost_reason;      /* 0, or the reason on_lost was given */
+
+static int64_t now_ms(void)
+{
+    return fence__now_ns() / 1000000;
+}
+
+/* ---- the pipes and what writes into them ------------------------------------ */
+
+static int make_pipe(int p[2])
+{
+    return pipe2(p, O_CLOEXEC | O_NONBLOCK);
+}
+
+static void close_pipe(int p[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (p[i] >= 0) {
+            close(p[i]);
+            p[i] = -1;
+        }
+    }
+}
+
+int cli__pipes_open(void)
+{
+    return make_pipe(sig_pipe) != 0 || make_pipe(lost_pipe) != 0 ? -1 : 0;
+}
+
+void cli__pipes_close(void)
+{
+    close_pipe(sig_pipe);
+    close_pipe(lost_pipe);
+}
+
+/* Runs on the heartbeat thread: only an atomic store and a write(). */
+void cli__on_lost(fence_lease *lease, int reason, void *user)
+{
+    (void)lease;
+    (void)user;
+    int saved = errno;
+    atomic_store(&lost_reason, reason != 0 ? reason : FENCE_LOST);
+    unsigned char b = 1;
+    if (write(lost_pipe[1], &b, 1) < 0) {
+        /* full: a byte is already waiting, which is all we need */
+    }
+    errno = saved;
+}
+
+int cli__lost_reason(void)
+{
+    return atomic_load(&lost_reason);
+}
+
+const char *cli__lost_why(int reason)
+{
+    return reason == FENCE_ECONN
+               ? "Redis could not be reached before the lease ran out"
+               : "the renewal was refused (the key expired, was deleted or has another owner)";
+}
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(sig_pipe[1], &b, 1) < 0) {
+        /* full: signals coalesce anyway */
+    }
+    errno = saved;
+}
+
+void cli__install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    for (int i = 0; i < cli__nforward_signals; i++) {
+        int sig = cli__forward_signals[i];
+        if (!cli__ignored_at_start(sig)) {
+            sigaction(sig, &sa, NULL);
+        }
+    }
+    for (int i = 0; i < cli__njobctl_signals; i++) {
+        int sig = cli__jobctl_signals[i];
+        if (!cli__ignored_at_start(sig)) {
+            sigaction(sig, &sa, NULL);
+        }
+    }
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, NULL);
+}
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+/* What the loop knows about the command. */
+typedef struct {
+    pid_t pid;
+    const char *name;
+    int64_t kill_after_ms;
+    int reaped, lost, killed, st;
+    int64_t kill_at;
+} sup;
+
+/* What the exit status of a command that ended with wait status st is. */
+static int command_status(int st)
+{
+    if (WIFEXITED(st)) {
+        return WEXITSTATUS(st);
+    }
+    if (WIFSIGNALED(st)) {
+        return 128 + WTERMSIG(st);
+    }
+    return CLI_EX_SOFTWARE;
+}
+
+/* Reap the command, and any orphan of its that was handed to us (we are a
+ * child subreaper), so that a dead group member does not linger as a
+ * zombie in the group. */
+static void reap(sup *s)
+{
+    for (;;) {
+        int ws = 0;
+        pid_t w = waitpid(-1, &ws, WNOHANG);
+        if (w == s->pid) {
+            s->st = ws;
+            s->reaped = 1;
+        } else if (w <= 0) {
+            if (w < 0 && errno == ECHILD && !s->reaped) {
+                s->reaped = 1; /* cannot happen; do not spin */
+            }
+            return;
+        }
+    }
+}
+
+/* Whether the loop is over: the command is gone (and, once the lease is
+ * lost, its whole group, or the grace ended and SIGKILL was sent). */
+static int finished(const sup *s)
+{
+    if (!s->reaped) {
+        return 0;
+    }
+    if (!s->lost || s->killed) {
+        return 1;
+    }
+    return kill(-s->pid, 0) < 0 && errno == ESRCH;
+}
+
+/* How long poll() may wait (ms; -1: until something happens). */
+static int poll_timeout(const sup *s)
+{
+    if (!s->lost || s->killed) {
+        return -1;
+    }
+    int64_t left = s->kill_at - now_ms();
+    int timeout = left < 0 ? 0 : (int)left;
+    if (s->reaped && timeout > 10) {
+        timeout = 10; /* poll the group's members */
+    }
+    return timeout;
+}
+
+/* Act on the signals the handlers wrote into sig_pipe. */
+static void take_signals(const sup *s)
+{
+    unsigned char buf[64];
+    for (;;) {
+        ssize_t got = read(sig_pipe[0], buf, sizeof buf);
+        if (got <= 0) {
+            return;
+        }
+        for (ssize_t i = 0; i < got; i++) {
+            int sig = buf[i];
+            if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+                /* Ctrl-Z: the command's group is not the terminal's, so
+                 * stop it ourselves, then stop fence (and with it the
+                 * heartbeat: a stop longer than the lease's validity loses
+                 * the lease, seen when continued). */
+                if (!s->reaped) {
+                    kill(-s->pid, SIGSTOP);
+                }
+                raise(SIGSTOP);
+            } else if (sig != SIGCHLD && !s->reaped) {
+                kill(-s->pid, sig); /* forwarded; SIGCONT continues the group */
+            }
+        }
+    }
+}
+
+/* The lease was lost (on_lost wrote into lost_pipe): stop the command. */
+static void take_lost(sup *s)
+{
+    unsigned char buf[64];
+    int lost_now = 0;
+    while (read(lost_pipe[0], buf, sizeof buf) > 0) {
+        lost_now = 1;
+    }
+    if (!lost_now || s->lost) {
+        return;
+    }
+    s->lost = 1;
+    fprintf(stderr, "fence run: lease '%s' lost: %s; stopping the command "
+            "(SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name,
+            cli__lost_why(cli__lost_reason()), s->kill_after_ms);
+    kill(-s->pid, SIGTERM);
+    kill(-s->pid, SIGCONT); /* a stopped command must see the SIGTERM */
+    s->kill_at = now_ms() + s->kill_after_ms;
+    if (s->kill_after_ms == 0) {
+        kill(-s->pid, SIGKILL);
+        s->killed = 1;
+    }
+}
+
+int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_lost)
+{
+    sup s = {.pid = pid, .name = name, .kill_after_ms = kill_after_ms};
+    for (;;) {
+        reap(&s);
+        if (s.lost && !s.killed && now_ms() >= s.kill_at) {
+            fprintf(stderr, "fence run: the command is still running %" PRId64
+                    "ms after SIGTERM: sending SIGKILL\n", s.kill_after_ms);
+            kill(-pid, SIGKILL);
+            s.killed = 1;
+        }
+        if (finished(&s)) {
+            break;
+        }
+        struct pollfd pf[2] = {{.fd = sig_pipe[0], .events = POLLIN},
+                               {.fd = lost_pipe[0], .events = POLLIN}};
+        int n = poll(pf, 2, poll_timeout(&s));
+        if (n < 0 && errno != EINTR) {
+            perror("fence run: poll");
+            struct timespec ts = {0, 10000000L};
+            nanosleep(&ts, NULL);
+        }
+        take_signals(&s);
+        take_lost(&s);
+    }
+    *was_lost = s.lost;
+    return s.lost ? CLI_EX_LOST : command_status(s.st);
+}
