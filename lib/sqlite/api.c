@@ -1,5 +1,5 @@
 /* api.c -- the C API of fence_sqlite.h: attach, protect, the connection's
- * token, per-resource marks.  Every call clears the connection's message
+ * token and holder, per-resource marks.  Every call clears the connection's message
  * on success and writes one on failure (errmsg.c). */
 #include "sqlite_internal.h"
 
@@ -38,7 +38,7 @@ fence_status fence_sqlite_attach(sqlite3 *db)
     }
     int rc = fence_sqlite__register(db, NULL);
     if (rc == FENCE_OK) {
-        rc = fence_sqlite__in_savepoint(db, fence_sqlite__schema_body, NULL);
+        rc = fence_sqlite__install_schema(db);
     }
     return rc == FENCE_OK ? fence_sqlite__ok(db) : (fence_status)rc;
 }
@@ -88,7 +88,7 @@ fence_status fence_sqlite_unprotect(sqlite3 *db, const char *table)
     return rc == FENCE_OK ? fence_sqlite__ok(db) : (fence_status)rc;
 }
 
-fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token)
+fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token, const char *holder)
 {
     fs_state *s;
     int rc = need_state(db, "fence_sqlite_set_token", &s);
@@ -96,13 +96,39 @@ fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token)
         return (fence_status)rc;
     }
     if (token > FENCE_TOKEN_MAX) {
-        atomic_store(&s->token, 0);
+        fence_sqlite__state_set(s, 0, NULL);
         return (fence_status)fs_fail(db, FENCE_EINVAL,
                                      "fence_sqlite_set_token: token %llu is above 2^63-1 "
-                                     "(FENCE_TOKEN_MAX); the token is now cleared",
+                                     "(FENCE_TOKEN_MAX); the token and holder are now cleared",
                                      (unsigned long long)token);
     }
-    atomic_store(&s->token, (int64_t)token);
+    const char *why = holder != NULL ? fence_sqlite__holder_problem(holder, strnlen(holder, FENCE_HOLDER_LEN + 1)) : NULL;
+    if (why != NULL) {
+        fence_sqlite__state_set(s, 0, NULL);
+        return (fence_status)fs_fail(db, FENCE_EINVAL,
+                                     "fence_sqlite_set_token: the holder %s (a holder id is %d "
+                                     "lowercase hex digits; NULL for none); the token and "
+                                     "holder are now cleared",
+                                     why, FENCE_HOLDER_LEN);
+    }
+    fence_sqlite__state_set(s, (int64_t)token, holder);
+    return fence_sqlite__ok(db);
+}
+
+fence_status fence_sqlite_holder(sqlite3 *db, char holder[FENCE_HOLDER_LEN + 1])
+{
+    if (holder != NULL) {
+        holder[0] = '\0';
+    }
+    fs_state *s;
+    int rc = need_state(db, "fence_sqlite_holder", &s);
+    if (rc != FENCE_OK) {
+        return (fence_status)rc;
+    }
+    if (holder == NULL) {
+        return (fence_status)fs_fail(db, FENCE_EINVAL, "fence_sqlite_holder: holder is NULL");
+    }
+    fence_sqlite__state_holder(s, holder);
     return fence_sqlite__ok(db);
 }
 

@@ -1,6 +1,8 @@
 /* classify.c -- reading a refusal back: the message the triggers raise
  * ("fence:stale <kind> "<name>": token N is older than M (write
- * rejected)", "fence:notoken ...") turned into a status and a fence_stale.
+ * rejected) reason=older[ holder=H]", "... token N is not newer than M
+ * (write rejected) reason=repeat holder=H", "fence:notoken ...") turned
+ * into a status and a fence_stale (format: fn_stale in sqlfuncs.c).
  * Tokens in it are read with the one grammar of common.h. */
 #include "sqlite_internal.h"
 
@@ -62,8 +64,26 @@ static const char *scan_name(const char *p, char *out, size_t cap)
     return p;
 }
 
+/* After "(write rejected)": space-separated key=value words; the holder
+ * is taken from " holder=" followed by exactly FENCE_HOLDER_LEN lowercase
+ * hex digits and then a space or the end ("none", or anything else: ""). */
+static void scan_holder(const char *p, fence_stale *out)
+{
+    static const char key[] = " holder=";
+    for (const char *h = strstr(p, key); h != NULL; h = strstr(h + 1, key)) {
+        const char *v = h + sizeof key - 1;
+        size_t n = strspn(v, "0123456789abcdef");
+        if (n == FENCE_HOLDER_LEN && (v[n] == '\0' || v[n] == ' ')) {
+            memcpy(out->holder, v, FENCE_HOLDER_LEN);
+            out->holder[FENCE_HOLDER_LEN] = '\0';
+            return;
+        }
+    }
+}
+
 /* ["table"|"resource"] [" \"quoted name\""] [": token N is older than M
- * (write rejected)"] after the "fence:stale " prefix. */
+ * (write rejected)" | ": token N is not newer than M (write rejected)"
+ * [" key=value"...]] after the "fence:stale " prefix. */
 static void parse_detail(const char *p, fence_stale *out)
 {
     out->kind = scan_kind(&p);
@@ -75,10 +95,21 @@ static void parse_detail(const char *p, fence_stale *out)
         return;
     }
     /* Each number on its own: a stamp that is not a plain integer (a REAL
-     * such as 1.0e+30, text) is unknown (0), never misread. */
+     * such as 1.0e+30, text) is unknown (0), never misread.  The wording
+     * says why: "older" (FENCE_STALE_OLDER) or "not newer" (an equal token
+     * recorded for another holder, FENCE_STALE_REPEAT). */
     const char *rest = scan_token(t + 8, " is older than ", &out->offered);
+    if (rest == NULL) {
+        rest = scan_token(t + 8, " is not newer than ", &out->offered);
+        if (rest != NULL) {
+            out->reason = FENCE_STALE_REPEAT;
+        }
+    }
     if (rest != NULL) {
-        scan_token(rest, " (write rejected)", &out->highest);
+        rest = scan_token(rest, " (write rejected)", &out->highest);
+    }
+    if (rest != NULL) {
+        scan_holder(rest, out);
     }
 }
 

@@ -1,18 +1,20 @@
 /*
  * fence_sqlite.h -- storage-side fencing for SQLite.
  *
- * A write carries the connection's fencing token (fence_sqlite_set_token).
- * The database keeps the highest token it has accepted -- per row of a
- * protected table, or per named resource -- and refuses a write with a
- * lower one (FENCE_STALE) or with none (FENCE_ENOTOKEN, except on
- * permissive tables).  An equal token is admitted.  How it works (the
- * triggers, BEGIN IMMEDIATE, the loadable extension, keys, names, limits):
- * docs/sqlite.md.
+ * A write carries the connection's fencing token and holder id
+ * (fence_sqlite_set_token).  The database keeps the highest token it has
+ * accepted -- per row of a protected table, or per named resource, where
+ * it also records the holder -- and refuses a write with a lower one
+ * (FENCE_STALE) or with none (FENCE_ENOTOKEN, except on permissive
+ * tables).  An equal token is admitted; on a resource only from the holder
+ * recorded with it (else FENCE_STALE, reason FENCE_STALE_REPEAT).  How it
+ * works (the triggers, BEGIN IMMEDIATE, the loadable extension, keys,
+ * names, limits): docs/sqlite.md.
  *
  * Ownership and threads (stated once): the library never owns the sqlite3
- * handle; fence_sqlite_attach() hangs a small state (the token) on the
- * connection, freed by SQLite when the connection closes.  The token
- * belongs to the connection and may be set from any thread.  Whatever a
+ * handle; fence_sqlite_attach() hangs a small state (token, holder) on the
+ * connection, freed by SQLite when the connection closes.  The token and
+ * holder belong to the connection and may be set from any thread.  Whatever a
  * call returns through an out-pointer belongs to the caller.
  *
  * Errors: every call that can fail returns a fence_status; the detail is
@@ -39,8 +41,10 @@ extern "C" {
 
 /*
  * Register the SQL functions (fence_token(), fence_set_token(), ...) on db
- * and create the fence schema (fence_resource, fence_advance) if missing.
- * Idempotent; attaching again keeps the connection's token.
+ * and create the fence schema (fence_resource, fence_advance) if missing;
+ * a schema from before holders is upgraded in place (the holder column is
+ * added, its marks count as recorded without a holder).  Idempotent;
+ * attaching again keeps the connection's token and holder.
  * FENCE_EINVAL (NULL db), FENCE_EDB (SQLite refused), FENCE_ENOMEM.
  */
 FENCE_API fence_status fence_sqlite_attach(sqlite3 *db);
@@ -80,33 +84,44 @@ FENCE_API fence_status fence_sqlite_protect(sqlite3 *db, const char *table,
 FENCE_API fence_status fence_sqlite_unprotect(sqlite3 *db, const char *table);
 
 /*
- * Set the token this connection's next writes carry; 0 clears it (writes
- * are then refused, FENCE_ENOTOKEN, except to permissive tables).  Above
- * FENCE_TOKEN_MAX: FENCE_EINVAL, and the token is cleared too, so a caller
- * that ignores the error cannot go on writing with an older one.
- * FENCE_ESTATE before attach.
+ * Set the token and the holder id this connection's next writes carry,
+ * together.  token 0 clears the token (writes are then refused,
+ * FENCE_ENOTOKEN, except to permissive tables).  holder: the lease's
+ * holder id, FENCE_HOLDER_LEN (32) lowercase hex digits (copied), or NULL
+ * for none.  A token above FENCE_TOKEN_MAX or a malformed holder (wrong
+ * length, "" included, uppercase, not hex): FENCE_EINVAL, and the token and
+ * holder are cleared too, so a caller that ignores the error cannot go on
+ * writing with an older token or identity.  FENCE_ESTATE before attach.
  */
-FENCE_API fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token);
+FENCE_API fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token, const char *holder);
 
 /* The connection's current token into *token (0 when unset).
  * FENCE_EINVAL (NULL db or token), FENCE_ESTATE before attach. */
 FENCE_API fence_status fence_sqlite_token(sqlite3 *db, uint64_t *token);
 
+/* The connection's current holder id into holder ("" when none); holder
+ * is "" on any failure.  FENCE_EINVAL (NULL db or holder), FENCE_ESTATE
+ * before attach. */
+FENCE_API fence_status fence_sqlite_holder(sqlite3 *db, char holder[FENCE_HOLDER_LEN + 1]);
+
 /*
- * Advance RESOURCE's high-water mark to the connection's token, inside the
+ * Advance RESOURCE's mark to the connection's token and holder, inside the
  * caller's transaction if one is open (it commits or rolls back with the
  * writes it guards); the same as INSERT INTO fence_advance(resource)
- * VALUES (?).  FENCE_OK for an equal or higher token; FENCE_STALE for a
- * lower one (the statement is undone, the transaction stays open);
- * FENCE_ENOTOKEN without a token; FENCE_EDB for other database errors
- * (e.g. SQLITE_BUSY); FENCE_EINVAL, FENCE_ESTATE.  stale (optional) is
- * zeroed, and filled on FENCE_STALE (kind FENCE_OBJECT_RESOURCE).
+ * VALUES (?).  FENCE_OK for a higher token (the mark becomes the token and
+ * holder) or an equal one from the same holder ("none" equals only
+ * "none"); FENCE_STALE for a lower one (reason FENCE_STALE_OLDER) or an
+ * equal one from another holder (FENCE_STALE_REPEAT) -- the statement is
+ * undone, the transaction stays open; FENCE_ENOTOKEN without a token;
+ * FENCE_EDB for other database errors (e.g. SQLITE_BUSY); FENCE_EINVAL,
+ * FENCE_ESTATE.  stale (optional) is zeroed, and filled on FENCE_STALE
+ * (kind FENCE_OBJECT_RESOURCE, holder = the mark's holder or "").
  */
 FENCE_API fence_status fence_sqlite_advance(sqlite3 *db, const char *resource,
                                             fence_stale *stale);
 
 /* RESOURCE's high-water mark into *mark: the highest token that advanced
- * it, 0 if none has.  A read, in the caller's transaction if one is open.
+ * it, 0 if none has (its holder: SELECT holder FROM fence_resource).  A read, in the caller's transaction if one is open.
  * FENCE_EINVAL (bad name, NULL mark), FENCE_ESTATE before attach,
  * FENCE_EDB. */
 FENCE_API fence_status fence_sqlite_mark(sqlite3 *db, const char *resource, uint64_t *mark);
@@ -114,12 +129,15 @@ FENCE_API fence_status fence_sqlite_mark(sqlite3 *db, const char *resource, uint
 /*
  * Classify the error now on the connection: call it right after the
  * failed sqlite3_step()/sqlite3_exec(), before any other call on db.
- * FENCE_STALE (refused: older token), FENCE_ENOTOKEN (refused: no valid
+ * FENCE_STALE (refused: older token, or a resource's equal token from
+ * another holder), FENCE_ENOTOKEN (refused: no valid
  * token), FENCE_EDB (any other SQLite error; its code stays available from
  * sqlite3_extended_errcode()), FENCE_OK (no error on db), FENCE_EINVAL
  * (NULL db).  stale (optional) is zeroed, and filled on FENCE_STALE: both
  * tokens (highest 0 when the stamp is not an integer), kind TABLE or
- * RESOURCE, object = the table or resource name as stored, unquoted.
+ * RESOURCE, object = the table or resource name as stored, unquoted,
+ * reason OLDER or REPEAT, holder = a resource mark's holder ("" for none
+ * and for tables, which record no holder).
  * fence_sqlite_errmsg(db) then holds SQLite's message.
  */
 FENCE_API fence_status fence_sqlite_classify(sqlite3 *db, fence_stale *stale);

@@ -220,9 +220,3 @@ int fence_sqlite__unprotect_body(sqlite3 *db, const void *table)
     fence_sqlite__arena_free(&a);
     return rc;
 }
-
-int fence_sqlite__schema_body(sqlite3 *db, const void *unused)
-{
-    (void)unused;
-    return fence_sqlite__ensure_schema(db);
-}

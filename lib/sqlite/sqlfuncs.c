@@ -1,6 +1,6 @@
 /* sqlfuncs.c -- the SQL functions (fence_token, fence_set_token,
- * fence_stale, fence_protect, fence_unprotect, fence_init) and their
- * registration on a connection; the whole of what the loadable extension
+ * fence_holder, fence_stale, fence_protect, fence_unprotect, fence_init)
+ * and their registration on a connection; the whole of what the loadable extension
  * offers (see docs/sqlite.md). */
 #include "sqlite_internal.h"
 
@@ -52,24 +52,63 @@ static const char *token_value(sqlite3_value *v, int64_t *t)
     }
 }
 
-/* fence_set_token(N): set (N >= 1) or clear (NULL, 0) the token; anything
- * else clears it and fails.  Returns the token or NULL.  DIRECTONLY. */
+/* Why V is not a holder for fence_set_token, or NULL with *h set (NULL:
+ * none -- SQL NULL or ''). */
+static const char *holder_value(sqlite3_value *v, const char **h)
+{
+    *h = NULL;
+    int type = sqlite3_value_type(v);
+    if (type == SQLITE_NULL) {
+        return NULL;
+    }
+    if (type != SQLITE_TEXT) {
+        return "is not text";
+    }
+    const char *txt = (const char *)sqlite3_value_text(v);
+    size_t n = (size_t)sqlite3_value_bytes(v);
+    if (txt == NULL && n > 0) {
+        return "could not be read (out of memory)";
+    }
+    if (n == 0) {
+        return NULL; /* '': none */
+    }
+    if (n != strlen(txt)) {
+        return "contains a NUL byte";
+    }
+    const char *why = fence_sqlite__holder_problem(txt, n);
+    if (why == NULL) {
+        *h = txt;
+    }
+    return why;
+}
+
+/* fence_set_token(N [, holder]): set (N >= 1) or clear (NULL, 0) the
+ * token, and set the holder (32 lowercase hex digits; NULL, '' or no
+ * argument: none); anything else clears both and fails.  Returns the token
+ * or NULL.  DIRECTONLY. */
 static void fn_set_token(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    (void)argc;
     fs_state *s = sqlite3_user_data(ctx);
     int64_t t = 0;
+    const char *h = NULL;
+    int bad_holder = 0;
     const char *why = token_value(argv[0], &t);
+    if (why == NULL && argc > 1) {
+        why = holder_value(argv[1], &h);
+        bad_holder = why != NULL;
+    }
     if (why != NULL) {
-        atomic_store(&s->token, 0);
-        char *msg = sqlite3_mprintf("fence:notoken fence_set_token: the token %s; the "
-                                    "connection's token is now cleared",
-                                    why);
+        fence_sqlite__state_set(s, 0, NULL);
+        char *msg = sqlite3_mprintf("fence:notoken fence_set_token: the %s %s%s; the "
+                                    "connection's token and holder are now cleared",
+                                    bad_holder ? "holder" : "token", why,
+                                    bad_holder ? " (a holder id is 32 lowercase hex digits)"
+                                               : "");
         sqlite3_result_error(ctx, msg ? msg : "fence:notoken fence_set_token: bad token", -1);
         sqlite3_free(msg);
         return;
     }
-    atomic_store(&s->token, t);
+    fence_sqlite__state_set(s, t, h);
     if (t > 0) {
         sqlite3_result_int64(ctx, t);
     } else {
@@ -77,23 +116,54 @@ static void fn_set_token(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
 }
 
-/* fence_stale(kind, name, offered, highest): always fails with
- * SQLITE_CONSTRAINT_TRIGGER and the "fence:stale ..." message (classify.c
- * reads it back).  RAISE() in SQLite 3.40 takes only a literal message,
- * which cannot carry the tokens; the triggers call this first and keep a
- * literal RAISE right behind it.  INNOCUOUS: it reads nothing and writes
- * nothing. */
-static void fn_stale(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+/* fence_holder(): the connection's holder, NULL when none.  INNOCUOUS. */
+static void fn_holder(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
+    (void)argv;
+    char h[FENCE_HOLDER_LEN + 1];
+    fence_sqlite__state_holder(sqlite3_user_data(ctx), h);
+    if (h[0] != '\0') {
+        sqlite3_result_text(ctx, h, FENCE_HOLDER_LEN, SQLITE_TRANSIENT);
+    } else {
+        sqlite3_result_null(ctx);
+    }
+}
+
+/* fence_stale(kind, name, offered, highest [, reason, holder]): always
+ * fails with SQLITE_CONSTRAINT_TRIGGER and the message classify.c reads
+ * back (one line):
+ *   fence:stale <kind> "<name>": token <offered> is older than <highest>
+ *     (write rejected) reason=older[ holder=<h>|none]
+ *   fence:stale <kind> "<name>": token <offered> is not newer than
+ *     <highest> (write rejected) reason=repeat holder=<h>|none
+ * The holder part comes only with the 6-argument form, which the resource
+ * triggers use: <h> is the mark's holder, "none" when it has none.  RAISE()
+ * in SQLite 3.40 takes only a literal message, which cannot carry the
+ * tokens; the triggers call this first and keep a literal RAISE right
+ * behind it.  INNOCUOUS: it reads nothing and writes nothing. */
+static void fn_stale(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
     const char *kind = (const char *)sqlite3_value_text(argv[0]);
     const char *name = (const char *)sqlite3_value_text(argv[1]);
     const char *offered = (const char *)sqlite3_value_text(argv[2]);
     const char *highest = (const char *)sqlite3_value_text(argv[3]);
-    char *msg = sqlite3_mprintf("fence:stale %s \"%w\": token %s is older than %s "
-                                "(write rejected)",
+    int repeat = 0;
+    const char *holder = NULL;
+    if (argc >= 6) {
+        const char *reason = (const char *)sqlite3_value_text(argv[4]);
+        repeat = reason != NULL && strcmp(reason, "repeat") == 0;
+        const char *h = (const char *)sqlite3_value_text(argv[5]);
+        size_t n = (size_t)sqlite3_value_bytes(argv[5]);
+        /* Only ever a well-formed id goes into the message. */
+        holder = h != NULL && fence_sqlite__holder_problem(h, n) == NULL ? h : "none";
+    }
+    char *msg = sqlite3_mprintf("fence:stale %s \"%w\": token %s is %s than %s "
+                                "(write rejected) reason=%s%s%s",
                                 kind ? kind : "table", name ? name : "",
-                                offered ? offered : "NULL", highest ? highest : "NULL");
+                                offered ? offered : "NULL", repeat ? "not newer" : "older",
+                                highest ? highest : "NULL", repeat ? "repeat" : "older",
+                                holder ? " holder=" : "", holder ? holder : "");
     sqlite3_result_error(ctx, msg ? msg : "fence:stale (write rejected)", -1);
     sqlite3_result_error_code(ctx, SQLITE_CONSTRAINT_TRIGGER);
     sqlite3_free(msg);
@@ -191,8 +261,7 @@ static void fn_init(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
     (void)argv;
-    int rc = fence_sqlite__in_savepoint(sqlite3_context_db_handle(ctx),
-                                        fence_sqlite__schema_body, NULL);
+    int rc = fence_sqlite__install_schema(sqlite3_context_db_handle(ctx));
     if (rc != FENCE_OK) {
         result_fail(ctx, rc);
         return;
@@ -207,8 +276,11 @@ static const struct {
     void (*fn)(sqlite3_context *, int, sqlite3_value **);
 } fns[] = {
     {"fence_token", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_token},
+    {"fence_holder", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_holder},
     {"fence_stale", 4, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_stale},
+    {"fence_stale", 6, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_stale},
     {"fence_set_token", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_set_token},
+    {"fence_set_token", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_set_token},
     {"fence_protect", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
     {"fence_protect", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
     {"fence_protect", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},

@@ -8,9 +8,11 @@
  *
  * The files, lowest first; a file calls only those above it in this list:
  *   errmsg.c    the per-thread, per-connection message; name checks
- *   state.c     the per-connection state (the token) and its registry
- *   template.c  the embedded SQL: placeholders, savepoints, the schema,
- *               and the arena that owns the strings built for it
+ *   state.c     the per-connection state (token, holder) and its registry;
+ *               the holder id check
+ *   template.c  the embedded SQL: placeholders, savepoints, the schema
+ *               (created, or upgraded from before holders), and the arena
+ *               that owns the strings built for it
  *   shape.c     reading a table: canonical name, token column, keys
  *   protect.c   creating and dropping a table's fencing triggers
  *   classify.c  reading a refusal back (message -> fence_stale)
@@ -29,6 +31,8 @@ extern const sqlite3_api_routines *sqlite3_api;
 #include <sqlite3.h>
 #endif
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common.h"
@@ -56,11 +60,15 @@ int fence_sqlite__check_name(const sqlite3 *db, const char *what, const char *na
  * function registered on it; each registration holds a reference, which
  * SQLite drops (fence_sqlite__state_unref) when the function is replaced or
  * the connection closes.  A registry maps a sqlite3* to its state for the
- * C API. */
+ * C API.  The token is read lock-free (fence_token(), the row triggers' hot
+ * path); the holder, read only by the resource triggers, under hlock;
+ * both are written together under hlock (fence_sqlite__state_set). */
 typedef struct fs_state {
     sqlite3 *db;
     _Atomic int64_t token; /* 0: unset; else 1..FENCE_TOKEN_MAX */
-    int refs;              /* guarded by the registry's lock */
+    pthread_mutex_t hlock;
+    char holder[FENCE_HOLDER_LEN + 1]; /* "" = none; else 32 lowercase hex */
+    int refs;                          /* guarded by the registry's lock */
     struct fs_state *next;
 } fs_state;
 
@@ -71,6 +79,15 @@ fs_state *fence_sqlite__state_get(const sqlite3 *db);
 fs_state *fence_sqlite__state_acquire(sqlite3 *db);
 void fence_sqlite__state_ref(fs_state *s);
 void fence_sqlite__state_unref(void *s); /* an xDestroy for SQLite */
+/* Set the token (0 clears) and the holder (NULL or "": none; must have
+ * passed fence_sqlite__holder_problem) together. */
+void fence_sqlite__state_set(fs_state *s, int64_t token, const char *holder);
+/* The holder into out ("" for none). */
+void fence_sqlite__state_holder(fs_state *s, char out[FENCE_HOLDER_LEN + 1]);
+/* Why the LEN bytes at H are not a holder id (exactly FENCE_HOLDER_LEN
+ * lowercase hex digits), as static text ("is empty", "is 33 bytes long,
+ * not 32", ...); NULL when they are. */
+const char *fence_sqlite__holder_problem(const char *h, size_t len);
 
 /* ---- template.c ----------------------------------------------------------
  * An arena: the strings one operation builds (sqlite3_malloc'd), owned in
@@ -109,11 +126,22 @@ void fence_sqlite__list_add(sqlite3_str *s, const char *sep, const char *fmt, ..
  * caller's transaction.  Returns body's status (its message stays). */
 int fence_sqlite__in_savepoint(sqlite3 *db, int (*body)(sqlite3 *, const void *),
                                const void *arg);
-/* Create the fence schema (fence_resource, fence_advance) if missing. */
+/* Create the fence schema (fence_resource, fence_advance) if missing, or
+ * upgrade one from before holders (fence_resource without its holder
+ * column: the column is added, the guard triggers replaced), atomically:
+ * in a savepoint, and when called outside a transaction after taking the
+ * write lock (BEGIN IMMEDIATE) when an upgrade is due, so that two
+ * connections upgrading at once wait for each other (busy_timeout) rather
+ * than fail.  For fence_sqlite_attach() and fence_init(). */
+int fence_sqlite__install_schema(sqlite3 *db);
+/* The same inside the caller's savepoint (fence_sqlite_protect): the
+ * upgrade when due (upgrade_holder.sql), then schema.sql, which creates
+ * whatever is missing. */
 int fence_sqlite__ensure_schema(sqlite3 *db);
 
 /* The SQL, embedded by scripts/embed. */
 extern const char fence_sqlite__sql_schema[];
+extern const char fence_sqlite__sql_upgrade_holder[];
 extern const char fence_sqlite__sql_row_before_insert[];
 extern const char fence_sqlite__sql_row_after_insert[];
 extern const char fence_sqlite__sql_row_before_update[];
@@ -155,11 +183,12 @@ typedef struct fs_protect {
 } fs_protect;
 int fence_sqlite__protect_body(sqlite3 *db, const void *fs_protect_arg);
 int fence_sqlite__unprotect_body(sqlite3 *db, const void *table);
-int fence_sqlite__schema_body(sqlite3 *db, const void *unused);
 
 /* ---- classify.c ----------------------------------------------------------
  * A refusal's message (sqlite3_errmsg text) read back: FENCE_STALE for
- * "fence:stale ...", with *out (optional) filled from it; FENCE_ENOTOKEN
+ * "fence:stale ...", with *out (optional) filled from it (the reason from
+ * "is older than" / "is not newer than", the holder from " holder=<32
+ * lowercase hex>" after "(write rejected)"); FENCE_ENOTOKEN
  * for "fence:notoken ..."; FENCE_EDB for anything else, NULL included.
  * *out is zeroed whenever it is non-NULL.  Reads msg only up to its NUL;
  * never fails on any text (the fuzzer's entry point). */

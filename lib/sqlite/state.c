@@ -1,10 +1,12 @@
-/* state.c -- the per-connection state (the connection's token) and the
- * registry that finds it from a sqlite3* (see sqlite_internal.h). */
+/* state.c -- the per-connection state (the connection's token and
+ * holder) and the registry that finds it from a sqlite3* (see
+ * sqlite_internal.h); the check of a holder id. */
 #include "sqlite_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static fs_state *reg_head;
@@ -45,6 +47,7 @@ void fence_sqlite__state_unref(void *p)
                 break;
             }
         }
+        pthread_mutex_destroy(&s->hlock);
         free(s);
     }
     pthread_mutex_unlock(&reg_lock);
@@ -56,6 +59,10 @@ fs_state *fence_sqlite__state_acquire(sqlite3 *db)
     fs_state *s = reg_find_locked(db);
     if (s == NULL) {
         s = calloc(1, sizeof *s);
+        if (s != NULL && pthread_mutex_init(&s->hlock, NULL) != 0) {
+            free(s);
+            s = NULL;
+        }
         if (s != NULL) {
             s->db = db;
             atomic_init(&s->token, 0);
@@ -68,4 +75,45 @@ fs_state *fence_sqlite__state_acquire(sqlite3 *db)
     }
     pthread_mutex_unlock(&reg_lock);
     return s;
+}
+
+void fence_sqlite__state_set(fs_state *s, int64_t token, const char *holder)
+{
+    pthread_mutex_lock(&s->hlock);
+    if (holder != NULL && holder[0] != '\0') {
+        memcpy(s->holder, holder, FENCE_HOLDER_LEN);
+        s->holder[FENCE_HOLDER_LEN] = '\0';
+    } else {
+        s->holder[0] = '\0';
+    }
+    atomic_store(&s->token, token);
+    pthread_mutex_unlock(&s->hlock);
+}
+
+void fence_sqlite__state_holder(fs_state *s, char out[FENCE_HOLDER_LEN + 1])
+{
+    pthread_mutex_lock(&s->hlock);
+    memcpy(out, s->holder, FENCE_HOLDER_LEN + 1);
+    pthread_mutex_unlock(&s->hlock);
+}
+
+const char *fence_sqlite__holder_problem(const char *h, size_t len)
+{
+    if (h == NULL || len == 0) {
+        return "is empty";
+    }
+    if (len != FENCE_HOLDER_LEN) {
+        return len < FENCE_HOLDER_LEN ? "is shorter than 32 characters"
+                                      : "is longer than 32 characters";
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = h[i];
+        if (c >= 'A' && c <= 'F') {
+            return "contains an uppercase hex digit (holder ids are lowercase)";
+        }
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return "contains a character that is not a hex digit";
+        }
+    }
+    return NULL;
 }

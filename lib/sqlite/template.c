@@ -162,10 +162,72 @@ int fence_sqlite__in_savepoint(sqlite3 *db, int (*body)(sqlite3 *, const void *)
     return rc;
 }
 
+/* Whether main.fence_resource lacks its holder column (a schema from
+ * before holders): 1 yes, 0 no (or no such table yet), -1 error. */
+static int needs_upgrade(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT count(*), count(*) FILTER (WHERE name = 'holder') "
+                           "FROM pragma_table_info('fence_resource', 'main')",
+                           -1, &st, NULL) != SQLITE_OK) {
+        return fs_fail_db(db, "reading the fence schema"), -1;
+    }
+    int rc = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        rc = sqlite3_column_int(st, 0) > 0 && sqlite3_column_int(st, 1) == 0;
+    } else {
+        fs_fail_db(db, "reading the fence schema");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int fence_sqlite__ensure_schema(sqlite3 *db)
 {
+    int up = needs_upgrade(db);
+    if (up < 0) {
+        return FENCE_EDB;
+    }
+    if (up == 1 &&
+        sqlite3_exec(db, fence_sqlite__sql_upgrade_holder, NULL, NULL, NULL) != SQLITE_OK) {
+        return fs_fail_db(db, "upgrading the fence schema (adding fence_resource.holder)");
+    }
     if (sqlite3_exec(db, fence_sqlite__sql_schema, NULL, NULL, NULL) != SQLITE_OK) {
         return fs_fail_db(db, "creating the fence schema (fence_resource, fence_advance)");
     }
     return FENCE_OK;
+}
+
+static int schema_body(sqlite3 *db, const void *unused)
+{
+    (void)unused;
+    return fence_sqlite__ensure_schema(db);
+}
+
+int fence_sqlite__install_schema(sqlite3 *db)
+{
+    int up = 0;
+    if (sqlite3_get_autocommit(db) && (up = needs_upgrade(db)) < 0) {
+        return FENCE_EDB;
+    }
+    if (up == 0) {
+        /* Nothing to upgrade, or inside the caller's transaction (whose
+         * lock is the caller's business). */
+        return fence_sqlite__in_savepoint(db, schema_body, NULL);
+    }
+    /* An upgrade reads, then writes: take the write lock first, or a
+     * connection upgrading at the same time would make this one fail
+     * (SQLITE_BUSY) instead of wait.  schema_body looks again under it. */
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        return fs_fail_db(db, "upgrading the fence schema: BEGIN IMMEDIATE");
+    }
+    int rc = fence_sqlite__in_savepoint(db, schema_body, NULL);
+    if (rc == FENCE_OK && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = fs_fail_db(db, "upgrading the fence schema: COMMIT");
+    }
+    if (rc != FENCE_OK && !sqlite3_get_autocommit(db)) {
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    return rc;
 }

@@ -150,7 +150,7 @@ int main(void)
              "INSERT INTO fenced SELECT * FROM plain;"
              "COMMIT");
     if (fence_sqlite_protect(db, "fenced", NULL) != FENCE_OK ||
-        fence_sqlite_set_token(db, 1000) != FENCE_OK) {
+        fence_sqlite_set_token(db, 1000, "0123456789abcdef0123456789abcdef") != FENCE_OK) {
         fprintf(stderr, "bench_sqlite: protect: %s\n", fence_sqlite_errmsg(db));
         return 1;
     }

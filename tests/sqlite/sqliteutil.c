@@ -96,7 +96,7 @@ const char *su_q_text(sqlite3 *db, const char *sql)
 
 void su_set_tok(sqlite3 *db, uint64_t t)
 {
-    ck_assert_int_eq(fence_sqlite_set_token(db, t), FENCE_OK);
+    ck_assert_int_eq(fence_sqlite_set_token(db, t, NULL), FENCE_OK);
 }
 
 void su_expect_stale(sqlite3 *db, const char *sql, uint64_t offered, uint64_t highest,
@@ -149,4 +149,46 @@ int64_t su_count_fence_triggers(sqlite3 *db, const char *schema, const char *tab
     int64_t n = su_q_int(db, sql);
     sqlite3_free(sql);
     return n;
+}
+
+void su_set_th(sqlite3 *db, uint64_t t, const char *h)
+{
+    ck_assert_msg(fence_sqlite_set_token(db, t, h) == FENCE_OK, "set_token(%llu, %s): %s",
+                  (unsigned long long)t, h ? h : "NULL", fence_sqlite_errmsg(db));
+}
+
+const char *su_mark_holder(sqlite3 *db, const char *r)
+{
+    char *sql = sqlite3_mprintf("SELECT coalesce((SELECT coalesce(holder, '(none)') FROM "
+                                "fence_resource WHERE name = %Q), '(no mark)')",
+                                r);
+    ck_assert_ptr_nonnull(sql);
+    const char *v = su_q_text(db, sql);
+    sqlite3_free(sql);
+    return v;
+}
+
+uint64_t su_mark(sqlite3 *db, const char *r)
+{
+    uint64_t m = 99;
+    ck_assert_int_eq(fence_sqlite_mark(db, r, &m), FENCE_OK);
+    return m;
+}
+
+void su_expect_advance_stale(sqlite3 *db, const char *r, uint64_t offered, uint64_t highest,
+                                 fence_stale_reason reason, const char *holder)
+{
+    fence_stale s;
+    memset(&s, 0xab, sizeof s);
+    ck_assert_int_eq(fence_sqlite_advance(db, r, &s), FENCE_STALE);
+    ck_assert_uint_eq(s.offered, offered);
+    ck_assert_uint_eq(s.highest, highest);
+    ck_assert_int_eq(s.kind, FENCE_OBJECT_RESOURCE);
+    ck_assert_str_eq(s.object, r);
+    ck_assert_int_eq(s.reason, reason);
+    ck_assert_str_eq(s.holder, holder);
+    ck_assert_msg(strstr(fence_sqlite_errmsg(db), reason == FENCE_STALE_REPEAT
+                                                      ? "reason=repeat"
+                                                      : "reason=older") != NULL,
+                  "%s", fence_sqlite_errmsg(db));
 }

@@ -40,4 +40,18 @@ sqlite3 *su_table_at_34(void);
 /* Fencing triggers (named fence_*) on TABLE in SCHEMA. */
 int64_t su_count_fence_triggers(sqlite3 *db, const char *schema, const char *table);
 
+/* Holder ids (test_sqlite_holder, test_sqlite_upgrade). */
+#define H1 "0123456789abcdef0123456789abcdef"
+#define H2 "fedcba9876543210fedcba9876543210"
+/* fence_sqlite_set_token(db, t, h) must succeed. */
+void su_set_th(sqlite3 *db, uint64_t t, const char *h);
+/* Resource R's mark / its holder ("(none)" for NULL, "(no mark)"; a
+ * static buffer, as su_q_text). */
+uint64_t su_mark(sqlite3 *db, const char *r);
+const char *su_mark_holder(sqlite3 *db, const char *r);
+/* fence_sqlite_advance(db, R) must be refused as stale with these fields
+ * (kind RESOURCE, object R) and the reason in the message. */
+void su_expect_advance_stale(sqlite3 *db, const char *r, uint64_t offered, uint64_t highest,
+                             fence_stale_reason reason, const char *holder);
+
 #endif

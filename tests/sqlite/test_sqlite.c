@@ -174,10 +174,10 @@ START_TEST(missing_and_malformed_tokens)
     ck_assert_int_eq(su_q_int(db, "SELECT fence_token FROM t WHERE id = 1"), INT64_MAX);
 
     /* From C: above 2^63-1 is refused and clears the token. */
-    ck_assert_int_eq(fence_sqlite_set_token(db, (uint64_t)INT64_MAX + 1), FENCE_EINVAL);
+    ck_assert_int_eq(fence_sqlite_set_token(db, (uint64_t)INT64_MAX + 1, NULL), FENCE_EINVAL);
     ck_assert_msg(strstr(fence_sqlite_errmsg(db), "2^63-1") != NULL, "%s", fence_sqlite_errmsg(db));
     su_expect_notoken(db, "UPDATE t SET v = 'x' WHERE id = 1");
-    ck_assert_int_eq(fence_sqlite_set_token(db, UINT64_MAX), FENCE_EINVAL);
+    ck_assert_int_eq(fence_sqlite_set_token(db, UINT64_MAX, NULL), FENCE_EINVAL);
     ck_assert_int_eq(su_q_int(db, "SELECT fence_token() IS NULL"), 1);
     ck_assert_str_eq(su_q_text(db, "SELECT v FROM t WHERE id = 1"), "max");
     sqlite3_close(db);
@@ -327,7 +327,7 @@ START_TEST(per_resource_advance)
                      SQLITE_OK);
     ck_assert_int_ne(su_exec_rc(db, "INSERT INTO fence_resource VALUES ('new', 1000)"), SQLITE_OK);
     su_set_tok(db, 39);
-    su_expect_stale(db, "INSERT OR REPLACE INTO fence_resource VALUES ('orders', 39)", 39, 40,
+    su_expect_stale(db, "INSERT OR REPLACE INTO fence_resource(name, high_water) VALUES ('orders', 39)", 39, 40,
                     FENCE_OBJECT_RESOURCE, "orders");
     ck_assert_int_eq(su_q_int(db, "SELECT high_water FROM fence_resource WHERE name = 'orders'"),
                      40);
@@ -430,7 +430,7 @@ START_TEST(connection_without_fence_fails_closed)
     ck_assert_int_eq(su_q_int(plain, "SELECT count(*) FROM t"), 2);
     ck_assert_str_eq(su_q_text(plain, "SELECT v FROM t WHERE id = 1"), "by34");
     /* The C API refuses a connection that never attached. */
-    ck_assert_int_eq(fence_sqlite_set_token(plain, 5), FENCE_ESTATE);
+    ck_assert_int_eq(fence_sqlite_set_token(plain, 5, NULL), FENCE_ESTATE);
     ck_assert_int_eq(fence_sqlite_protect(plain, "t", NULL), FENCE_ESTATE);
     /* Unprotected, anyone writes again; the column stays. */
     ck_assert_int_eq(fence_sqlite_unprotect(db, "t"), FENCE_OK);

@@ -48,10 +48,10 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(fence_sqlite_unprotect(db, longname), FENCE_EINVAL);
     ck_assert_int_eq(fence_sqlite_unprotect(db, "missing"), FENCE_EINVAL);
 
-    ck_assert_int_eq(fence_sqlite_set_token(NULL, 1), FENCE_EINVAL);
-    ck_assert_int_eq(fence_sqlite_set_token(db, (uint64_t)INT64_MAX + 1), FENCE_EINVAL);
-    ck_assert_int_eq(fence_sqlite_set_token(db, UINT64_MAX), FENCE_EINVAL);
-    ck_assert_int_eq(fence_sqlite_set_token(db, 0), FENCE_OK); /* clears */
+    ck_assert_int_eq(fence_sqlite_set_token(NULL, 1, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_sqlite_set_token(db, (uint64_t)INT64_MAX + 1, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_sqlite_set_token(db, UINT64_MAX, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_sqlite_set_token(db, 0, NULL), FENCE_OK); /* clears */
     uint64_t t = 1;
     ck_assert_int_eq(fence_sqlite_token(NULL, &t), FENCE_EINVAL);
     ck_assert_int_eq(fence_sqlite_token(db, NULL), FENCE_EINVAL);
@@ -104,7 +104,7 @@ START_TEST(state_follows_connection)
         su_set_tok(db, 7);
         sqlite3_close(db);
         db = su_open_plain("s.db");
-        ck_assert_int_eq(fence_sqlite_set_token(db, 7), FENCE_ESTATE);
+        ck_assert_int_eq(fence_sqlite_set_token(db, 7, NULL), FENCE_ESTATE);
         ck_assert_int_eq(fence_sqlite_attach(db), FENCE_OK);
         uint64_t t = 1;
         ck_assert_int_eq(fence_sqlite_token(db, &t), FENCE_OK);
@@ -212,14 +212,14 @@ START_TEST(errmsg_per_connection)
     ck_assert_str_eq(fence_sqlite_errmsg(b), "");
     ck_assert_str_eq(fence_sqlite_errmsg(NULL), "");
     /* A success on b leaves it; a success on a clears it. */
-    ck_assert_int_eq(fence_sqlite_set_token(b, 5), FENCE_OK);
+    ck_assert_int_eq(fence_sqlite_set_token(b, 5, NULL), FENCE_OK);
     ck_assert_msg(strstr(fence_sqlite_errmsg(a), "missing_a") != NULL, "%s",
                   fence_sqlite_errmsg(a));
-    ck_assert_int_eq(fence_sqlite_set_token(a, 5), FENCE_OK);
+    ck_assert_int_eq(fence_sqlite_set_token(a, 5, NULL), FENCE_OK);
     ck_assert_str_eq(fence_sqlite_errmsg(a), "");
 
     /* Never attached: the message says what to do. */
-    ck_assert_int_eq(fence_sqlite_set_token(never, 1), FENCE_ESTATE);
+    ck_assert_int_eq(fence_sqlite_set_token(never, 1, NULL), FENCE_ESTATE);
     ck_assert_msg(strstr(fence_sqlite_errmsg(never), "fence_sqlite_attach") != NULL, "%s",
                   fence_sqlite_errmsg(never));
     ck_assert_str_eq(fence_sqlite_errmsg(a), "");
@@ -313,7 +313,7 @@ START_TEST(mark_reads_the_high_water)
 
     /* A mark written around the guard triggers that is not a token. */
     su_exec_ok(db, "DROP TRIGGER fence_resource_insert");
-    su_exec_ok(db, "INSERT INTO fence_resource VALUES ('bad', 'x'), ('neg', -1)");
+    su_exec_ok(db, "INSERT INTO fence_resource(name, high_water) VALUES ('bad', 'x'), ('neg', -1)");
     m = 7;
     ck_assert_int_eq(fence_sqlite_mark(db, "bad", &m), FENCE_EDB);
     ck_assert_uint_eq(m, 0);

@@ -139,6 +139,56 @@ expect "fence_protect refuses a name a TEMP table shadows" 'a TEMP table named "
 out=$(sq load ".load $EXT sqlite3_fencesqlite_init" "SELECT fence_set_token(8);" "SELECT fence_token();")
 expect "the short entry point sqlite3_fencesqlite_init works" '^8.8$' "$(printf '%s' "$out" | tr '\n' '.')"
 
+# Holder ids (issue 8): an equal token is admitted on a resource only from
+# the holder recorded with it.
+H1=0123456789abcdef0123456789abcdef
+H2=fedcba9876543210fedcba9876543210
+out=$(sq load "SELECT 'token=' || fence_set_token(50, '$H1');" "SELECT 'holder=' || fence_holder();" \
+  "INSERT INTO fence_advance(resource) VALUES ('h');" "INSERT INTO fence_advance(resource) VALUES ('h');" \
+  "SELECT 'mark=' || high_water || ':' || holder FROM fence_resource WHERE name = 'h';")
+expect "fence_set_token(50, holder) and fence_holder()" "token=50.holder=$H1" "$(printf '%s' "$out" | tr '\n' '.')"
+expect "equal token, same holder: admitted and recorded" "mark=50:$H1" "$out"
+out=$(sq load "SELECT fence_set_token(50, '$H2');" "INSERT INTO fence_advance(resource) VALUES ('h');")
+expect "equal token, other holder: refused as a repeat" \
+  "fence:stale resource \"h\": token 50 is not newer than 50 \(write rejected\) reason=repeat holder=$H1" "$out"
+out=$(sq load "SELECT fence_set_token(50);" "SELECT 'holder=' || coalesce(fence_holder(), 'none');" \
+  "INSERT INTO fence_advance(resource) VALUES ('h');")
+expect "fence_set_token(N) alone: no holder" 'holder=none' "$out"
+expect "equal token, no holder vs a recorded one: refused" 'reason=repeat holder='"$H1" "$out"
+out=$(sq load "SELECT fence_set_token(49, '$H1');" "INSERT INTO fence_advance(resource) VALUES ('h');")
+expect "older token: reason=older with the mark's holder" \
+  "token 49 is older than 50 \(write rejected\) reason=older holder=$H1" "$out"
+out=$(sq load "SELECT fence_set_token(51, '');" "INSERT INTO fence_advance(resource) VALUES ('h');" \
+  "INSERT INTO fence_advance(resource) VALUES ('h');" \
+  "SELECT 'mark=' || high_water || ':' || coalesce(holder, 'none') FROM fence_resource WHERE name = 'h';")
+expect "higher token without a holder ('' = none): admitted, no holder vs none again admitted" 'mark=51:none' "$out"
+for bad in "'0123456789abcdef0123456789abcde'" "'${H1}0'" "'0123456789ABCDEF0123456789abcdef'" \
+           "'0123456789abcdef0123456789abcdeg'" "7"; do
+  out=$(sq load ".bail off" "SELECT fence_set_token(52, '$H1');" "SELECT fence_set_token(53, $bad);" \
+    "SELECT 'after=' || coalesce(fence_token(), 'none') || ',' || coalesce(fence_holder(), 'none');")
+  expect "fence_set_token(53, $bad) refused" 'fence:notoken fence_set_token: the holder' "$out"
+  expect "fence_set_token(53, $bad) clears token and holder" 'after=none,none' "$out"
+done
+out=$(sq noload "SELECT 'mark=' || high_water || ':' || coalesce(holder, 'none') FROM fence_resource WHERE name = 'h';")
+expect "refused holders changed nothing" 'mark=51:none' "$out"
+
+# A database from before holders (tests/sqlite/schema_before_holder.sql):
+# fence_init() upgrades it in place and keeps its marks.
+olddb="$dir/old.db"
+{ cat "$(dirname "$0")/schema_before_holder.sql"
+  echo "DROP TRIGGER fence_resource_insert;"
+  echo "INSERT INTO fence_resource VALUES ('job', 7);"
+} | sqlite3 -bail "$olddb" 2>&1
+out=$(printf '%s\n' ".load $EXT" "SELECT 'cols=' || count(*) FROM pragma_table_info('fence_resource');" \
+  "SELECT fence_init();" "SELECT 'cols=' || count(*) FROM pragma_table_info('fence_resource');" \
+  "SELECT 'mark=' || high_water || ':' || coalesce(holder, 'none') FROM fence_resource;" \
+  "SELECT fence_set_token(7, '$H1');" "INSERT INTO fence_advance(resource) VALUES ('job');" \
+  | LD_PRELOAD="$preload" sqlite3 "$olddb" 2>&1)
+expect "an old database has no holder column" 'cols=2' "$out"
+expect "fence_init() adds it" 'cols=3' "$out"
+expect "and keeps the marks, recorded without a holder" 'mark=7:none' "$out"
+expect "the new rule applies to them" 'token 7 is not newer than 7 \(write rejected\) reason=repeat holder=none' "$out"
+
 if [ "$failures" -gt 0 ]; then
   echo "# $failures failed"
   exit 1

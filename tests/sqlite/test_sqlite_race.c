@@ -239,7 +239,7 @@ START_TEST(errmsg_per_thread)
     pthread_barrier_wait(&barrier); /* 1 */
     /* The thread failed on db; this thread did not: nothing here. */
     ck_assert_str_eq(fence_sqlite_errmsg(db), "");
-    ck_assert_int_eq(fence_sqlite_set_token(db, UINT64_MAX), FENCE_EINVAL);
+    ck_assert_int_eq(fence_sqlite_set_token(db, UINT64_MAX, NULL), FENCE_EINVAL);
     pthread_barrier_wait(&barrier); /* 2 */
     pthread_join(th, NULL);
     pthread_barrier_destroy(&barrier);
