@@ -9,26 +9,39 @@
  * never replaces a file written by the newer holder, even if it wakes up
  * and writes late.
  *
- *   filestore DIR put KEY TOKEN < data   store stdin as KEY, fenced by TOKEN
+ *   filestore DIR put KEY TOKEN [HOLDER] < data
+ *                                        store stdin as KEY, fenced by TOKEN
  *   filestore DIR get KEY                print KEY's data
  *   filestore DIR mark KEY               print KEY's high-water mark
  *
- * Exit status: 0 done, 1 error, 2 usage, 3 stale (a newer token already
- * wrote KEY; nothing changed), 4 timeout (KEY stayed busy), 5 no such KEY,
- * 6 no valid token (missing, malformed or 0: fail closed).
+ * TOKEN is the writer's fencing token: decimal digits, no sign, no spaces,
+ * no leading zero, 1..2^63-1 (the one token grammar of fence).  HOLDER is
+ * who writes with it: the lease's holder id, 32 lowercase hex digits; it
+ * defaults to $FENCE_HOLDER (which `fence run` exports), and unset or
+ * empty means none.  An equal token is admitted only from the holder that
+ * wrote with it before, so a token issued twice (after a Redis failover)
+ * does not let a second holder in.
+ *
+ * Exit status: 0 done, 1 error, 2 usage (also a malformed HOLDER), 3 stale
+ * (a newer token already wrote KEY, or this token from another holder;
+ * nothing changed), 4 timeout (KEY stayed busy), 5 no such KEY, 6 no valid
+ * token (missing, malformed or 0: fail closed).
  * FILESTORE_WAIT_MS (default 5000) bounds the wait for a busy store.
  *
  * How a put works:
  *   1. The data is copied to a temp file in DIR and fsync'ed, before the
  *      gate is entered, so a slow client never holds the store.
- *   2. fence_gate_begin(KEY, TOKEN): waits while another put holds the
- *      store, and refuses TOKEN if a newer one was committed.
- *   3. Also refused if the current file carries a newer token (see below).
+ *   2. fence_gate_begin(KEY, TOKEN, HOLDER): waits while another put holds
+ *      the store, and refuses TOKEN if a newer one was committed, or the
+ *      same one by another holder.
+ *   3. Also refused if the current file carries a newer token, or the same
+ *      token by another holder (see below).
  *   4. rename(temp, KEY) -- atomic: readers see the old file or the new
  *      one, never half of either -- and fsync DIR so the rename is durable.
  *   5. fence_gate_commit() records TOKEN.  Any failure before that aborts
  *      (nothing recorded) and removes the temp file.
- * Every file starts with a line "FENCE <token>\n".  That closes the one
+ * Every file starts with a line "FENCE <token>\n", or "FENCE <token>
+ * <holder>\n" when written by a holder.  That closes the one
  * window the gate cannot: a put killed after its rename but before its
  * commit leaves a file whose token the gate never recorded; step 3 still
  * refuses an older writer.  The gate's marks live in DIR/.fence-gate.db
@@ -39,6 +52,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,15 +70,20 @@ enum {
 };
 
 #define KEY_MAX 200
-#define HEADER_MAX 32 /* "FENCE " + 19 digits + "\n" */
+#define HOLDER_LEN 32  /* FENCE_HOLDER_LEN */
+#define HEADER_MAX 64  /* "FENCE " + 19 digits + " " + 32 hex + "\n" */
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: filestore DIR put KEY TOKEN < data\n"
+    fprintf(stderr, "usage: filestore DIR put KEY TOKEN [HOLDER] < data\n"
                     "       filestore DIR get KEY\n"
                     "       filestore DIR mark KEY\n"
-                    "KEY: 1-%d of [A-Za-z0-9._-], not starting with '.'\n",
-            KEY_MAX);
+                    "KEY: 1-%d of [A-Za-z0-9._-], not starting with '.'\n"
+                    "TOKEN: the fencing token, 1..9223372036854775807 (digits only, no\n"
+                    "       sign, spaces or leading zero)\n"
+                    "HOLDER: the writer's holder id, %d lowercase hex digits; default\n"
+                    "       $FENCE_HOLDER (exported by `fence run`); unset or empty: none\n",
+            KEY_MAX, HOLDER_LEN);
 }
 
 /* Keys are file names: no '/', no "..", nothing hidden. */
@@ -85,21 +104,42 @@ static int valid_key(const char *key)
     return 1;
 }
 
-/* A token is decimal digits only: no sign, no spaces, no overflow.  Its
- * value (possibly 0) goes to the gate, which rejects 0 itself. */
-static int parse_token(const char *s, uint64_t *out)
+/* A token as fence writes it everywhere: decimal digits, no sign, no
+ * spaces, no leading zero, 1..2^63-1 (INT64_MAX).  The first len bytes of
+ * s.  0, or -1 for anything else ("007", "+7", " 7", "0", 2^63). */
+static int parse_token(const char *s, size_t len, uint64_t *out)
 {
-    if (s[0] < '0' || s[0] > '9') {
+    if (len == 0 || len > 19 || s[0] < '1' || s[0] > '9') {
         return -1;
     }
-    errno = 0;
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0') {
-        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10) {
+            return -1;
+        }
+        v = v * 10 + d;
     }
     *out = v;
     return 0;
+}
+
+/* A holder id: exactly HOLDER_LEN lowercase hex digits (the first len
+ * bytes of s). */
+static int valid_holder(const char *s, size_t len)
+{
+    if (len != HOLDER_LEN) {
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if ((s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f')) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static int write_all(int fd, const char *buf, size_t n)
@@ -141,12 +181,14 @@ static int copy_fd(int from, int to)
 
 /*
  * Open DIR/KEY and read its header.  Returns the fd positioned after the
- * header with *token set, or -1 with *token 0 and errno ENOENT when there
- * is no such file, or -1 with errno EINVAL when it is not a store file.
+ * header with *token and holder ("" if none) set, or -1 with *token 0 and
+ * errno ENOENT when there is no such file, or -1 with errno EINVAL when it
+ * is not a store file.
  */
-static int open_stored(int dirfd, const char *key, uint64_t *token)
+static int open_stored(int dirfd, const char *key, uint64_t *token, char holder[HOLDER_LEN + 1])
 {
     *token = 0;
+    holder[0] = '\0';
     int fd = openat(dirfd, key, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return -1;
@@ -169,11 +211,16 @@ static int open_stored(int dirfd, const char *key, uint64_t *token)
         return -1;
     }
     head[n - 1] = '\0';
-    if (parse_token(head + 6, token) != 0 || *token == 0) {
+    const char *tok = head + 6, *sp = strchr(tok, ' ');
+    size_t tlen = sp != NULL ? (size_t)(sp - tok) : strlen(tok);
+    if (parse_token(tok, tlen, token) != 0 || (sp != NULL && !valid_holder(sp + 1, strlen(sp + 1)))) {
         close(fd);
         *token = 0;
         errno = EINVAL;
         return -1;
+    }
+    if (sp != NULL) {
+        memcpy(holder, sp + 1, HOLDER_LEN + 1);
     }
     return fd;
 }
@@ -221,7 +268,8 @@ static int open_gate(const char *dir, fence_gate **g)
 /* Step 1 of a put: TOKEN's header and stdin to a new temp file in DIR
  * (rename is atomic only within one file system), fsync'ed before anyone
  * can see it.  Its name goes to tmp.  0, or -1 with a message printed. */
-static int write_temp(const char *dir, const char *key, uint64_t token, char *tmp, size_t size)
+static int write_temp(const char *dir, const char *key, uint64_t token, const char *holder,
+                      char *tmp, size_t size)
 {
     snprintf(tmp, size, "%s/.tmp-%s-XXXXXX", dir, key);
     int fd = mkostemp(tmp, O_CLOEXEC);
@@ -231,7 +279,8 @@ static int write_temp(const char *dir, const char *key, uint64_t token, char *tm
         return -1;
     }
     char head[HEADER_MAX];
-    int hn = snprintf(head, sizeof head, "FENCE %llu\n", (unsigned long long)token);
+    int hn = snprintf(head, sizeof head, "FENCE %llu%s%s\n", (unsigned long long)token,
+                      holder != NULL ? " " : "", holder != NULL ? holder : "");
     if (write_all(fd, head, (size_t)hn) != 0 || copy_fd(STDIN_FILENO, fd) != 0 ||
         fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
         fprintf(stderr, "filestore: cannot write %s: %s\n", tmp, strerror(errno));
@@ -243,8 +292,8 @@ static int write_temp(const char *dir, const char *key, uint64_t token, char *tm
     return 0;
 }
 
-/* The put of the usage text.  Returns an exit status. */
-static int put(const char *dir, int dirfd, const char *key, uint64_t token)
+/* The put of the usage text (holder NULL: none).  Returns an exit status. */
+static int put(const char *dir, int dirfd, const char *key, uint64_t token, const char *holder)
 {
     fence_gate *g = NULL;
     int rc = open_gate(dir, &g);
@@ -255,14 +304,14 @@ static int put(const char *dir, int dirfd, const char *key, uint64_t token)
 
     /* 1. Data to a temp file, before the gate is entered. */
     char tmp[PATH_MAX];
-    if (write_temp(dir, key, token, tmp, sizeof tmp) != 0) {
+    if (write_temp(dir, key, token, holder, tmp, sizeof tmp) != 0) {
         fence_gate_close(g);
         return EXIT_ERROR;
     }
 
     /* 2. Enter the gate. */
     fence_gate_txn *txn = NULL;
-    rc = fence_gate_begin(g, key, token, &txn, NULL);
+    rc = fence_gate_begin(g, key, token, holder, &txn, NULL);
     if (rc != FENCE_OK) {
         fprintf(stderr, "filestore: put %s refused: %s: %s\n", key, fence_strerror(rc),
                 fence_gate_errmsg(g));
@@ -275,7 +324,8 @@ static int put(const char *dir, int dirfd, const char *key, uint64_t token)
      *    committing (see the top of this file). */
     int ex = EXIT_DONE;
     uint64_t cur = 0;
-    int cfd = open_stored(dirfd, key, &cur);
+    char cur_holder[HOLDER_LEN + 1];
+    int cfd = open_stored(dirfd, key, &cur, cur_holder);
     if (cfd >= 0) {
         close(cfd);
     } else if (errno != ENOENT) {
@@ -286,6 +336,12 @@ static int put(const char *dir, int dirfd, const char *key, uint64_t token)
     if (ex == EXIT_DONE && cur > token) {
         fprintf(stderr, "filestore: put %s refused: stale token %llu: the file holds token "
                         "%llu\n", key, (unsigned long long)token, (unsigned long long)cur);
+        ex = EXIT_STALE;
+    } else if (ex == EXIT_DONE && cur == token &&
+               strcmp(cur_holder, holder != NULL ? holder : "") != 0) {
+        fprintf(stderr, "filestore: put %s refused: repeated token %llu: the file holds it "
+                        "from %s%s\n", key, (unsigned long long)token,
+                cur_holder[0] ? "holder " : "no holder", cur_holder);
         ex = EXIT_STALE;
     }
 
@@ -327,7 +383,8 @@ static int put(const char *dir, int dirfd, const char *key, uint64_t token)
 static int get(const char *dir, int dirfd, const char *key)
 {
     uint64_t token = 0;
-    int fd = open_stored(dirfd, key, &token);
+    char holder[HOLDER_LEN + 1];
+    int fd = open_stored(dirfd, key, &token, holder);
     if (fd < 0) {
         int notfound = errno == ENOENT;
         fprintf(stderr, "filestore: %s/%s: %s\n", dir, key,
@@ -373,9 +430,20 @@ int main(int argc, char **argv)
         usage();
         return EXIT_USAGE;
     }
-    int want_args = strcmp(cmd, "put") == 0 ? 5 : 4;
-    if (argc != want_args) {
+    int is_put = strcmp(cmd, "put") == 0;
+    if (is_put ? argc != 5 && argc != 6 : argc != 4) {
         usage();
+        return EXIT_USAGE;
+    }
+    /* The holder: the argument, else $FENCE_HOLDER; "" is none. */
+    const char *holder = is_put && argc == 6 ? argv[5] : getenv("FENCE_HOLDER");
+    if (holder != NULL && holder[0] == '\0') {
+        holder = NULL;
+    }
+    if (is_put && holder != NULL && !valid_holder(holder, strlen(holder))) {
+        fprintf(stderr, "filestore: HOLDER \"%.40s%s\" is not a holder id (%d lowercase hex "
+                        "digits); refusing to write\n", holder, strlen(holder) > 40 ? "..." : "",
+                HOLDER_LEN);
         return EXIT_USAGE;
     }
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -384,14 +452,15 @@ int main(int argc, char **argv)
         return EXIT_ERROR;
     }
     int ex;
-    if (strcmp(cmd, "put") == 0) {
+    if (is_put) {
         uint64_t token = 0;
-        if (parse_token(argv[4], &token) != 0) {
-            fprintf(stderr, "filestore: TOKEN \"%s\" is not a decimal number >= 1; refusing "
-                            "to write\n", argv[4]);
+        if (parse_token(argv[4], strlen(argv[4]), &token) != 0) {
+            fprintf(stderr, "filestore: TOKEN \"%.40s\" is not a fencing token (digits only, "
+                            "no sign, spaces or leading zero, 1..%lld); refusing to write\n",
+                    argv[4], (long long)INT64_MAX);
             ex = EXIT_NOTOKEN;
         } else {
-            ex = put(dir, dirfd, key, token);
+            ex = put(dir, dirfd, key, token, holder);
         }
     } else if (strcmp(cmd, "get") == 0) {
         ex = get(dir, dirfd, key);

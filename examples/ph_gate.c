@@ -140,7 +140,7 @@ static int gt_write(void *impl, long long balance, const char *writer, uint64_t 
     }
     fence_gate_txn *t = NULL;
     fence_stale stale;
-    int rc = fence_gate_begin(s->gate, PH_GATE_RESOURCE, token, &t, &stale);
+    int rc = fence_gate_begin(s->gate, PH_GATE_RESOURCE, token, NULL, &t, &stale);
     if (rc != FENCE_OK) {
         out->status = rc;
         if (rc == FENCE_STALE) {

@@ -3,10 +3,11 @@
  * not SQL (files, blobs, in-process services).
  *
  * Per named resource the gate keeps the highest token it has accepted
- * (its "mark") and admits a write only with a token >= the mark:
+ * (its "mark") and the holder that wrote with it, and admits a write only
+ * with a higher token, or an equal one from the same holder:
  *
  *     fence_gate_txn *t;
- *     fence_status rc = fence_gate_begin(g, "orders/42", token, &t, NULL);
+ *     fence_status rc = fence_gate_begin(g, "orders/42", token, holder, &t, NULL);
  *     if (rc == FENCE_OK) {               // the resource is held by us
  *         if (write_the_thing() == 0) rc = fence_gate_commit(t); // records token
  *         else fence_gate_abort(t);                              // records nothing
@@ -22,8 +23,8 @@
  *     survive fork(): open a new one in the child.
  *   - A fence_gate_txn belongs to the thread that began it; only that
  *     thread commits or aborts it, and both always free it.
- *   - Strings the gate returns (fence_gate_errmsg, fence_gate_txn_resource)
- *     belong to the gate or the txn: valid until the calling thread's next
+ *   - Strings the gate returns (fence_gate_errmsg, fence_gate_txn_resource,
+ *     fence_gate_txn_holder) belong to the gate or the txn: valid until the calling thread's next
  *     call on that gate, or until the txn ends.
  *
  * Status codes are those of fence_common.h.  Expected outcomes:
@@ -43,7 +44,10 @@ extern "C" {
 #endif
 
 /* Resource names: 1..FENCE_NAME_MAX bytes, any bytes but NUL (only ever
- * bound as SQL parameters).  Tokens: 1..FENCE_TOKEN_MAX. */
+ * bound as SQL parameters).  Tokens: 1..FENCE_TOKEN_MAX.  Holder ids:
+ * exactly FENCE_HOLDER_LEN lowercase hex digits (a lease's owner id:
+ * fence_lease_holder(), or FENCE_HOLDER under `fence run`), or NULL for
+ * none. */
 
 /* The longest begin() wait: 7 days. */
 #define FENCE_GATE_WAIT_MAX_MS (7LL * 86400000)
@@ -85,8 +89,10 @@ FENCE_API void fence_gate_options_init(fence_gate_options *opts);
  * On failure, where memory allowed, *out is still a handle whose
  * fence_gate_errmsg() says why; close it either way (*out is NULL only
  * when out was NULL or memory ran out).  A persistent gate creates its
- * file and table if needed, switches it to WAL mode and may wait up to
- * max(wait_ms, 1000) ms for another process holding the file.
+ * file and table if needed (and adds the holder column to a file of an
+ * older version: its marks count as recorded without a holder), switches
+ * it to WAL mode and may wait up to max(wait_ms, 1000) ms for another
+ * process holding the file.
  */
 FENCE_API fence_status fence_gate_open(fence_gate **out, const fence_gate_options *opts);
 
@@ -104,31 +110,38 @@ FENCE_API const char *fence_gate_errmsg(const fence_gate *g);
 FENCE_API int fence_gate_is_persistent(const fence_gate *g);
 
 /*
- * Begin a fenced write of RESOURCE with TOKEN.  Waits (up to wait_ms)
- * while another writer holds the resource, then compares TOKEN with the
- * resource's mark (0 if never written):
- *   - TOKEN >= mark: FENCE_OK, *out holds the resource until
+ * Begin a fenced write of RESOURCE with TOKEN by HOLDER (NULL: none; the
+ * string is copied).  Waits (up to wait_ms) while another writer holds the
+ * resource, then compares with the resource's mark (0 if never written)
+ * and the holder recorded with it:
+ *   - TOKEN > mark, or TOKEN == mark and HOLDER is the recorded holder
+ *     (none equals only none): FENCE_OK, *out holds the resource until
  *     fence_gate_commit() or fence_gate_abort().
- *   - TOKEN <  mark: FENCE_STALE, nothing held.  Do not write.
+ *   - TOKEN == mark from another holder (a token issued twice):
+ *     FENCE_STALE, reason FENCE_STALE_REPEAT, nothing held.  Do not write.
+ *   - TOKEN < mark: FENCE_STALE, reason FENCE_STALE_OLDER, nothing held.
  * Otherwise, nothing held: FENCE_ENOTOKEN (token 0 or > FENCE_TOKEN_MAX),
- * FENCE_EINVAL (NULL g or out, bad resource name), FENCE_TIMEOUT (still
+ * FENCE_EINVAL (NULL g or out, bad resource name, HOLDER not NULL and not
+ * FENCE_HOLDER_LEN lowercase hex digits), FENCE_TIMEOUT (still
  * held when wait_ms ran out), FENCE_ESTATE (the calling thread's own txn
  * holds it -- the same resource in memory, any of the gate's file when
  * persistent -- or the gate failed to open), FENCE_EDB, FENCE_ENOMEM,
  * FENCE_ESYS.  *out is NULL unless FENCE_OK.
  * stale (optional) is zeroed, and on FENCE_STALE describes the rejection:
  * offered = TOKEN, highest = the mark, kind = FENCE_OBJECT_RESOURCE,
- * object = RESOURCE, holder "".
+ * reason, object = RESOURCE, holder = the mark's holder ("" for none).
  */
 FENCE_API fence_status fence_gate_begin(fence_gate *g, const char *resource, uint64_t token,
-                                        fence_gate_txn **out, fence_stale *stale);
+                                        const char *holder, fence_gate_txn **out,
+                                        fence_stale *stale);
 
 /*
- * Record the txn's token as the resource's mark (it never goes down) and
- * release the resource.  Always frees the txn.  FENCE_OK, or FENCE_EDB
- * (persistent: the disk refused; the old mark stays, the gate's errmsg
- * says why).  After a failed commit your write is in place but not
- * protected: undo it if you can.  NULL: FENCE_EINVAL.
+ * Record the txn's token and holder as the resource's mark (it never goes
+ * down; an equal token leaves it as it is) and release the resource.
+ * Always frees the txn.  FENCE_OK, or FENCE_EDB (persistent: the disk
+ * refused; the old mark stays, the gate's errmsg says why).  After a
+ * failed commit your write is in place but not protected: undo it if you
+ * can.  NULL: FENCE_EINVAL.
  */
 FENCE_API fence_status fence_gate_commit(fence_gate_txn *txn);
 
@@ -144,11 +157,12 @@ FENCE_API fence_status fence_gate_abort(fence_gate_txn *txn);
 FENCE_API fence_status fence_gate_mark(fence_gate *g, const char *resource, uint64_t *mark);
 
 /* The txn's token; the resource's mark when begin checked it (<= the
- * token; 0 if never written); its resource name (owned by the txn).
- * NULL txn: 0, 0 and "". */
+ * token; 0 if never written); its resource name and its holder id ("" for
+ * none), both owned by the txn.  NULL txn: 0, 0, "" and "". */
 FENCE_API uint64_t fence_gate_txn_token(const fence_gate_txn *txn);
 FENCE_API uint64_t fence_gate_txn_mark(const fence_gate_txn *txn);
 FENCE_API const char *fence_gate_txn_resource(const fence_gate_txn *txn);
+FENCE_API const char *fence_gate_txn_holder(const fence_gate_txn *txn);
 
 #ifdef __cplusplus
 }

@@ -143,18 +143,65 @@ static fence_status check_token(const fence_gate *g, const char *resource, uint6
     return FENCE_OK;
 }
 
+/* Nonzero when the 32 bytes at h are all lowercase hex digits: eight at a
+ * time, each byte tested for '0'..'9' or 'a'..'f' (begin is a hot path). */
+static int lower_hex32(const char *h)
+{
+    const uint64_t L = 0x0101010101010101ULL, H = 0x8080808080808080ULL;
+    uint64_t bad = 0;
+    for (int i = 0; i < FENCE_HOLDER_LEN; i += 8) {
+        uint64_t w;
+        memcpy(&w, h + i, sizeof w);
+        /* Per byte x < 0x80: ((x | 0x80) - c) & 0x80 is set iff x >= c,
+         * and no byte borrows from the next. */
+        uint64_t x = w | H;
+        uint64_t digit = ((x - 0x30 * L) & ~(x - 0x3a * L)) & H;
+        uint64_t alpha = ((x - 0x61 * L) & ~(x - 0x67 * L)) & H;
+        bad |= (w & H) | ((digit | alpha) ^ H);
+    }
+    return bad == 0;
+}
+
+/* A holder id: NULL (none), or exactly FENCE_HOLDER_LEN lowercase hex
+ * digits.  FENCE_OK, or FENCE_EINVAL with a message saying what is wrong. */
+static fence_status check_holder(const fence_gate *g, const char *holder)
+{
+    static const char want[] = "a holder id is exactly 32 lowercase hex digits (NULL: none)";
+    _Static_assert(FENCE_HOLDER_LEN == 32, "the message says 32");
+    if (holder == NULL) {
+        return FENCE_OK;
+    }
+    size_t n = strnlen(holder, FENCE_HOLDER_LEN + 1);
+    if (n == FENCE_HOLDER_LEN && lower_hex32(holder)) {
+        return FENCE_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)holder[i];
+        if ((c < '0' || c > '9') && (c < 'a' || c > 'f')) {
+            return fence_gate__fail(g, FENCE_EINVAL, "holder has byte 0x%02x ('%c') at offset "
+                                    "%zu: %s", c, c > 32 && c < 127 ? c : '?', i, want);
+        }
+    }
+    return fence_gate__fail(g, FENCE_EINVAL, "holder is %s %d characters long: %s",
+                            n < FENCE_HOLDER_LEN ? "only" : "more than",
+                            n < FENCE_HOLDER_LEN ? (int)n : FENCE_HOLDER_LEN, want);
+}
+
 static void describe_stale(fence_stale *stale, const fence_gate_txn *t)
 {
     stale->offered = t->token;
     stale->highest = t->mark_seen;
     stale->kind = FENCE_OBJECT_RESOURCE;
+    /* Equal tokens are refused only when the holders differ. */
+    stale->reason = t->token == t->mark_seen ? FENCE_STALE_REPEAT : FENCE_STALE_OLDER;
+    fence_gate__holder_copy(stale->holder, t->mark_holder);
     /* A resource name (<= FENCE_NAME_MAX bytes) always fits. */
     _Static_assert(sizeof stale->object > FENCE_NAME_MAX, "fence_stale.object holds a name");
     strcpy(stale->object, t->resource);
 }
 
 fence_status fence_gate_begin(fence_gate *g, const char *resource, uint64_t token,
-                              fence_gate_txn **out, fence_stale *stale)
+                              const char *holder, fence_gate_txn **out, fence_stale *stale)
 {
     if (out != NULL) {
         *out = NULL;
@@ -174,6 +221,9 @@ fence_status fence_gate_begin(fence_gate *g, const char *resource, uint64_t toke
         rc = check_token(g, resource, token);
     }
     if (rc == FENCE_OK) {
+        rc = check_holder(g, holder);
+    }
+    if (rc == FENCE_OK) {
         rc = check_opened(g);
     }
     if (rc != FENCE_OK) {
@@ -188,6 +238,7 @@ fence_status fence_gate_begin(fence_gate *g, const char *resource, uint64_t toke
     t->hold = NULL;
     t->token = token;
     t->mark_seen = 0;
+    fence_gate__holder_copy(t->holder, holder != NULL ? holder : "");
     memcpy(t->resource, resource, len + 1);
 
     rc = g->ops->begin(g, t);
@@ -259,4 +310,9 @@ uint64_t fence_gate_txn_mark(const fence_gate_txn *txn)
 const char *fence_gate_txn_resource(const fence_gate_txn *txn)
 {
     return txn != NULL ? txn->resource : "";
+}
+
+const char *fence_gate_txn_holder(const fence_gate_txn *txn)
+{
+    return txn != NULL ? txn->holder : "";
 }

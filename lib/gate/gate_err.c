@@ -82,6 +82,22 @@ const char *fence_gate__err_get(const fence_gate *g)
     return s != NULL ? fence__err_get(s, key) : "";
 }
 
+fence_status fence_gate__fail_stale(const fence_gate *g, const fence_gate_txn *t)
+{
+    if (t->token < t->mark_seen) {
+        return fence_gate__fail(g, FENCE_STALE, "stale token %llu for \"%s\": a write with "
+                                "token %llu was already accepted", (unsigned long long)t->token,
+                                fence_gate__show(t->resource),
+                                (unsigned long long)t->mark_seen);
+    }
+    const char *had = t->mark_holder, *has = t->holder;
+    return fence_gate__fail(g, FENCE_STALE, "repeated token %llu for \"%s\": it was accepted "
+                            "from %s%s, this write is from %s%s (one token issued to two "
+                            "holders, as after a Redis failover)", (unsigned long long)t->token,
+                            fence_gate__show(t->resource), had[0] ? "holder " : "no holder",
+                            had, has[0] ? "holder " : "no holder", has);
+}
+
 const char *fence_gate__show(const char *resource)
 {
     static _Thread_local char buf[96];

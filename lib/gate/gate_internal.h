@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * A backing: what gate.c calls once it has checked the arguments (the
@@ -33,11 +34,14 @@ typedef struct fence_gate__ops {
     void (*close)(fence_gate *g);
     /* The txns begun and not yet ended, right now. */
     unsigned (*open_txns)(fence_gate *g);
-    /* Wait for t->resource, compare t->token with its mark and hold it.
-     * Sets t->mark_seen on FENCE_OK and FENCE_STALE; holds nothing unless
+    /* Wait for t->resource, check t->token and t->holder against its mark
+     * (the rule: docs/gate.md) and hold it.  Sets t->mark_seen on FENCE_OK
+     * and FENCE_STALE, and t->mark_holder on FENCE_STALE (the reason
+     * follows: REPEAT when token == mark_seen); holds nothing unless
      * FENCE_OK. */
     fence_status (*begin)(fence_gate *g, fence_gate_txn *t);
-    /* Record t->token (commit) or nothing (abort), and release.  The
+    /* Record (t->token, t->holder) (commit) or nothing (abort), and
+     * release.  The
      * caller frees t afterwards, whatever they return. */
     fence_status (*commit)(fence_gate_txn *t);
     fence_status (*abort)(fence_gate_txn *t);
@@ -58,13 +62,35 @@ struct fence_gate {
     void *impl;      /* the backing's own state */
 };
 
+/* A holder id as the gate keeps it: FENCE_HOLDER_LEN hex digits and a NUL,
+ * or "" (only h[0] is set) for none. */
+typedef char fence_gate__holder[FENCE_HOLDER_LEN + 1];
+
 struct fence_gate_txn {
     fence_gate *gate;
     void *hold;         /* the backing's note of what it holds */
     uint64_t token;
     uint64_t mark_seen; /* the resource's mark when begin checked it */
+    fence_gate__holder holder;      /* the writer's holder, "" for none */
+    fence_gate__holder mark_holder; /* FENCE_STALE: the mark's holder */
     char resource[];    /* NUL-terminated copy */
 };
+
+/* Holder ids: equal ("" equals only ""), and copied (from a valid id or
+ * "": the bytes after a "" are never read). */
+static inline int fence_gate__holder_eq(const char *a, const char *b)
+{
+    return a[0] == b[0] && (a[0] == '\0' || memcmp(a, b, FENCE_HOLDER_LEN) == 0);
+}
+
+static inline void fence_gate__holder_copy(char *dst, const char *src)
+{
+    if (src[0] != '\0') {
+        memcpy(dst, src, FENCE_HOLDER_LEN + 1);
+    } else {
+        dst[0] = '\0';
+    }
+}
 
 /* ---- gate_err.c: the calling thread's message per gate ----------------- */
 /* Set the calling thread's message for g (printf-style); returns status. */
@@ -74,6 +100,10 @@ fence_status fence_gate__fail(const fence_gate *g, fence_status status, const ch
 void fence_gate__err_clear(const fence_gate *g);
 /* The calling thread's message for g, "" if none; never NULL. */
 const char *fence_gate__err_get(const fence_gate *g);
+/* The message of a FENCE_STALE begin (t->mark_seen, t->mark_holder set):
+ * an older token, or a repeated one from another holder.  Returns
+ * FENCE_STALE. */
+fence_status fence_gate__fail_stale(const fence_gate *g, const fence_gate_txn *t);
 /* A resource name shortened for messages (per-thread buffer, valid until
  * the thread's next call). */
 const char *fence_gate__show(const char *resource);

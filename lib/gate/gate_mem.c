@@ -16,8 +16,9 @@ typedef struct entry {
     struct entry *next;  /* hash chain */
     uint64_t hash;
     uint64_t mark;       /* highest committed token, 0 = none */
+    fence_gate__holder mark_holder; /* who committed it, "" = none */
     int held;            /* 1 while a txn holds it */
-    pthread_t holder;    /* the holding thread, when held */
+    pthread_t thread;    /* the holding thread, when held */
     pthread_cond_t cond; /* signalled when released */
     size_t len;
     char name[];         /* NUL-terminated */
@@ -171,24 +172,26 @@ static entry *lookup_or_add(stripe *st, const char *name, size_t n, uint64_t h)
     return e;
 }
 
-/* Wait until e is free, then check the token and hold it.  Called with
- * st->mu held; returns with it held.  The caller writes the message, after
- * unlocking. */
+/* Wait until e is free, then check the token and holder id (the rule:
+ * docs/gate.md) and hold it.  Called with st->mu held; returns with it
+ * held.  The caller writes the message, after unlocking. */
 static fence_status take(stripe *st, entry *e, fence_gate_txn *t, int64_t deadline)
 {
     pthread_t self = pthread_self();
-    if (e->held && pthread_equal(e->holder, self)) {
+    if (e->held && pthread_equal(e->thread, self)) {
         return FENCE_ESTATE;
     }
     if (fence_gate__wait_free(&st->mu, &e->cond, &e->held, deadline) != FENCE_OK) {
         return FENCE_TIMEOUT;
     }
     t->mark_seen = e->mark;
-    if (t->token < e->mark) {
-        return FENCE_STALE;
+    if (t->token <= e->mark && (t->token < e->mark ||
+                                !fence_gate__holder_eq(t->holder, e->mark_holder))) {
+        fence_gate__holder_copy(t->mark_holder, e->mark_holder);
+        return FENCE_STALE; /* older, or equal from another holder */
     }
     e->held = 1;
-    e->holder = self;
+    e->thread = self;
     t->hold = e;
     return FENCE_OK;
 }
@@ -218,9 +221,7 @@ static fence_status mem_begin(fence_gate *g, fence_gate_txn *t)
         return fence_gate__fail(g, rc, "\"%s\" is still held by another writer after %lld ms",
                                 res, (long long)g->wait_ms);
     default: /* FENCE_STALE */
-        return fence_gate__fail(g, rc, "stale token %llu for \"%s\": a write with token %llu "
-                                "was already accepted", (unsigned long long)t->token, res,
-                                (unsigned long long)t->mark_seen);
+        return fence_gate__fail_stale(g, t);
     }
 }
 
@@ -229,8 +230,9 @@ static void release(fence_gate_txn *t, int commit)
     entry *e = t->hold;
     stripe *st = stripe_of(t->gate, e->hash);
     pthread_mutex_lock(&st->mu);
-    if (commit && t->token > e->mark) {
+    if (commit && t->token > e->mark) { /* equal: the same holder, nothing to do */
         e->mark = t->token;
+        fence_gate__holder_copy(e->mark_holder, t->holder);
     }
     e->held = 0;
     /* Broadcast: a waiter that wakes and finds its token stale leaves

@@ -1,9 +1,9 @@
 /* gate_sqlite.c -- the persistent backing: marks in a SQLite file (WAL).
  *
  * begin  = BEGIN IMMEDIATE (takes the file's write lock, waiting for other
- *          processes up to the deadline), SELECT the mark, and if the token
- *          is admitted and higher, UPSERT it -- all inside the transaction,
- *          which stays open while the caller writes;
+ *          processes up to the deadline), SELECT the mark and its holder,
+ *          and if the token is admitted and higher, UPSERT both -- all
+ *          inside the transaction, which stays open while the caller writes;
  * commit = COMMIT (the mark becomes durable and visible);
  * abort  = ROLLBACK (nothing was recorded).
  * Doing the UPSERT at begin rather than at commit changes nothing anyone
@@ -24,6 +24,8 @@
 
 /* Embedded from sql/gate/ (see module.mk). */
 extern const char fence_gate__sql_schema[];
+extern const char fence_gate__sql_has_holder[];
+extern const char fence_gate__sql_add_holder[];
 extern const char fence_gate__sql_select_mark[];
 extern const size_t fence_gate__sql_select_mark_len;
 extern const char fence_gate__sql_upsert_mark[];
@@ -137,6 +139,39 @@ static fence_status pragma(fence_gate *g, sqlite3 *db, const char *sql, char *bu
     return out;
 }
 
+/* A table created before holders were recorded gains the holder column
+ * (its marks: no holder).  Checked first without a lock; only a file that
+ * needs it is locked (BEGIN IMMEDIATE) and checked again, so processes
+ * opening it at once upgrade it once. */
+static fence_status upgrade(fence_gate *g, db_gate *d)
+{
+    char buf[32];
+    fence_status rc = pragma(g, d->wdb, fence_gate__sql_has_holder, buf, sizeof buf);
+    if (rc != FENCE_OK || strcmp(buf, "0") != 0) {
+        return rc;
+    }
+    char *err = NULL;
+    int src = sqlite3_exec(d->wdb, "BEGIN IMMEDIATE", NULL, NULL, &err);
+    if (src == SQLITE_OK) {
+        rc = pragma(g, d->wdb, fence_gate__sql_has_holder, buf, sizeof buf);
+        if (rc == FENCE_OK && strcmp(buf, "0") == 0) {
+            src = sqlite3_exec(d->wdb, fence_gate__sql_add_holder, NULL, NULL, &err);
+        }
+    }
+    if (src == SQLITE_OK && rc == FENCE_OK) {
+        src = sqlite3_exec(d->wdb, "COMMIT", NULL, NULL, &err);
+    }
+    if (src != SQLITE_OK) {
+        rc = fence_gate__fail(g, FENCE_EDB, "cannot add the holder column to the gate's table "
+                              "in %s: %s", d->path, err != NULL ? err : sqlite3_errmsg(d->wdb));
+    }
+    sqlite3_free(err);
+    if (!sqlite3_get_autocommit(d->wdb)) {
+        sqlite3_exec(d->wdb, "ROLLBACK", NULL, NULL, NULL);
+    }
+    return rc;
+}
+
 /* The write connection's settings: WAL, the sync mode, the table. */
 static fence_status setup_writer(fence_gate *g, db_gate *d)
 {
@@ -162,8 +197,9 @@ static fence_status setup_writer(fence_gate *g, db_gate *d)
         rc = fence_gate__fail(g, FENCE_EDB, "cannot create the gate's table in %s: %s", d->path,
                               err != NULL ? err : "out of memory");
         sqlite3_free(err);
+        return rc;
     }
-    return rc;
+    return upgrade(g, d);
 }
 
 static fence_status open_writer(fence_gate *g, db_gate *d)
@@ -335,9 +371,33 @@ static void release_slot(db_gate *d)
     pthread_mutex_unlock(&d->mu);
 }
 
-/* Read resource's mark with statement st into *mark. */
+/* Column col of st as a holder id into h ("" for NULL); -1 when it is
+ * neither NULL nor a well-formed id. */
+static int column_holder(sqlite3_stmt *st, int col, char *h)
+{
+    h[0] = '\0';
+    int type = sqlite3_column_type(st, col);
+    if (type == SQLITE_NULL) {
+        return 0;
+    }
+    const unsigned char *v = sqlite3_column_text(st, col);
+    if (type != SQLITE_TEXT || v == NULL || sqlite3_column_bytes(st, col) != FENCE_HOLDER_LEN) {
+        return -1;
+    }
+    for (int i = 0; i < FENCE_HOLDER_LEN; i++) {
+        if ((v[i] < '0' || v[i] > '9') && (v[i] < 'a' || v[i] > 'f')) {
+            return -1;
+        }
+    }
+    memcpy(h, v, FENCE_HOLDER_LEN);
+    h[FENCE_HOLDER_LEN] = '\0';
+    return 0;
+}
+
+/* Read resource's mark with statement st into *mark, and (holder not
+ * NULL) its holder into holder. */
 static fence_status read_mark(fence_gate *g, sqlite3_stmt *st, const char *resource,
-                              uint64_t *mark)
+                              uint64_t *mark, char *holder)
 {
     const db_gate *d = g->impl;
     sqlite3 *db = sqlite3_db_handle(st);
@@ -353,11 +413,18 @@ static fence_status read_mark(fence_gate *g, sqlite3_stmt *st, const char *resou
             out = fence_gate__fail(g, FENCE_EDB, "the mark of \"%s\" in %s is not a positive "
                                    "integer; refusing to guess", fence_gate__show(resource),
                                    d->path);
+        } else if (holder != NULL && column_holder(st, 1, holder) != 0) {
+            out = fence_gate__fail(g, FENCE_EDB, "the holder of \"%s\" in %s is not NULL or "
+                                   "32 lowercase hex digits; refusing to guess",
+                                   fence_gate__show(resource), d->path);
         } else {
             *mark = (uint64_t)v;
         }
     } else if (rc == SQLITE_DONE) {
         *mark = 0;
+        if (holder != NULL) {
+            holder[0] = '\0';
+        }
     } else if (is_busy(rc)) {
         out = fence_gate__fail(g, FENCE_TIMEOUT, "%s is locked: %s", d->path,
                                sqlite3_errmsg(db));
@@ -369,26 +436,30 @@ static fence_status read_mark(fence_gate *g, sqlite3_stmt *st, const char *resou
     return out;
 }
 
-/* Inside the write transaction: compare, and raise the mark if higher. */
+/* Inside the write transaction: check the token and holder (older, or
+ * equal from another holder: stale), and raise the mark if higher. */
 static fence_status check_and_record(fence_gate *g, db_gate *d, fence_gate_txn *t)
 {
-    fence_status rc = read_mark(g, d->st_select, t->resource, &t->mark_seen);
+    fence_status rc = read_mark(g, d->st_select, t->resource, &t->mark_seen, t->mark_holder);
     if (rc != FENCE_OK) {
         return rc;
     }
-    if (t->token < t->mark_seen) {
-        return fence_gate__fail(g, FENCE_STALE, "stale token %llu for \"%s\": a write with "
-                                "token %llu was already accepted", (unsigned long long)t->token,
-                                fence_gate__show(t->resource),
-                                (unsigned long long)t->mark_seen);
+    if (t->token < t->mark_seen ||
+        (t->token == t->mark_seen && !fence_gate__holder_eq(t->holder, t->mark_holder))) {
+        return fence_gate__fail_stale(g, t);
     }
-    if (t->token == t->mark_seen) {
+    if (t->token == t->mark_seen) { /* the same holder again: nothing to raise */
         return FENCE_OK;
     }
     sqlite3_stmt *st = d->st_upsert;
     int src = sqlite3_bind_text(st, 1, t->resource, -1, SQLITE_STATIC);
     if (src == SQLITE_OK) {
         src = sqlite3_bind_int64(st, 2, (sqlite3_int64)t->token);
+    }
+    if (src == SQLITE_OK) {
+        src = t->holder[0] != '\0'
+                  ? sqlite3_bind_text(st, 3, t->holder, FENCE_HOLDER_LEN, SQLITE_STATIC)
+                  : sqlite3_bind_null(st, 3);
     }
     if (src == SQLITE_OK) {
         src = sqlite3_step(st);
@@ -463,7 +534,7 @@ static fence_status db_mark(fence_gate *g, const char *resource, uint64_t *mark)
 {
     db_gate *d = g->impl;
     pthread_mutex_lock(&d->rmu);
-    fence_status rc = read_mark(g, d->st_rselect, resource, mark);
+    fence_status rc = read_mark(g, d->st_rselect, resource, mark, NULL);
     pthread_mutex_unlock(&d->rmu);
     return rc;
 }

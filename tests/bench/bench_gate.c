@@ -4,7 +4,8 @@
  *   gate_memory_2threads_per_s   in-memory gate, two threads, own resources
  *   gate_persistent_per_s        SQLite file, WAL, synchronous=NORMAL
  *   bare_sqlite_upsert_per_s     the baseline: the same file settings and
- *                                table, BEGIN IMMEDIATE + one UPSERT +
+ *                                table (mark and holder, no holder given),
+ *                                BEGIN IMMEDIATE + one UPSERT +
  *                                COMMIT with no gate around it
  *   gate_persistent_vs_bare_sqlite_ratio   the first over the second
  *                                (median of back-to-back round pairs)
@@ -78,7 +79,7 @@ static double gate_round(fence_gate *g, const char *res, uint64_t *token)
         for (int k = 0; k < 16; k++) {
             fence_gate_txn *txn = NULL;
             ++*token;
-            if (fence_gate_begin(g, res, *token, &txn, NULL) != FENCE_OK ||
+            if (fence_gate_begin(g, res, *token, NULL, &txn, NULL) != FENCE_OK ||
                 fence_gate_commit(txn) != FENCE_OK) {
                 die("begin/commit", fence_gate_errmsg(g));
             }
@@ -127,11 +128,12 @@ static void bare_open(bare *b, const char *path, int sync)
     bare_exec(b->db, sync == FENCE_GATE_SYNC_FULL ? "PRAGMA synchronous=FULL"
                                                   : "PRAGMA synchronous=NORMAL");
     bare_exec(b->db, "CREATE TABLE IF NOT EXISTS fence_gate_marks (resource TEXT PRIMARY KEY "
-                     "NOT NULL, mark INTEGER NOT NULL) WITHOUT ROWID");
+                     "NOT NULL, mark INTEGER NOT NULL, holder TEXT NULL) WITHOUT ROWID");
     if (sqlite3_prepare_v2(b->db, "BEGIN IMMEDIATE", -1, &b->begin, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(b->db,
-                           "INSERT INTO fence_gate_marks (resource, mark) VALUES (?1, ?2) "
-                           "ON CONFLICT (resource) DO UPDATE SET mark = max(mark, excluded.mark)",
+                           "INSERT INTO fence_gate_marks (resource, mark, holder) VALUES "
+                           "(?1, ?2, NULL) ON CONFLICT (resource) DO UPDATE SET mark = "
+                           "excluded.mark, holder = excluded.holder WHERE excluded.mark > mark",
                            -1, &b->upsert, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(b->db, "COMMIT", -1, &b->commit, NULL) != SQLITE_OK) {
         die("prepare", sqlite3_errmsg(b->db));

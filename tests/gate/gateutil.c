@@ -80,17 +80,19 @@ int gu_stale_is_zero(const fence_stale *st)
     return 1;
 }
 
-int gu_write_once(fence_gate *g, const char *res, uint64_t token, uint64_t *mark)
+int gu_write_as(fence_gate *g, const char *res, uint64_t token, const char *holder,
+                uint64_t *mark, fence_stale *stale_out)
 {
     fence_gate_txn *t = NULL;
     fence_stale st;
     memset(&st, 0xa5, sizeof st); /* begin must zero it */
-    int rc = fence_gate_begin(g, res, token, &t, &st);
+    int rc = fence_gate_begin(g, res, token, holder, &t, &st);
     uint64_t seen = 0;
     if (rc == FENCE_OK) {
         ck_assert_ptr_nonnull(t);
         ck_assert_uint_eq(fence_gate_txn_token(t), token);
         ck_assert_str_eq(fence_gate_txn_resource(t), res);
+        ck_assert_str_eq(fence_gate_txn_holder(t), holder != NULL ? holder : "");
         seen = fence_gate_txn_mark(t);
         ck_assert_uint_le(seen, token);
         ck_assert(gu_stale_is_zero(&st));
@@ -100,16 +102,37 @@ int gu_write_once(fence_gate *g, const char *res, uint64_t token, uint64_t *mark
     }
     if (rc == FENCE_STALE) {
         ck_assert_uint_eq(st.offered, token);
-        ck_assert_uint_gt(st.highest, token);
+        ck_assert_uint_ge(st.highest, token);
+        /* Equal tokens are refused only as a repeat, lower ones as older. */
+        ck_assert_int_eq(st.reason, st.highest == token ? FENCE_STALE_REPEAT : FENCE_STALE_OLDER);
         ck_assert_int_eq(st.kind, FENCE_OBJECT_RESOURCE);
         ck_assert_str_eq(st.object, res);
-        ck_assert_str_eq(st.holder, "");
+        size_t hn = strlen(st.holder);
+        ck_assert(hn == 0 || hn == FENCE_HOLDER_LEN);
+        if (st.reason == FENCE_STALE_REPEAT) { /* the holders differ */
+            ck_assert_str_ne(st.holder, holder != NULL ? holder : "");
+        }
         seen = st.highest;
     } else if (rc != FENCE_OK) {
         ck_assert(gu_stale_is_zero(&st));
     }
     if (mark != NULL) {
         *mark = seen;
+    }
+    if (stale_out != NULL) {
+        *stale_out = st;
+    }
+    return rc;
+}
+
+int gu_write_once(fence_gate *g, const char *res, uint64_t token, uint64_t *mark)
+{
+    fence_stale st;
+    int rc = gu_write_as(g, res, token, NULL, mark, &st);
+    if (rc == FENCE_STALE) { /* no holders anywhere: only older tokens */
+        ck_assert_uint_gt(st.highest, token);
+        ck_assert_int_eq(st.reason, FENCE_STALE_OLDER);
+        ck_assert_str_eq(st.holder, "");
     }
     return rc;
 }

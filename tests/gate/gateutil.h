@@ -41,6 +41,18 @@ void gu_close(fence_gate *g);
  * unless FENCE_STALE; offered/highest/kind/object when it is). */
 int gu_write_once(fence_gate *g, const char *res, uint64_t token, uint64_t *mark);
 
+/* The same with a holder (NULL: none), for gates where holders were
+ * recorded: a FENCE_STALE may also be a repeat (equal token, another
+ * holder; checked: reason, holders differ).  stale_out (optional) gets the
+ * description.  gu_write_once() is gu_write_as() with no holder, and
+ * asserts that nothing recorded a holder either. */
+int gu_write_as(fence_gate *g, const char *res, uint64_t token, const char *holder,
+                uint64_t *mark, fence_stale *stale_out);
+
+/* Holder ids for the tests. */
+#define GU_HA "0123456789abcdef0123456789abcdef"
+#define GU_HB "fedcba9876543210fedcba9876543210"
+
 /* The resource's committed mark (asserting fence_gate_mark worked). */
 uint64_t gu_mark(fence_gate *g, const char *res);
 

@@ -44,7 +44,7 @@ static void child_writer(int startfd, int logfd, int iters, unsigned seed)
         uint64_t token = (uint64_t)i + 1 + (uint64_t)(rand_r(&seed) % 24);
         fence_gate_txn *t = NULL;
         fence_stale st;
-        int rc = fence_gate_begin(g, mt_names[r], token, &t, &st);
+        int rc = fence_gate_begin(g, mt_names[r], token, NULL, &t, &st);
         if (rc == FENCE_STALE && st.highest > token && st.offered == token) {
             stale++;
             continue;
@@ -162,7 +162,7 @@ START_TEST(test_killed_holder)
         fence_gate *cg = NULL;
         fence_gate_txn *t = NULL;
         if (fence_gate_open(&cg, &o) != FENCE_OK ||
-            fence_gate_begin(cg, "res", 5, &t, NULL) != FENCE_OK) {
+            fence_gate_begin(cg, "res", 5, NULL, &t, NULL) != FENCE_OK) {
             _exit(1);
         }
         if (write(p[1], "h", 1) != 1) {
@@ -180,7 +180,7 @@ START_TEST(test_killed_holder)
     g = gu_open(1, 300);
     fence_gate_txn *t = NULL;
     int64_t start = tu_now_ms();
-    ck_status(fence_gate_begin(g, "res", 6, &t, NULL), FENCE_TIMEOUT, g);
+    ck_status(fence_gate_begin(g, "res", 6, NULL, &t, NULL), FENCE_TIMEOUT, g);
     ck_assert_int_ge(tu_now_ms() - start, 250);
     ck_assert_ptr_nonnull(strstr(fence_gate_errmsg(g), "another process"));
     ck_assert_uint_eq(gu_mark(g, "res"), 3); /* reads do not wait */
@@ -191,7 +191,7 @@ START_TEST(test_killed_holder)
     ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 
     start = tu_now_ms();
-    ck_status(fence_gate_begin(g, "res", 4, &t, NULL), FENCE_OK, g);
+    ck_status(fence_gate_begin(g, "res", 4, NULL, &t, NULL), FENCE_OK, g);
     ck_assert_int_lt(tu_now_ms() - start, 300);
     ck_assert_uint_eq(fence_gate_txn_mark(t), 3); /* the dead holder's 5 was never recorded */
     ck_status(fence_gate_commit(t), FENCE_OK, g);

@@ -31,7 +31,7 @@ static void *writer_b(void *arg)
     ab_state *s = arg;
     fence_gate_txn *t = NULL;
     pthread_barrier_wait(&s->bar); /* A holds the resource now */
-    s->b_rc = fence_gate_begin(s->g, "acct", 34, &t, NULL);
+    s->b_rc = fence_gate_begin(s->g, "acct", 34, NULL, &t, NULL);
     s->b_saw_a_commit = __atomic_load_n(&s->a_committing, __ATOMIC_SEQ_CST);
     __atomic_store_n(&s->b_returned, 1, __ATOMIC_SEQ_CST);
     if (s->b_rc == FENCE_OK) {
@@ -52,7 +52,7 @@ START_TEST(test_ab_interleaving)
     ck_assert_int_eq(pthread_create(&b, NULL, writer_b, &s), 0);
 
     fence_gate_txn *a = NULL;
-    ck_status(fence_gate_begin(s.g, "acct", 33, &a, NULL), FENCE_OK, s.g);
+    ck_status(fence_gate_begin(s.g, "acct", 33, NULL, &a, NULL), FENCE_OK, s.g);
     pthread_barrier_wait(&s.bar);
     tu_sleep_ms(200); /* B is in begin by now, and must still be waiting */
     ck_assert_msg(__atomic_load_n(&s.b_returned, __ATOMIC_SEQ_CST) == 0,
@@ -73,7 +73,7 @@ START_TEST(test_ab_interleaving)
 
     /* A wakes up again and retries with its old token: rejected. */
     fence_stale st;
-    ck_status(fence_gate_begin(s.g, "acct", 33, &a, &st), FENCE_STALE, s.g);
+    ck_status(fence_gate_begin(s.g, "acct", 33, NULL, &a, &st), FENCE_STALE, s.g);
     ck_assert_ptr_null(a);
     ck_assert_uint_eq(st.highest, 34);
     ck_assert_uint_eq(st.offered, 33);
@@ -96,7 +96,7 @@ static void *holder(void *arg)
 {
     hold_state *h = arg;
     fence_gate_txn *t = NULL;
-    h->rc = fence_gate_begin(h->g, h->res, 10, &t, NULL);
+    h->rc = fence_gate_begin(h->g, h->res, 10, NULL, &t, NULL);
     pthread_barrier_wait(&h->held);
     pthread_barrier_wait(&h->release);
     if (h->rc == FENCE_OK) {
@@ -118,7 +118,7 @@ START_TEST(test_wait_times_out)
 
     fence_gate_txn *t = NULL;
     int64_t start = tu_now_ms();
-    ck_status(fence_gate_begin(h.g, "busy", 11, &t, NULL), FENCE_TIMEOUT, h.g);
+    ck_status(fence_gate_begin(h.g, "busy", 11, NULL, &t, NULL), FENCE_TIMEOUT, h.g);
     int64_t took = tu_now_ms() - start;
     ck_assert_msg(took >= 140 && took < 3000, "waited %lld ms for wait_ms 150", (long long)took);
     ck_assert_ptr_nonnull(strstr(fence_gate_errmsg(h.g), "still held"));
@@ -149,7 +149,7 @@ START_TEST(test_wait_times_out)
     pthread_barrier_wait(&h.held);
     ck_assert_int_eq(h.rc, FENCE_OK);
     start = tu_now_ms();
-    ck_status(fence_gate_begin(h.g, "busy2", 11, &t, NULL), FENCE_TIMEOUT, h.g);
+    ck_status(fence_gate_begin(h.g, "busy2", 11, NULL, &t, NULL), FENCE_TIMEOUT, h.g);
     ck_assert_int_lt(tu_now_ms() - start, 100);
     pthread_barrier_wait(&h.release);
     pthread_join(th, NULL);
@@ -198,7 +198,7 @@ static void *mt_writer(void *arg)
         uint64_t token = (uint64_t)i + 1 + (uint64_t)(rand_r(&a->seed) % 24);
         fence_gate_txn *t = NULL;
         fence_stale st;
-        int rc = fence_gate_begin(s->g, mt_names[r], token, &t, &st);
+        int rc = fence_gate_begin(s->g, mt_names[r], token, NULL, &t, &st);
         if (rc == FENCE_STALE) {
             __atomic_add_fetch(&s->stale, 1, __ATOMIC_RELAXED);
             if (st.highest <= token || st.offered != token ||
