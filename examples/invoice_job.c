@@ -144,7 +144,7 @@ static int write_invoice(PGconn *conn, const char *table, uint64_t token, const 
     int rc = exec_ok(conn, "BEGIN");
     if (rc != FENCE_OK)
         return rc;
-    rc = fence_pg_set_token(conn, token, resource, stale);
+    rc = fence_pg_set_token(conn, token, NULL /* no holder yet */, resource, stale);
     if (rc == FENCE_OK) {
         char *t = PQescapeIdentifier(conn, table, strlen(table));
         char sql[512], num[16], customer[32], amount[32];

@@ -143,7 +143,7 @@ static int app_update(int id, int qty, long long old_version, uint64_t token, in
     sql_void("BEGIN");
     int rc = FENCE_OK;
     if (token != 0)
-        rc = fence_pg_set_token(g_conn, token, NULL, e);
+        rc = fence_pg_set_token(g_conn, token, NULL, NULL, e);
     if (rc == FENCE_OK) {
         PGresult *r = PQexecParams(g_conn, stmt, 3, NULL, params, NULL, NULL, 0);
         rc = fence_pg_classify(g_conn, r, e);
@@ -161,7 +161,7 @@ static int blind_update(int id, int qty, uint64_t token, fence_stale *e)
     char stmt[256];
     snprintf(stmt, sizeof stmt, "UPDATE %s SET qty = %d WHERE id = %d", g_table, qty, id);
     sql_void("BEGIN");
-    int rc = fence_pg_set_token(g_conn, token, NULL, e);
+    int rc = fence_pg_set_token(g_conn, token, NULL, NULL, e);
     if (rc == FENCE_OK) {
         PGresult *r = PQexec(g_conn, stmt);
         rc = fence_pg_classify(g_conn, r, e);

@@ -3,13 +3,14 @@
  *
  * The server side is sql/postgres/fence.sql (schema "fence"): protected
  * tables reject a write whose token is lower than the row's stamp, and
- * fence.advance() rejects a token lower than a named resource's mark.  This
- * library sets the token of the caller's transaction (and optionally
- * advances a resource) in one round trip, and tells a stale rejection
- * (SQLSTATE 23Q01, FENCE_STALE) apart from every other error:
+ * fence.advance() rejects a token lower than a named resource's mark, or
+ * equal to it but recorded for another holder (a token issued twice).
+ * This library sets the token and holder of the caller's transaction (and
+ * optionally advances a resource) in one round trip, and tells a stale
+ * rejection (SQLSTATE 23Q01, FENCE_STALE) apart from every other error:
  *
  *     PQexec(conn, "BEGIN");
- *     if (fence_pg_set_token(conn, token, NULL, NULL) != FENCE_OK) ...
+ *     if (fence_pg_set_token(conn, token, holder, NULL, NULL) != FENCE_OK) ...
  *     PGresult *r = PQexec(conn, "UPDATE orders SET ... WHERE id = 7");
  *     fence_stale why;
  *     if (fence_pg_classify(conn, r, &why) == FENCE_STALE)
@@ -43,32 +44,39 @@ extern "C" {
 #endif
 
 /*
- * Set the token of the current transaction (SET LOCAL fence.token) and,
- * when resource is not NULL, advance that resource's mark with
- * fence.advance() -- one round trip.  conn must be idle inside a
+ * Set the token and holder of the current transaction (SET LOCAL
+ * fence.token, fence.holder) and, when resource is not NULL, advance that
+ * resource's mark with fence.advance() -- one statement, one round trip.
+ * holder: the lease's holder id, FENCE_HOLDER_LEN lowercase hex digits
+ * (fence_lease_holder), or NULL for none (the setting becomes '', so a
+ * session-level fence.holder never leaks in).  conn must be idle inside a
  * transaction block (after BEGIN): a token set outside one would vanish at
  * once, so the call refuses rather than silently not fencing.
  *
- * FENCE_OK; FENCE_STALE (resource has a higher mark; *stale filled; the
- * transaction is aborted: roll it back); FENCE_ENOTOKEN (token 0 or above
- * FENCE_TOKEN_MAX); FENCE_EINVAL (NULL conn; resource empty or over
- * FENCE_NAME_MAX bytes); FENCE_ESTATE (not in a transaction block, failed
- * transaction, command in progress, pipeline mode: use
- * fence_pg_send_token); FENCE_ECONN; FENCE_ENOMEM; FENCE_EDB (any other
- * server error, e.g. fence.sql not installed).
+ * FENCE_OK; FENCE_STALE (resource has a higher mark, or the same token
+ * recorded for another holder; *stale filled, with reason and the recorded
+ * holder; the transaction is aborted: roll it back); FENCE_ENOTOKEN (token
+ * 0 or above FENCE_TOKEN_MAX); FENCE_EINVAL (NULL conn; holder not NULL
+ * and not 32 lowercase hex digits, "" included; resource empty or over
+ * FENCE_NAME_MAX bytes -- nothing is sent); FENCE_ESTATE (not in a
+ * transaction block, failed transaction, command in progress, pipeline
+ * mode: use fence_pg_send_token); FENCE_ECONN; FENCE_ENOMEM; FENCE_EDB (any
+ * other server error, e.g. fence.sql not installed).  Holders need
+ * fence.sql version 3: version 2 ignores fence.holder.
  */
-FENCE_API fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource,
-                                          fence_stale *stale);
+FENCE_API fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder,
+                                          const char *resource, fence_stale *stale);
 
 /*
  * The query of fence_pg_set_token, queued in libpq pipeline mode
  * (PQenterPipelineMode) with PQsendQueryParams: no extra round trip even in
- * autocommit, and the token holds up to the next PQpipelineSync.  FENCE_OK
+ * autocommit, and token and holder hold up to the next PQpipelineSync.  FENCE_OK
  * once queued; its PGresult comes back in order like any other -- pass it
  * to fence_pg_classify.  FENCE_ESTATE out of pipeline mode or in an aborted
  * pipeline; argument errors as fence_pg_set_token.
  */
-FENCE_API fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource);
+FENCE_API fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *holder,
+                                           const char *resource);
 
 /*
  * Optional, once per connection: prepare the statements the two calls
@@ -84,7 +92,8 @@ FENCE_API fence_status fence_pg_prepare(PGconn *conn);
 /*
  * Classify a result of a query on conn: FENCE_OK for any success status
  * (commands, tuples, COPY, pipeline sync); FENCE_STALE for SQLSTATE 23Q01
- * (*stale filled from the error's DETAIL when fence.sql raised it);
+ * (*stale filled from the error's DETAIL when fence.sql raised it: tokens,
+ * object, reason OLDER or REPEAT, and the holder recorded with the mark);
  * FENCE_ENOTOKEN for 23Q02; FENCE_EDB for any other error, including a
  * pipeline aborted by an earlier error; FENCE_EINVAL for a NULL res (libpq
  * returns NULL when out of memory or when it could not send the query).
@@ -100,6 +109,16 @@ FENCE_API fence_status fence_pg_classify(PGconn *conn, const PGresult *res, fenc
  * name; FENCE_EDB for a server error or an unexpected reply.
  */
 FENCE_API fence_status fence_pg_mark(PGconn *conn, const char *resource, uint64_t *mark);
+
+/*
+ * fence_pg_mark, plus the holder recorded with the mark into holder (at
+ * least FENCE_HOLDER_LEN + 1 bytes): 32 lowercase hex digits, or "" when the
+ * mark has none or there is no mark ("" on any failure).  One statement.
+ * Needs fence.sql version 3 (FENCE_EDB otherwise).  Errors as
+ * fence_pg_mark; FENCE_EINVAL for a NULL holder too.
+ */
+FENCE_API fence_status fence_pg_mark_holder(PGconn *conn, const char *resource, uint64_t *mark,
+                                            char *holder);
 
 /*
  * Install or upgrade schema "fence" by running the embedded fence.sql

@@ -1,6 +1,7 @@
 /* pg.c -- libfence_pg calls that talk to the server: set (and advance) the
- * token of the caller's transaction, prepare, read a resource's mark,
- * install fence.sql.  Calls result.c and errslot.c, never the reverse. */
+ * token and holder of the caller's transaction, prepare, read a resource's
+ * mark, install fence.sql.  Calls result.c and errslot.c, never the
+ * reverse. */
 #include "pg_internal.h"
 
 #include <libpq-events.h>
@@ -11,14 +12,21 @@
 
 #define TEXTOID_ 25 /* pg_type.oid of text (catalog/pg_type_d.h is server-side) */
 
-static const char SQL_SET[] = "SELECT pg_catalog.set_config('fence.token', $1, true)";
+/* Token and holder in one statement (the select list runs left to right:
+ * both are set before fence.advance reads them).  '' for no holder. */
+static const char SQL_SET[] = "SELECT pg_catalog.set_config('fence.token', $1, true), "
+                              "pg_catalog.set_config('fence.holder', $2, true)";
 static const char SQL_SET_ADVANCE[] =
-    "SELECT pg_catalog.set_config('fence.token', $1, true), fence.advance($2, $1::pg_catalog.int8)";
+    "SELECT pg_catalog.set_config('fence.token', $1, true), "
+    "pg_catalog.set_config('fence.holder', $2, true), fence.advance($3, $1::pg_catalog.int8)";
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
+static const char SQL_MARK_HOLDER[] = "SELECT fence.mark($1), fence.mark_holder($1)";
 
-/* Names of the statements fence_pg_prepare() prepares. */
-static const char STMT_SET[] = "fence_pg_set_token";
-static const char STMT_SET_ADVANCE[] = "fence_pg_set_token_advance";
+/* Names of the statements fence_pg_prepare() prepares.  The suffix is the
+ * shape (token, holder[, resource]): a session that kept statements of an
+ * older library under the old names is not mistaken for prepared. */
+static const char STMT_SET[] = "fence_pg_set_token_h";
+static const char STMT_SET_ADVANCE[] = "fence_pg_set_token_h_advance";
 
 /* Per-connection memory of fence_pg_prepare(): libpq instance data of
  * this event procedure, set to &prepared_marker while the statements are
@@ -70,6 +78,38 @@ static fence_status check_conn(const char *fn, const PGconn *conn)
     return FENCE_OK;
 }
 
+/* A holder id is NULL (none) or exactly FENCE_HOLDER_LEN lowercase hex
+ * digits; the message never repeats the text. */
+static fence_status check_holder(const char *fn, const PGconn *conn, const char *holder)
+{
+    if (holder == NULL) {
+        return FENCE_OK;
+    }
+    size_t n = strnlen(holder, FENCE_HOLDER_LEN + 1);
+    for (size_t i = 0; i < n; i++) {
+        char ch = holder[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) {
+            return fence_pg__fail(conn, FENCE_EINVAL,
+                                  "%s: the holder has a character that is not a lowercase hex "
+                                  "digit at offset %zu (a holder id is %d lowercase hex digits; "
+                                  "NULL for none)", fn, i, FENCE_HOLDER_LEN);
+        }
+    }
+    if (n > FENCE_HOLDER_LEN) {
+        return fence_pg__fail(conn, FENCE_EINVAL,
+                              "%s: the holder is longer than %d characters (a holder id is %d "
+                              "lowercase hex digits; NULL for none)", fn, FENCE_HOLDER_LEN,
+                              FENCE_HOLDER_LEN);
+    }
+    if (n < FENCE_HOLDER_LEN) {
+        return fence_pg__fail(conn, FENCE_EINVAL,
+                              "%s: the holder has %zu characters, not %d (a holder id is %d "
+                              "lowercase hex digits; NULL for none)", fn, n, FENCE_HOLDER_LEN,
+                              FENCE_HOLDER_LEN);
+    }
+    return FENCE_OK;
+}
+
 static fence_status check_token(const char *fn, const PGconn *conn, uint64_t token)
 {
     if (token == 0) {
@@ -93,19 +133,24 @@ static fence_status null_result(const char *fn, const PGconn *conn)
                           PQerrorMessage(conn)[0] ? PQerrorMessage(conn) : "no result from libpq");
 }
 
-/* Classify res (and free it); on success check that the single value
- * set_config returned is the token (server text, read with the one token
- * grammar). */
+/* Classify res (and free it); on success check that the two values
+ * set_config returned are the token (server text, read with the one token
+ * grammar) and the holder ("" for none). */
 static fence_status finish_set(const char *fn, PGconn *conn, PGresult *res, uint64_t token,
-                               fence_stale *stale)
+                               const char *holder, fence_stale *stale)
 {
     fence_status st = fence_pg_classify(conn, res, stale);
     if (st == FENCE_OK) {
         uint64_t got = 0;
-        const char *v = PQntuples(res) == 1 && PQnfields(res) >= 1 ? PQgetvalue(res, 0, 0) : "";
+        int shaped = PQntuples(res) == 1 && PQnfields(res) >= 2;
+        const char *v = shaped ? PQgetvalue(res, 0, 0) : "";
+        const char *h = shaped ? PQgetvalue(res, 0, 1) : "";
         if (fence__token_parse(v, strlen(v), &got) != 0 || got != token) {
             st = fence_pg__fail(conn, FENCE_EDB,
                                 "%s: the server did not confirm fence.token = %" PRIu64, fn, token);
+        } else if (!shaped || strcmp(h, holder != NULL ? holder : "") != 0) {
+            st = fence_pg__fail(conn, FENCE_EDB, "%s: the server did not confirm fence.holder",
+                                fn);
         }
     }
     PQclear(res);
@@ -129,13 +174,16 @@ static fence_status check_idle(const char *fn, const PGconn *conn, const char *w
 }
 
 /* The arguments of a call that sets a token: a connection, a valid token,
- * and an optional resource name. */
+ * an optional holder and an optional resource name. */
 static fence_status check_token_call(const char *fn, const PGconn *conn, uint64_t token,
-                                     const char *resource)
+                                     const char *holder, const char *resource)
 {
     fence_status st = check_conn(fn, conn);
     if (st == FENCE_OK) {
         st = check_token(fn, conn, token);
+    }
+    if (st == FENCE_OK) {
+        st = check_holder(fn, conn, holder);
     }
     if (st == FENCE_OK) {
         st = check_resource(fn, conn, resource, 1);
@@ -176,32 +224,34 @@ static fence_status check_in_block(const char *fn, const PGconn *conn)
 /* The parameters of the set-token query, shared by set and send. */
 typedef struct token_query {
     char tok[24];
-    const char *values[2];
+    const char *values[3];
     int nparams;
     const char *stmt; /* prepared statement's name */
     const char *sql;  /* or the text */
 } token_query;
 
-static void token_query_init(token_query *q, uint64_t token, const char *resource)
+static void token_query_init(token_query *q, uint64_t token, const char *holder,
+                             const char *resource)
 {
     snprintf(q->tok, sizeof q->tok, "%" PRIu64, token);
     q->values[0] = q->tok;
-    q->values[1] = resource;
-    q->nparams = resource != NULL ? 2 : 1;
+    q->values[1] = holder != NULL ? holder : ""; /* '' is "no holder" to fence.sql */
+    q->values[2] = resource;
+    q->nparams = resource != NULL ? 3 : 2;
     q->stmt = resource != NULL ? STMT_SET_ADVANCE : STMT_SET;
     q->sql = resource != NULL ? SQL_SET_ADVANCE : SQL_SET;
 }
 
-static const Oid text_types[2] = {TEXTOID_, TEXTOID_};
+static const Oid text_types[3] = {TEXTOID_, TEXTOID_, TEXTOID_};
 
-fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *resource,
-                                fence_stale *stale)
+fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder,
+                                const char *resource, fence_stale *stale)
 {
     static const char fn[] = "fence_pg_set_token";
     if (stale != NULL) {
         memset(stale, 0, sizeof *stale);
     }
-    fence_status st = check_token_call(fn, conn, token, resource);
+    fence_status st = check_token_call(fn, conn, token, holder, resource);
     if (st == FENCE_OK) {
         st = check_in_block(fn, conn);
     }
@@ -209,7 +259,7 @@ fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *resour
         return st;
     }
     token_query q;
-    token_query_init(&q, token, resource);
+    token_query_init(&q, token, holder, resource);
     int prepared = is_prepared(conn);
     PGresult *res = prepared
         ? PQexecPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
@@ -224,13 +274,14 @@ fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *resour
             PQsetInstanceData(conn, event_proc, NULL);
         }
     }
-    return finish_set(fn, conn, res, token, stale);
+    return finish_set(fn, conn, res, token, holder, stale);
 }
 
-fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *resource)
+fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *holder,
+                                 const char *resource)
 {
     static const char fn[] = "fence_pg_send_token";
-    fence_status st = check_token_call(fn, conn, token, resource);
+    fence_status st = check_token_call(fn, conn, token, holder, resource);
     if (st != FENCE_OK) {
         return st;
     }
@@ -248,7 +299,7 @@ fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *resou
                               "outside it use fence_pg_set_token()", fn);
     }
     token_query q;
-    token_query_init(&q, token, resource);
+    token_query_init(&q, token, holder, resource);
     int sent = is_prepared(conn)
         ? PQsendQueryPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
         : PQsendQueryParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
@@ -271,7 +322,7 @@ fence_status fence_pg_prepare(PGconn *conn)
     const char *const names[2] = {STMT_SET, STMT_SET_ADVANCE};
     const char *const sqls[2] = {SQL_SET, SQL_SET_ADVANCE};
     for (int i = 0; i < 2; i++) {
-        PGresult *res = PQprepare(conn, names[i], sqls[i], i + 1, text_types);
+        PGresult *res = PQprepare(conn, names[i], sqls[i], i + 2, text_types);
         if (res == NULL) {
             return null_result(fn, conn);
         }
@@ -294,7 +345,7 @@ fence_status fence_pg_prepare(PGconn *conn)
 
 /* fence_pg_mark's arguments and state. */
 static fence_status check_mark(const char *fn, const PGconn *conn, const char *resource,
-                               const uint64_t *mark)
+                               const uint64_t *mark, int want_holder, const char *holder)
 {
     fence_status st = check_conn(fn, conn);
     if (st == FENCE_OK) {
@@ -303,8 +354,9 @@ static fence_status check_mark(const char *fn, const PGconn *conn, const char *r
     if (st != FENCE_OK) {
         return st;
     }
-    if (mark == NULL) {
-        return fence_pg__fail(conn, FENCE_EINVAL, "%s: mark is NULL", fn);
+    if (mark == NULL || (want_holder && holder == NULL)) {
+        return fence_pg__fail(conn, FENCE_EINVAL, "%s: %s is NULL", fn,
+                              mark == NULL ? "mark" : "holder");
     }
     if (PQpipelineStatus(conn) != PQ_PIPELINE_OFF) {
         return fence_pg__fail(conn, FENCE_ESTATE, "%s: not available in pipeline mode", fn);
@@ -317,35 +369,76 @@ static fence_status check_mark(const char *fn, const PGconn *conn, const char *r
     return FENCE_OK;
 }
 
-fence_status fence_pg_mark(PGconn *conn, const char *resource, uint64_t *mark)
+/* A holder as the server returned it: NULL (none) or the id fence.sql's
+ * CHECK admits. */
+static int holder_reply_ok(const PGresult *res, int col)
 {
-    static const char fn[] = "fence_pg_mark";
+    if (PQgetisnull(res, 0, col)) {
+        return 1;
+    }
+    const char *v = PQgetvalue(res, 0, col);
+    size_t n = strlen(v);
+    for (size_t i = 0; i < n; i++) {
+        if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f'))) {
+            return 0;
+        }
+    }
+    return n == FENCE_HOLDER_LEN;
+}
+
+/* fence_pg_mark and fence_pg_mark_holder: holder NULL reads the token only
+ * (fence.mark), else both in one statement. */
+static fence_status read_mark(const char *fn, PGconn *conn, const char *resource,
+                              uint64_t *mark, int want_holder, char *holder)
+{
     if (mark != NULL) {
         *mark = 0;
     }
-    fence_status st = check_mark(fn, conn, resource, mark);
+    if (want_holder && holder != NULL) {
+        holder[0] = '\0';
+    }
+    fence_status st = check_mark(fn, conn, resource, mark, want_holder, holder);
     if (st != FENCE_OK) {
         return st;
     }
     const Oid types[1] = {TEXTOID_};
     const char *values[1] = {resource};
-    PGresult *res = PQexecParams(conn, SQL_MARK, 1, types, values, NULL, NULL, 0);
+    int nfields = want_holder ? 2 : 1;
+    PGresult *res = PQexecParams(conn, want_holder ? SQL_MARK_HOLDER : SQL_MARK, 1, types,
+                                 values, NULL, NULL, 0);
     if (res == NULL) {
         return null_result(fn, conn);
     }
     st = fence_pg_classify(conn, res, NULL);
     if (st == FENCE_OK) {
-        const char *v = PQntuples(res) == 1 && PQnfields(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+        int shaped = PQntuples(res) == 1 && PQnfields(res) == nfields;
+        const char *v = shaped ? PQgetvalue(res, 0, 0) : "";
         uint64_t n = 0;
         /* A mark is 0 (none) or a token: the one grammar, 0..FENCE_TOKEN_MAX. */
         if (fence__u64_parse(v, strlen(v), FENCE_TOKEN_MAX, &n) != 0) {
             st = fence_pg__fail(conn, FENCE_EDB, "%s: unexpected reply '%.40s'", fn, v);
+        } else if (want_holder && !holder_reply_ok(res, 1)) {
+            st = fence_pg__fail(conn, FENCE_EDB, "%s: unexpected holder in the reply", fn);
         } else {
             *mark = n;
+            if (want_holder) {
+                memcpy(holder, PQgetvalue(res, 0, 1), strlen(PQgetvalue(res, 0, 1)) + 1);
+            }
         }
     }
     PQclear(res);
     return st;
+}
+
+fence_status fence_pg_mark(PGconn *conn, const char *resource, uint64_t *mark)
+{
+    return read_mark("fence_pg_mark", conn, resource, mark, 0, NULL);
+}
+
+fence_status fence_pg_mark_holder(PGconn *conn, const char *resource, uint64_t *mark,
+                                  char *holder)
+{
+    return read_mark("fence_pg_mark_holder", conn, resource, mark, 1, holder);
 }
 
 fence_status fence_pg_install(PGconn *conn)

@@ -1,7 +1,7 @@
 /* pg_internal.h -- private to libfence_pg.
  *
  * Files, lowest first (a file calls only those above it):
- *   errmsg.c  the per-thread error slot (message + SQLSTATE)
+ *   errslot.c the per-thread error slot (message + SQLSTATE)
  *   result.c  fence_pg_classify and the DETAIL parser
  *   pg.c      the calls that talk to the server */
 #ifndef FENCE_PG_INTERNAL_H
@@ -30,12 +30,16 @@ fence_status fence_pg__ok(const PGconn *conn);
 
 /* ---- result.c -------------------------------------------------------- */
 /* Parse the DETAIL fence.sql gives a stale rejection (SQLSTATE 23Q01):
- *     offered=33 highest=34 kind=table object=public.orders
- *     offered=33 highest=34 kind=resource object=jobs/42
- * Both numbers in the one token grammar (common.h) up to FENCE_TOKEN_MAX;
- * object is the rest of the text (truncated to fit).  out (optional) is
- * zeroed, then filled on success.  0 parsed, -1 not; detail may be NULL or
- * any NUL-terminated text. */
+ *     offered=33 highest=34 kind=table object=public.orders reason=older
+ *     offered=34 highest=34 kind=resource object=jobs/42 reason=repeat holder=<32 hex>
+ * Both numbers in the one token grammar (common.h) up to FENCE_TOKEN_MAX.
+ * The tail " reason=older|repeat" (then optionally " holder=" and 32
+ * lowercase hex digits) fills reason and holder and is cut off the end;
+ * object is what lies between " object=" and it (truncated to fit).
+ * Without that tail (fence.sql version 2) object is the rest of the text,
+ * reason OLDER, holder "".  out (optional) is zeroed, then filled on
+ * success.  0 parsed, -1 not; detail may be NULL or any NUL-terminated
+ * text. */
 int fence_pg__parse_stale(const char *detail, fence_stale *out);
 
 #endif

@@ -1,6 +1,7 @@
 /* result.c -- map a PGresult to a fence status: 23Q01 -> FENCE_STALE (with
- * both tokens and the object, parsed from the error's DETAIL), 23Q02 ->
- * FENCE_ENOTOKEN, any other error -> FENCE_EDB.  Calls only errslot.c. */
+ * both tokens, the object, the reason and the recorded holder, parsed from
+ * the error's DETAIL), 23Q02 -> FENCE_ENOTOKEN, any other error ->
+ * FENCE_EDB.  Calls only errslot.c. */
 #include "pg_internal.h"
 
 #include <string.h>
@@ -44,6 +45,55 @@ static int scan_u64(const char **p, uint64_t *out)
     return 0;
 }
 
+/* Does text[0..len) end with suffix?  Then len less the suffix into
+ * *cut. */
+static int ends_with(const char *text, size_t len, const char *suffix, size_t *cut)
+{
+    size_t n = strlen(suffix);
+    if (len < n || memcmp(text + len - n, suffix, n) != 0) {
+        return 0;
+    }
+    *cut = len - n;
+    return 1;
+}
+
+/* The tail fence.sql version 3 puts after the object:
+ *     " reason=older" | " reason=repeat", then optionally " holder=<32 hex>"
+ * Strip it from text[0..*len) (shortening *len), filling reason and holder;
+ * without a reason (version 2's DETAIL) leave everything alone. */
+static void parse_tail(const char *text, size_t *len, fence_stale *s)
+{
+    static const char hkey[] = " holder=";
+    size_t end = *len;
+    size_t hlen = sizeof hkey - 1 + FENCE_HOLDER_LEN;
+    const char *holder = NULL;
+    if (end >= hlen && memcmp(text + end - hlen, hkey, sizeof hkey - 1) == 0) {
+        const char *h = text + end - FENCE_HOLDER_LEN;
+        size_t i = 0;
+        while (i < FENCE_HOLDER_LEN &&
+               ((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) {
+            i++;
+        }
+        if (i == FENCE_HOLDER_LEN) {
+            holder = h;
+            end -= hlen;
+        }
+    }
+    size_t cut = 0;
+    if (ends_with(text, end, " reason=older", &cut)) {
+        s->reason = FENCE_STALE_OLDER;
+    } else if (ends_with(text, end, " reason=repeat", &cut)) {
+        s->reason = FENCE_STALE_REPEAT;
+    } else {
+        return; /* no reason: the object is all of it */
+    }
+    if (holder != NULL) {
+        memcpy(s->holder, holder, FENCE_HOLDER_LEN);
+        s->holder[FENCE_HOLDER_LEN] = '\0';
+    }
+    *len = cut;
+}
+
 int fence_pg__parse_stale(const char *detail, fence_stale *out)
 {
     fence_stale s;
@@ -67,8 +117,10 @@ int fence_pg__parse_stale(const char *detail, fence_stale *out)
     if (expect(&d, " object=") != 0) {
         return -1;
     }
+    size_t len = strlen(d);
+    parse_tail(d, &len, &s);
     size_t i = 0;
-    for (; d[i] != '\0' && i + 1 < sizeof s.object; i++) {
+    for (; i < len && i + 1 < sizeof s.object; i++) {
         s.object[i] = d[i];
     }
     s.object[i] = '\0';

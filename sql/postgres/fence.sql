@@ -1,9 +1,13 @@
--- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 2.
+-- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 3.
 --
--- A write carries a fencing token (a 64-bit number from a lease, 1..2^63-1).
--- The store remembers the highest token it has accepted -- per row, or per
--- named resource -- and rejects any write whose token is lower.  An equal
--- token is admitted (one holder writes many times).
+-- A write carries a fencing token (a 64-bit number from a lease, 1..2^63-1)
+-- and, optionally, the id of its holder (the lease's 128-bit owner id as 32
+-- lowercase hex digits).  The store remembers the highest token it has
+-- accepted -- per row, or per named resource -- and rejects any write whose
+-- token is lower.  An equal token is admitted (one holder writes many
+-- times); at a resource only from the holder recorded with it, so that a
+-- token issued twice (a Redis failover, restart or eviction) admits only
+-- the first holder that used it.  Rows compare tokens only.
 --
 -- Install (idempotent; run it again to upgrade, never to downgrade):
 --     psql -v ON_ERROR_STOP=1 -f sql/postgres/fence.sql
@@ -21,11 +25,15 @@
 -- (pg_catalog, pg_temp), so the caller's search_path cannot bind anything
 -- it creates to a user-writable schema.
 --
--- Upgrading from version 1: run this script.  It re-protects every table
--- protected by version 1 (same column and mode, which takes each table's
--- ACCESS EXCLUSIVE lock briefly) when the installer may, and WARNs naming
--- those it may not (not the owner, or the table has inheritance children):
--- run fence.protect() on those as their owner.  Constraints of fence.marks
+-- Upgrading from version 1 or 2: run this script; it upgrades in place.
+-- From either, fence.marks gains the column holder (ACCESS EXCLUSIVE lock
+-- on fence.marks briefly); every existing mark keeps its token and has no
+-- holder, so until it is raised only writers with no holder may repeat its
+-- token.  From version 1 it also re-protects every table protected by
+-- version 1 (same column and mode, which takes each table's ACCESS
+-- EXCLUSIVE lock briefly) when the installer may, and WARNs naming those it
+-- may not (not the owner, or the table has inheritance children): run
+-- fence.protect() on those as their owner.  Constraints of fence.marks
 -- bound to operators outside pg_catalog are re-created.
 --
 -- The writer's token
@@ -35,6 +43,17 @@
 --     It must be a canonical decimal 1..9223372036854775807: no sign, no
 --     spaces, no leading zeros, no decimals.  Missing, '', 'abc', '-1', '0',
 --     '1.5', ' 7', '007' and anything above 2^63-1 are rejected.
+--
+-- The writer's holder
+--     The holder is read from the transaction-local setting fence.holder:
+--         BEGIN; SET LOCAL fence.token = 42;
+--         SET LOCAL fence.holder = '0123456789abcdef0123456789abcdef'; ...
+--     Exactly 32 lowercase hex digits; unset or '' means "no holder".
+--     Anything else (wrong length, uppercase, non-hex) makes fence.advance()
+--     fail closed with 23Q02 naming fence.holder.  Only fence.advance()
+--     reads it: row triggers compare tokens only.  Like fence.token, a
+--     session-level SET fence.holder holds for every later transaction of
+--     the session; SET LOCAL (set_config(..., true)) for one.
 --
 -- Per-row mode: SELECT fence.protect('orders');  -- column fence_token
 --               SELECT fence.protect('orders', 'lock_version');  -- retrofit
@@ -85,25 +104,45 @@
 --
 -- Per-resource mode: SELECT fence.advance('jobs/42', 34);
 --     In the writer's transaction, atomically raises the resource's
---     high-water mark to the token (an equal token is admitted) and keeps
---     the mark's row locked until commit, so a stale writer that comes later
---     in any interleaving waits, then is rejected.  Returns the mark.
+--     high-water mark to the token and keeps the mark's row locked until
+--     commit, so a stale writer that comes later in any interleaving waits,
+--     then is rejected.  Returns the mark.  A mark is a token and the holder
+--     that wrote it (fence.holder, NULL for none).  Given the writer's token
+--     t and holder h, and the mark (T, H): t > T is admitted and the mark
+--     becomes (t, h); t = T is admitted only when h is H ("no holder" is
+--     equal only to "no holder"), else rejected as a repeat (23Q01,
+--     reason=repeat); t < T is rejected (23Q01, reason=older).  A new
+--     resource admits any token.
 --     Marks are never lowered or deleted: applications cannot write
---     fence.marks at all, and a trigger refuses lowering, deleting and
---     truncating even for its owner.  fence.mark('jobs/42') reads a mark (0
---     when none).  Resource names are 1..512 bytes.
+--     fence.marks at all, and a trigger refuses lowering, deleting,
+--     truncating and changing the holder at the same token even for its
+--     owner.  fence.mark('jobs/42') reads a mark's token (0 when none),
+--     fence.mark_holder('jobs/42') its holder (NULL when none).  Resource
+--     names are 1..512 bytes.
+--     Rows: the per-row triggers compare tokens only, so a repeated token
+--     passes them.  For repeat-proof fencing of rows, advance a resource in
+--     the same transaction (fence_pg_set_token does both in one round trip).
 --
 -- Errors (SQLSTATE):
 --   23Q01  stale token.  Message: "fence: stale token 33 for public.orders
---          (highest seen 34)" or "... for resource "jobs/42" ...".
---          DETAIL, machine-readable, one line, object last:
---            offered=33 highest=34 kind=table object=public.orders
---            offered=33 highest=34 kind=resource object=jobs/42
---          (object is the rest of the line; the table form is the quoted,
---          schema-qualified name).  For tables the error's SCHEMA, TABLE and
---          COLUMN fields are set too.
+--          (highest seen 34)" or "... for resource "jobs/42" ..." (a
+--          repeat: "... (highest seen 34, recorded for a different
+--          holder)").
+--          DETAIL, machine-readable, one line, reason (and holder) last:
+--            offered=33 highest=34 kind=table object=public.orders reason=older
+--            offered=33 highest=34 kind=resource object=jobs/42 reason=older
+--            offered=34 highest=34 kind=resource object=jobs/42 reason=repeat holder=<32 hex>
+--          " holder=<32 hex>" is the holder recorded with the mark, present
+--          only when the mark has one (resources only).  object is what
+--          lies between " object=" and the last " reason=" (a resource
+--          name may hold any byte but NUL); the table form is the quoted,
+--          schema-qualified name.  Version 2 wrote the same without
+--          " reason=..." (object was the rest of the line).  For tables the
+--          error's SCHEMA, TABLE and COLUMN fields are set too.
 --   23Q02  no valid token: fence.token missing, empty or malformed (or a
---          token <= 0 given to fence.advance).  DETAIL says which.
+--          token <= 0 given to fence.advance), or fence.holder malformed
+--          (DETAIL: reason=malformed setting=fence.holder).  DETAIL says
+--          which.
 --   23Q03  operation refused on fenced data: TRUNCATE of a protected table,
 --          lowering/deleting/truncating a high-water mark, a token column
 --          rewritten after the check by a later BEFORE trigger (DETAIL:
@@ -114,16 +153,20 @@
 --
 -- Security model and its limits:
 --   * fence.marks is writable only through fence.advance() (SECURITY
---     DEFINER, search_path pinned).  Only advance(), mark(), current_token(),
---     version(), the trigger functions and the fence.protected view are
---     granted to PUBLIC.  Disabling or dropping the triggers needs ownership
+--     DEFINER, search_path pinned).  Only advance(), mark(), mark_holder(),
+--     current_token(), version(), the trigger functions and the
+--     fence.protected view are granted to PUBLIC.  Disabling or dropping the triggers needs ownership
 --     of the table.
 --   * Tokens are self-declared.  The check stops a stale but honest writer
 --     (a paused or partitioned lease holder); it does not stop a hostile
 --     role that can write the table: such a role can set fence.token to
 --     9223372036854775807 and stamp rows so that every honest writer is
 --     refused from then on.  Only give write access to code that takes its
---     token from the lease.
+--     token from the lease.  Holders are self-declared too: the holder
+--     rule stops an honest second holder of a repeated token, not a role
+--     that copies another holder's id.  Holder ids are not secret to
+--     fence: any role that may call fence.mark_holder() or fence.advance()
+--     on a resource can read the holder recorded with its mark.
 --   * A role that holds TRIGGER on a protected table (GRANT ALL includes it)
 --     can run its own code in every writer's transaction: the AFTER check
 --     refuses a rewritten column, but such code can also change fence.token
@@ -277,20 +320,20 @@ DECLARE
     v integer;
 BEGIN
     SELECT m.version INTO v FROM fence.meta m;
-    IF v > 2 THEN
-        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 2; refusing to downgrade', v;
+    IF v > 3 THEN
+        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 3; refusing to downgrade', v;
     END IF;
     PERFORM pg_catalog.set_config('fence.install_from', COALESCE(v, 0)::text, true);
 END
 $install$;
 
-INSERT INTO fence.meta (version) VALUES (2)
+INSERT INTO fence.meta (version) VALUES (3)
 ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version;
 
 -- The schema version of this install script.
 CREATE OR REPLACE FUNCTION fence.version() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT 2 $$;
+AS $$ SELECT 3 $$;
 -- ------------------------------------------------------------------
 -- The writer's token
 -- ------------------------------------------------------------------
@@ -343,6 +386,11 @@ CREATE TABLE IF NOT EXISTS fence.marks (
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 REVOKE ALL ON fence.marks FROM PUBLIC;
+-- Version 3: the holder that wrote the mark (NULL: none), added in place
+-- to the marks of versions 1 and 2 (which keep their tokens, no holder).
+ALTER TABLE fence.marks ADD COLUMN IF NOT EXISTS holder text
+    CONSTRAINT marks_holder_check
+    CHECK (holder OPERATOR(pg_catalog.~) '^[0-9a-f]{32}$');
 
 -- Version 1 did not pin search_path: a CHECK it created under a hostile
 -- one may call an operator or function from outside pg_catalog (those of
@@ -358,7 +406,8 @@ BEGIN
           ON d.classid = 'pg_catalog.pg_constraint'::regclass AND d.objid = c.oid
         WHERE c.conrelid IN ('fence.marks'::regclass, 'fence.meta'::regclass)
           AND c.contype = 'c'
-          AND c.conname IN ('marks_resource_check', 'marks_token_check', 'meta_singleton_check')
+          AND c.conname IN ('marks_resource_check', 'marks_token_check', 'marks_holder_check',
+                            'meta_singleton_check')
           AND d.refclassid IN ('pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_proc'::regclass,
                                'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass)
     LOOP
@@ -369,6 +418,8 @@ BEGIN
                     'pg_catalog.octet_length(resource) OPERATOR(pg_catalog.>=) 1'
                     ' AND pg_catalog.octet_length(resource) OPERATOR(pg_catalog.<=) 512'
                 WHEN 'marks_token_check' THEN 'token OPERATOR(pg_catalog.>) 0'
+                WHEN 'marks_holder_check' THEN
+                    'holder OPERATOR(pg_catalog.~) ''^[0-9a-f]{32}$'''
                 WHEN 'meta_singleton_check' THEN 'singleton'
             END);
         RAISE WARNING 'fence: re-created constraint % on %: it was bound to an operator or function outside pg_catalog',
@@ -376,14 +427,15 @@ BEGIN
     END LOOP;
 END
 $checks$;
--- Refuses lowering, renaming and deleting a mark (even by its owner).
+-- Refuses lowering, renaming and deleting a mark, and changing its holder
+-- without raising its token (even by its owner).
 CREATE OR REPLACE FUNCTION fence.marks_guard() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF TG_OP = 'UPDATE' THEN
-        RAISE EXCEPTION 'fence: high-water mark of resource % cannot be lowered (% to %) or renamed',
+        RAISE EXCEPTION 'fence: high-water mark of resource % cannot be lowered (% to %) or renamed, nor its holder changed at the same token',
                 pg_catalog.quote_ident(OLD.resource), OLD.token, NEW.token
             USING ERRCODE = '23Q03';
     END IF;
@@ -402,7 +454,9 @@ DROP TRIGGER IF EXISTS marks_no_lowering ON fence.marks;
 CREATE TRIGGER marks_no_lowering BEFORE UPDATE ON fence.marks
     FOR EACH ROW
     WHEN (NEW.token OPERATOR(pg_catalog.<) OLD.token
-          OR NEW.resource OPERATOR(pg_catalog.<>) OLD.resource)
+          OR NEW.resource OPERATOR(pg_catalog.<>) OLD.resource
+          OR (NEW.token OPERATOR(pg_catalog.=) OLD.token
+              AND COALESCE(NEW.holder, '') OPERATOR(pg_catalog.<>) COALESCE(OLD.holder, '')))
     EXECUTE FUNCTION fence.marks_guard();
 DROP TRIGGER IF EXISTS marks_no_delete ON fence.marks;
 CREATE TRIGGER marks_no_delete BEFORE DELETE ON fence.marks
@@ -411,12 +465,14 @@ DROP TRIGGER IF EXISTS marks_no_truncate ON fence.marks;
 CREATE TRIGGER marks_no_truncate BEFORE TRUNCATE ON fence.marks
     FOR EACH STATEMENT EXECUTE FUNCTION fence.marks_guard();
 
--- Raise RESOURCE's high-water mark to TOKEN, or raise 23Q01 when the mark
--- is already higher.  The mark's row stays locked until the transaction
--- ends (SELECT ... FOR UPDATE, or INSERT ... ON CONFLICT DO UPDATE, which
--- locks the row even when its WHERE is false), so the writes that follow
--- in the same transaction cannot be overtaken by a writer with a lower
--- token.  Returns the mark (= TOKEN).
+-- Raise RESOURCE's high-water mark to TOKEN, recording the writer's holder
+-- (the setting fence.holder), or raise 23Q01 when the mark is higher, or
+-- equal but recorded for a different holder (a repeated token).  The
+-- mark's row stays locked until the transaction ends (SELECT ... FOR
+-- UPDATE, or INSERT ... ON CONFLICT DO UPDATE, which locks the row even
+-- when its WHERE is false), so the writes that follow in the same
+-- transaction cannot be overtaken by a writer with a lower token.  Returns
+-- the mark (= TOKEN).
 CREATE OR REPLACE FUNCTION fence.advance(resource text, token bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -424,6 +480,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
     seen bigint;
+    seen_holder text;
+    writer text := pg_catalog.current_setting('fence.holder', true);
 BEGIN
     IF advance.resource IS NULL OR pg_catalog.octet_length(advance.resource) NOT BETWEEN 1 AND 512 THEN
         RAISE EXCEPTION 'fence: resource name must be 1..512 bytes, got %',
@@ -436,35 +494,57 @@ BEGIN
             USING ERRCODE = '23Q02',
                   DETAIL = 'reason=' || CASE WHEN advance.token IS NULL THEN 'missing' ELSE 'malformed' END;
     END IF;
+    -- The writer's holder: unset or '' is none; anything but 32 lowercase
+    -- hex digits fails closed.
+    IF writer = '' THEN
+        writer := NULL;
+    ELSIF writer !~ '^[0-9a-f]{32}$' THEN
+        RAISE EXCEPTION 'fence: malformed holder % in fence.holder for resource %',
+                pg_catalog.quote_literal(pg_catalog.left(writer, 40)), pg_catalog.quote_ident(advance.resource)
+            USING ERRCODE = '23Q02',
+                  DETAIL = 'reason=malformed setting=fence.holder',
+                  HINT = 'fence.holder must be the lease''s holder id, 32 lowercase hex digits, or empty for none.';
+    END IF;
 
     -- The common case, the mark exists: lock its row and read it in one
     -- statement (FOR UPDATE waits for a concurrent writer and then sees
     -- its committed mark), raise it if lower.
-    SELECT m.token INTO seen FROM fence.marks m WHERE m.resource = advance.resource FOR UPDATE;
+    SELECT m.token, m.holder INTO seen, seen_holder
+    FROM fence.marks m WHERE m.resource = advance.resource FOR UPDATE;
     IF NOT FOUND THEN
         -- A new resource, possibly created concurrently: ON CONFLICT waits
         -- for the other inserter and then locks its row (even when its
         -- WHERE is false).
-        INSERT INTO fence.marks AS m (resource, token)
-        VALUES (advance.resource, advance.token)
+        INSERT INTO fence.marks AS m (resource, token, holder)
+        VALUES (advance.resource, advance.token, writer)
         ON CONFLICT (resource) DO UPDATE
-            SET token = EXCLUDED.token, updated_at = pg_catalog.now()
+            SET token = EXCLUDED.token, holder = EXCLUDED.holder, updated_at = pg_catalog.now()
             WHERE m.token < EXCLUDED.token;
         IF FOUND THEN
             RETURN advance.token;
         END IF;
-        SELECT m.token INTO seen FROM fence.marks m WHERE m.resource = advance.resource;
+        SELECT m.token, m.holder INTO seen, seen_holder
+        FROM fence.marks m WHERE m.resource = advance.resource;
     END IF;
     IF seen > advance.token THEN
         RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %)',
                 advance.token, pg_catalog.quote_ident(advance.resource), seen
             USING ERRCODE = '23Q01',
-                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s',
-                                             advance.token, seen, advance.resource);
+                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s reason=older%s',
+                                             advance.token, seen, advance.resource,
+                                             ' holder=' || seen_holder);
     END IF;
     IF seen < advance.token THEN
-        UPDATE fence.marks m SET token = advance.token, updated_at = pg_catalog.now()
+        UPDATE fence.marks m SET token = advance.token, holder = writer, updated_at = pg_catalog.now()
         WHERE m.resource = advance.resource;
+    ELSIF seen_holder IS DISTINCT FROM writer THEN
+        RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %, recorded for a different holder)',
+                advance.token, pg_catalog.quote_ident(advance.resource), seen
+            USING ERRCODE = '23Q01',
+                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s reason=repeat%s',
+                                             advance.token, seen, advance.resource,
+                                             ' holder=' || seen_holder),
+                  HINT = 'The token was issued twice (e.g. after a Redis failover); only the holder it was recorded for may repeat it.  Acquire the lease again for a higher token.';
     END IF;
     RETURN advance.token;
 END
@@ -476,6 +556,15 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT COALESCE((SELECT m.token FROM fence.marks m WHERE m.resource = $1), 0)
+$$;
+
+-- The holder recorded with RESOURCE's mark (NULL when it has none, or no
+-- mark).
+CREATE OR REPLACE FUNCTION fence.mark_holder(resource text) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.holder FROM fence.marks m WHERE m.resource = $1
 $$;
 
 
@@ -526,7 +615,7 @@ BEGIN
     IF tok OPERATOR(pg_catalog.<) seen THEN
         RAISE EXCEPTION 'fence: stale token % for % (highest seen %)', tok, obj, seen
             USING ERRCODE = '23Q01',
-                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=table object=%s', tok, seen, obj),
+                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=table object=%s reason=older', tok, seen, obj),
                   SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
     END IF;
     IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
@@ -816,9 +905,11 @@ REVOKE ALL ON FUNCTION fence.set_mode(regclass, text) FROM PUBLIC;
 -- ------------------------------------------------------------------
 
 REVOKE ALL ON FUNCTION fence.mark(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.mark_holder(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.current_token(boolean, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.version() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.mark(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.mark_holder(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.current_token(boolean, text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.version() TO PUBLIC;
 -- advance() only on a fresh install, so that an operator's REVOKE (see

@@ -20,7 +20,11 @@
  *                  trigger function runs for every row.  The worst case,
  *                  shown for honesty.
  *   resource_fenced  set_config + fence.advance('bench', token) + the
- *                  UPDATE on the plain table, pipelined, one transaction.
+ *                  UPDATE on the plain table, pipelined, one transaction;
+ *                  no holder (fence.holder '').
+ *   resource_fenced_holder  the same with a holder id (fence.holder set to
+ *                  32 hex digits and checked by fence.advance, resource
+ *                  'bench-h'): what the holder rule adds.
  *   plain_pipe, plain_set  diagnostics: the plain UPDATE alone in a
  *                  pipeline, and after a prepared set_config (no trigger):
  *                  they split the cost into protocol, setting, trigger.
@@ -112,14 +116,16 @@ enum mode {
     ROW_FENCED_UNPREP,
     ROW_RESTAMP,
     RESOURCE_FENCED,
+    RESOURCE_FENCED_HOLDER,
     PLAIN_PIPE,
     PLAIN_SET,
     NMODES
 };
 static const char *const mode_name[NMODES] = {
     "plain",           "row_fenced", "row_fenced_unprepared", "row_restamp",
-    "resource_fenced", "plain_pipe", "plain_set",
+    "resource_fenced", "resource_fenced_holder", "plain_pipe", "plain_set",
 };
+static const char BENCH_HOLDER[] = "0123456789abcdef0123456789abcdef";
 
 static uint64_t g_token = 1000;       /* the steady holder's token */
 static uint64_t g_restamp_token = 2000000; /* rises every restamp transaction */
@@ -155,12 +161,16 @@ static void one_tx(enum mode m)
         if (!PQsendQueryPrepared(c, "set_tok", 1, pt, NULL, NULL, 0)) {
             die("send set_tok", PQerrorMessage(c));
         }
-    } else if (fence_pg_send_token(c, tok, m == RESOURCE_FENCED ? "bench" : NULL) != FENCE_OK) {
-        die("fence_pg_send_token", fence_pg_errmsg(c));
+    } else {
+        int holder = m == RESOURCE_FENCED_HOLDER;
+        const char *res = m == RESOURCE_FENCED ? "bench" : holder ? "bench-h" : NULL;
+        if (fence_pg_send_token(c, tok, holder ? BENCH_HOLDER : NULL, res) != FENCE_OK) {
+            die("fence_pg_send_token", fence_pg_errmsg(c));
+        }
     }
-    const char *stmt = m == RESOURCE_FENCED || m == PLAIN_SET ? "upd_plain"
-                       : m == ROW_RESTAMP   ? "upd_restamp"
-                                            : "upd_fenced";
+    const char *stmt = m == ROW_RESTAMP                              ? "upd_restamp"
+                       : m == ROW_FENCED || m == ROW_FENCED_UNPREP ? "upd_fenced"
+                                                                   : "upd_plain";
     if (!PQsendQueryPrepared(c, stmt, 1, p1, NULL, NULL, 0) ||
         !PQpipelineSync(c)) {
         die("send update", PQerrorMessage(c));
@@ -310,6 +320,7 @@ int main(void)
     }
     printf("pg_row_fenced_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED]);
     printf("pg_resource_fenced_vs_plain_ratio %.3f x\n", med_ratio[RESOURCE_FENCED]);
+    printf("pg_resource_fenced_holder_vs_plain_ratio %.3f x\n", med_ratio[RESOURCE_FENCED_HOLDER]);
     printf("pg_row_fenced_unprepared_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED_UNPREP]);
     printf("pg_plain_set_token_only_vs_plain_ratio %.3f x\n", med_ratio[PLAIN_SET]);
     printf("pg_row_restamp_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP]);
@@ -320,9 +331,12 @@ int main(void)
 
     /* Sanity: every fenced row carries a token; no transaction was lost. */
     PGresult *res = PQexec(g_conn, "SELECT (SELECT count(*) FROM fenced_accounts WHERE "
-                                   "fence_token = 0), fence.mark('bench')");
+                                   "fence_token = 0), fence.mark('bench'), fence.mark('bench-h'), "
+                                   "fence.mark_holder('bench-h')");
     if (PQresultStatus(res) != PGRES_TUPLES_OK || strcmp(PQgetvalue(res, 0, 0), "0") != 0 ||
-        strcmp(PQgetvalue(res, 0, 1), "1000") != 0) {
+        strcmp(PQgetvalue(res, 0, 1), "1000") != 0 ||
+        strcmp(PQgetvalue(res, 0, 2), "1000") != 0 ||
+        strcmp(PQgetvalue(res, 0, 3), BENCH_HOLDER) != 0) {
         die("sanity check", PQresultErrorMessage(res));
     }
     PQclear(res);

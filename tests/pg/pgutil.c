@@ -79,7 +79,68 @@ fence_status run(PGconn *c, const char *sql, outcome *o)
 
 fence_status set_tok(PGconn *c, uint64_t tok, const char *resource, outcome *o)
 {
-    return note(c, fence_pg_set_token(c, tok, resource, o != NULL ? &o->stale : NULL), o);
+    return set_tok_h(c, tok, NULL, resource, o);
+}
+
+fence_status set_tok_h(PGconn *c, uint64_t tok, const char *holder, const char *resource,
+                       outcome *o)
+{
+    return note(c, fence_pg_set_token(c, tok, holder, resource, o != NULL ? &o->stale : NULL),
+                o);
+}
+
+fence_status advance_h(PGconn *c, uint64_t tok, const char *holder, const char *resource,
+                       outcome *o)
+{
+    outcome mine;
+    outcome *e = o != NULL ? o : &mine;
+    ok(c, "BEGIN");
+    fence_status st = set_tok_h(c, tok, holder, resource, e);
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return st;
+}
+
+uint64_t mark_of(PGconn *c, const char *resource, char *holder)
+{
+    uint64_t m = 0;
+    fence_status st = fence_pg_mark_holder(c, resource, &m, holder);
+    ck_assert_msg(st == FENCE_OK, "fence_pg_mark_holder(%s): %s %s", resource,
+                  fence_status_name(st), fence_pg_errmsg(c));
+    return m;
+}
+
+void install_v2(PGconn *c)
+{
+    ck_assert_uint_eq(strlen(pgtest__sql_fence_v2), pgtest__sql_fence_v2_len);
+    ck_assert_ptr_nonnull(strstr(pgtest__sql_fence_v2, "version 2."));
+    PGresult *r = PQexec(c, pgtest__sql_fence_v2);
+    ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "installing version 2: %s",
+                  PQresultErrorMessage(r));
+    PQclear(r);
+    ck_assert_int_eq(PQtransactionStatus(c), PQTRANS_IDLE);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), 2);
+}
+
+fence_status pipelined_h(PGconn *c, uint64_t tok, const char *holder, const char *resource,
+                         const char *sql, outcome *e)
+{
+    ck_assert_int_eq(PQenterPipelineMode(c), 1);
+    ck_assert_int_eq(fence_pg_send_token(c, tok, holder, resource), FENCE_OK);
+    ck_assert_int_eq(PQsendQueryParams(c, sql, 0, NULL, NULL, NULL, NULL, 0), 1);
+    ck_assert_int_eq(PQpipelineSync(c), 1);
+    PGresult *r = PQgetResult(c);
+    fence_status st_set = note(c, fence_pg_classify(c, r, &e->stale), e);
+    PQclear(r);
+    ck_assert_ptr_null(PQgetResult(c));
+    r = PQgetResult(c);
+    fence_status st = st_set == FENCE_OK ? note(c, fence_pg_classify(c, r, &e->stale), e) : st_set;
+    PQclear(r);
+    ck_assert_ptr_null(PQgetResult(c));
+    r = PQgetResult(c);
+    ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
+    PQclear(r);
+    ck_assert_int_eq(PQexitPipelineMode(c), 1);
+    return st;
 }
 
 void ok(PGconn *c, const char *sql)

@@ -44,8 +44,24 @@ fence_status note(const PGconn *c, fence_status st, outcome *o);
 /* Run sql; return the fence status of its result (fence_pg_classify),
  * filling *o (optional). */
 fence_status run(PGconn *c, const char *sql, outcome *o);
-/* fence_pg_set_token, filling *o (optional). */
+/* fence_pg_set_token with no holder, filling *o (optional). */
 fence_status set_tok(PGconn *c, uint64_t tok, const char *resource, outcome *o);
+/* fence_pg_set_token with holder (NULL: none), filling *o (optional). */
+fence_status set_tok_h(PGconn *c, uint64_t tok, const char *holder, const char *resource,
+                       outcome *o);
+/* One transaction that advances resource with token tok and holder (NULL:
+ * none) through fence_pg_set_token; committed on success, rolled back
+ * otherwise.  Returns the status, filling *o (optional). */
+fence_status advance_h(PGconn *c, uint64_t tok, const char *holder, const char *resource,
+                       outcome *o);
+/* resource's mark and holder ("" none) through fence_pg_mark_holder;
+ * holder gets FENCE_HOLDER_LEN + 1 bytes.  Returns the mark. */
+uint64_t mark_of(PGconn *c, const char *resource, char *holder);
+/* In pipeline mode: fence_pg_send_token (holder NULL: none) + sql + sync;
+ * returns the status of sql's result (or of the token's, when that
+ * failed), filling *e. */
+fence_status pipelined_h(PGconn *c, uint64_t tok, const char *holder, const char *resource,
+                         const char *sql, outcome *e);
 /* Run sql and require success. */
 void ok(PGconn *c, const char *sql);
 /* Run sql and require it to fail with SQLSTATE state. */
@@ -80,6 +96,12 @@ typedef struct notes {
     char text[8192];
 } notes;
 void collect_notice(void *arg, const PGresult *r);
+
+/* fence.sql version 2 as released (tests/pg/fence_v2.sql, embedded):
+ * install it into the database of c (which must not hold a newer one). */
+extern const char pgtest__sql_fence_v2[];
+extern const size_t pgtest__sql_fence_v2_len;
+void install_v2(PGconn *c);
 
 /* A Check case with the fixture, for suite_add_tcase. */
 TCase *pg_tcase(const char *name);

@@ -24,8 +24,8 @@
 START_TEST(install_idempotent_and_versioned)
 {
     PGconn *c = db();
-    ck_assert_int_eq(num(c, "SELECT fence.version()"), 2);
-    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 2);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), 3);
+    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 3);
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK); /* third time */
     ck_assert_str_eq(fence_pg_errmsg(c), "");
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
@@ -36,6 +36,7 @@ START_TEST(install_idempotent_and_versioned)
     ck_assert_uint_eq(strlen(sql), len);
     ck_assert_ptr_nonnull(strstr(sql, "CREATE SCHEMA fence"));
     ck_assert_ptr_nonnull(strstr(sql, "23Q01"));
+    ck_assert_ptr_nonnull(strstr(sql, "fence.holder"));
     ck_assert_ptr_eq(fence_pg_install_sql(NULL), sql);
 
     /* Refused inside a transaction block (the script commits its own). */
@@ -52,7 +53,7 @@ START_TEST(install_idempotent_and_versioned)
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "downgrade"));
     ck_assert_int_eq(PQtransactionStatus(c), PQTRANS_IDLE);
     ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 99);
-    ok(c, "UPDATE fence.meta SET version = 2");
+    ok(c, "UPDATE fence.meta SET version = 3");
     PQfinish(c);
 }
 END_TEST
@@ -203,7 +204,7 @@ END_TEST
  * one session blocks on the other's lock. */
 typedef struct job {
     PGconn *c;
-    const char *sql;      /* NULL: fence_pg_set_token(c, tok, resource) */
+    const char *sql;      /* NULL: fence_pg_set_token(c, tok, NULL, resource) */
     uint64_t tok;
     const char *resource;
     int status;
@@ -713,27 +714,11 @@ END_TEST
 /* Pipeline mode: one round trip in autocommit                          */
 /* ------------------------------------------------------------------ */
 
-/* Send token + sql + sync; return the status of sql's result. */
+/* Send token + sql + sync (no holder); the status of sql's result. */
 static int pipelined(PGconn *c, uint64_t tok, const char *resource, const char *sql,
                      outcome *e)
 {
-    ck_assert_int_eq(PQenterPipelineMode(c), 1);
-    ck_assert_int_eq(fence_pg_send_token(c, tok, resource), FENCE_OK);
-    ck_assert_int_eq(PQsendQueryParams(c, sql, 0, NULL, NULL, NULL, NULL, 0), 1);
-    ck_assert_int_eq(PQpipelineSync(c), 1);
-    PGresult *r = PQgetResult(c);
-    fence_status st_set = note(c, fence_pg_classify(c, r, &e->stale), e);
-    PQclear(r);
-    ck_assert_ptr_null(PQgetResult(c));
-    r = PQgetResult(c);
-    fence_status st = st_set == FENCE_OK ? note(c, fence_pg_classify(c, r, &e->stale), e) : st_set;
-    PQclear(r);
-    ck_assert_ptr_null(PQgetResult(c));
-    r = PQgetResult(c);
-    ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
-    PQclear(r);
-    ck_assert_int_eq(PQexitPipelineMode(c), 1);
-    return st;
+    return pipelined_h(c, tok, NULL, resource, sql, e);
 }
 
 START_TEST(pipeline_send_token)

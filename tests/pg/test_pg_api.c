@@ -39,11 +39,11 @@ START_TEST(api_bad_arguments)
     big[sizeof big - 1] = '\0';
 
     /* NULL handles: the message is the one for a NULL conn. */
-    ck_assert_int_eq(fence_pg_set_token(NULL, 1, NULL, &s), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_set_token(NULL, 1, NULL, NULL, &s), FENCE_EINVAL);
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(NULL), "conn is NULL"));
     ck_assert(strlen(fence_pg_errmsg(NULL)) > 0);
-    ck_assert_int_eq(fence_pg_set_token(NULL, 1, NULL, NULL), FENCE_EINVAL);
-    ck_assert_int_eq(fence_pg_send_token(NULL, 1, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_set_token(NULL, 1, NULL, NULL, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_send_token(NULL, 1, NULL, NULL), FENCE_EINVAL);
     ck_assert_int_eq(fence_pg_classify(NULL, NULL, &s), FENCE_EINVAL);
     ck_assert(strlen(fence_pg_errmsg(NULL)) > 0);
     ck_assert_int_eq(fence_pg_classify(NULL, NULL, NULL), FENCE_EINVAL);
@@ -58,16 +58,17 @@ START_TEST(api_bad_arguments)
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "result is NULL"));
     /* Tokens. */
     ok(c, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(c, 0, NULL, &s), FENCE_ENOTOKEN);
-    ck_assert_int_eq(fence_pg_set_token(c, (uint64_t)INT64_MAX + 1, NULL, &s), FENCE_ENOTOKEN);
-    ck_assert_int_eq(fence_pg_set_token(c, UINT64_MAX, "r", &s), FENCE_ENOTOKEN);
-    ck_assert_int_eq(fence_pg_set_token(c, FENCE_TOKEN_MAX, NULL, &s), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 0, NULL, NULL, &s), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, (uint64_t)INT64_MAX + 1, NULL, NULL, &s),
+                     FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, UINT64_MAX, NULL, "r", &s), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, FENCE_TOKEN_MAX, NULL, NULL, &s), FENCE_OK);
     ck_assert_str_eq(text1(c, "SELECT current_setting('fence.token')"), "9223372036854775807");
     /* Resource names. */
-    ck_assert_int_eq(fence_pg_set_token(c, 5, "", &s), FENCE_EINVAL);
-    ck_assert_int_eq(fence_pg_set_token(c, 5, big, &s), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, "", &s), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, big, &s), FENCE_EINVAL);
     big[FENCE_NAME_MAX] = '\0'; /* exactly the maximum */
-    ck_assert_int_eq(fence_pg_set_token(c, 5, big, &s), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, big, &s), FENCE_OK);
     ck_assert_int_eq(fence_pg_mark(c, "", &m), FENCE_EINVAL);
     ck_assert_int_eq(fence_pg_mark(c, NULL, &m), FENCE_EINVAL);
     ck_assert_int_eq(fence_pg_mark(c, "r", NULL), FENCE_EINVAL);
@@ -83,24 +84,24 @@ START_TEST(api_bad_states_and_results)
     PGconn *c = db();
     /* States: not in a transaction block (would not fence), failed
      * transaction, pipeline mode. */
-    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, &s), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, NULL, &s), FENCE_ESTATE);
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "BEGIN"));
-    ck_assert_int_eq(fence_pg_set_token(c, 5, "r", NULL), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, "r", NULL), FENCE_ESTATE);
     ck_assert_int_eq(num(c, "SELECT fence.mark('r')"), 0); /* nothing advanced */
     ok(c, "BEGIN");
     run(c, "SELECT 1/0", NULL);
     ck_assert_str_eq(fence_pg_sqlstate(c), "22012");
-    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, &s), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, NULL, &s), FENCE_ESTATE);
     ck_assert_int_eq(fence_pg_mark(c, "r", &m), FENCE_ESTATE);
     ok(c, "ROLLBACK");
-    ck_assert_int_eq(fence_pg_send_token(c, 5, NULL), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_send_token(c, 5, NULL, NULL), FENCE_ESTATE);
     ck_assert_int_eq(PQenterPipelineMode(c), 1);
-    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, &s), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_set_token(c, 5, NULL, NULL, &s), FENCE_ESTATE);
     ck_assert_int_eq(fence_pg_mark(c, "r", &m), FENCE_ESTATE);
     ck_assert_int_eq(fence_pg_install(c), FENCE_ESTATE);
     ck_assert_int_eq(fence_pg_prepare(c), FENCE_ESTATE);
-    ck_assert_int_eq(fence_pg_send_token(c, 0, NULL), FENCE_ENOTOKEN);
-    ck_assert_int_eq(fence_pg_send_token(c, 5, ""), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_send_token(c, 0, NULL, NULL), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_send_token(c, 5, NULL, ""), FENCE_EINVAL);
     ck_assert_int_eq(PQexitPipelineMode(c), 1);
 
     /* Results: success, and errors that are not fence's. */
@@ -132,7 +133,7 @@ START_TEST(api_bad_states_and_results)
     /* A database without fence.sql: a clear FENCE_EDB. */
     PGconn *plain = connect_as(NULL, NULL);
     ok(plain, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(plain, 5, "r", &s), FENCE_EDB);
+    ck_assert_int_eq(fence_pg_set_token(plain, 5, NULL, "r", &s), FENCE_EDB);
     ck_assert_str_eq(fence_pg_sqlstate(plain), "3F000"); /* schema "fence" does not exist */
     ok(plain, "ROLLBACK");
     ck_assert_int_eq(fence_pg_mark(plain, "r", &m), FENCE_EDB);
@@ -141,9 +142,9 @@ START_TEST(api_bad_states_and_results)
 
     /* A connection that failed. */
     PGconn *bad = PQconnectdb("host=127.0.0.1 port=1 connect_timeout=2");
-    ck_assert_int_eq(fence_pg_set_token(bad, 5, NULL, &s), FENCE_ECONN);
+    ck_assert_int_eq(fence_pg_set_token(bad, 5, NULL, NULL, &s), FENCE_ECONN);
     ck_assert(strlen(fence_pg_errmsg(bad)) > 0);
-    ck_assert_int_eq(fence_pg_send_token(bad, 5, NULL), FENCE_ECONN);
+    ck_assert_int_eq(fence_pg_send_token(bad, 5, NULL, NULL), FENCE_ECONN);
     ck_assert_int_eq(fence_pg_mark(bad, "r", &m), FENCE_ECONN);
     ck_assert_int_eq(fence_pg_install(bad), FENCE_ECONN);
     ck_assert_int_eq(fence_pg_prepare(bad), FENCE_ECONN);
@@ -163,7 +164,7 @@ START_TEST(errmsg_per_connection)
     ck_assert_str_eq(fence_pg_sqlstate(a), "");
 
     /* a fails: only a has a message. */
-    ck_assert_int_eq(fence_pg_set_token(a, 5, NULL, NULL), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_set_token(a, 5, NULL, NULL, NULL), FENCE_ESTATE);
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(a), "BEGIN"));
     ck_assert_str_eq(fence_pg_errmsg(b), "");
     ck_assert_str_eq(fence_pg_sqlstate(b), "");
@@ -175,7 +176,7 @@ START_TEST(errmsg_per_connection)
     ck_assert_str_eq(fence_pg_errmsg(a), "");
 
     /* b fails with a server error; a never reads b's message. */
-    ck_assert_int_eq(fence_pg_set_token(a, 5, NULL, NULL), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_set_token(a, 5, NULL, NULL, NULL), FENCE_ESTATE);
     PGresult *r = PQexec(b, "SELEKT 1");
     ck_assert_int_eq(fence_pg_classify(b, r, NULL), FENCE_EDB);
     PQclear(r);
@@ -222,7 +223,7 @@ static void *peek_main(void *arg)
     char want[64];
     snprintf(want, sizeof want, "token %" PRIu64 " ", p->token);
     for (int i = 0; i < p->rounds; i++) {
-        p->st = fence_pg_set_token(p->c, p->token, NULL, NULL);
+        p->st = fence_pg_set_token(p->c, p->token, NULL, NULL, NULL);
         if (strstr(fence_pg_errmsg(p->c), want) == NULL) {
             p->mismatches++;
         }
@@ -290,14 +291,14 @@ START_TEST(sqlstate_follows_the_failure)
 
     /* Stale: 23Q01, from fence_pg_classify. */
     ok(c, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(c, 9, NULL, &s), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 9, NULL, NULL, &s), FENCE_OK);
     PGresult *r = PQexec(c, "UPDATE sq SET v = 2 WHERE id = 1");
     ck_assert_int_eq(fence_pg_classify(c, r, &s), FENCE_STALE);
     PQclear(r);
     ck_assert_str_eq(fence_pg_sqlstate(c), "23Q01");
     ck_assert_str_eq(fence_pg_errmsg(c), "fence: stale token 9 for public.sq (highest seen 10)");
     /* A failure that is not the server's replaces both. */
-    ck_assert_int_eq(fence_pg_set_token(c, 0, NULL, &s), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, 0, NULL, NULL, &s), FENCE_ENOTOKEN);
     ck_assert_str_eq(fence_pg_sqlstate(c), "");
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "token 0"));
     ok(c, "ROLLBACK");
@@ -315,10 +316,10 @@ START_TEST(sqlstate_follows_the_failure)
 
     /* Stale through fence_pg_set_token's own advance: 23Q01 too. */
     ok(c, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(c, 10, "sq-res", &s), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 10, NULL, "sq-res", &s), FENCE_OK);
     ok(c, "COMMIT");
     ok(c, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(c, 9, "sq-res", &s), FENCE_STALE);
+    ck_assert_int_eq(fence_pg_set_token(c, 9, NULL, "sq-res", &s), FENCE_STALE);
     ck_assert_str_eq(fence_pg_sqlstate(c), "23Q01");
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "stale token 9"));
     ok(c, "ROLLBACK");
@@ -344,7 +345,7 @@ START_TEST(stale_describes_the_object)
     /* A table row. */
     ok(c, "BEGIN");
     memset(&s, 0xa5, sizeof s);
-    ck_assert_int_eq(fence_pg_set_token(c, 19, NULL, &s), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 19, NULL, NULL, &s), FENCE_OK);
     assert_zero(&s);
     PGresult *r = PQexec(c, "UPDATE sd SET v = 2 WHERE id = 1");
     memset(&s, 0xa5, sizeof s);
@@ -354,23 +355,25 @@ START_TEST(stale_describes_the_object)
     ck_assert_uint_eq(s.highest, 20);
     ck_assert_int_eq(s.kind, FENCE_OBJECT_TABLE);
     ck_assert_str_eq(s.object, "public.sd");
-    ck_assert_str_eq(s.holder, ""); /* PostgreSQL does not record holders */
+    ck_assert_str_eq(s.holder, ""); /* rows record no holder */
+    ck_assert_int_eq(s.reason, FENCE_STALE_OLDER);
     ok(c, "ROLLBACK");
 
     /* A resource. */
     ok(c, "BEGIN");
     memset(&s, 0xa5, sizeof s);
-    ck_assert_int_eq(fence_pg_set_token(c, 30, "sd/res 1", &s), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 30, NULL, "sd/res 1", &s), FENCE_OK);
     assert_zero(&s);
     ok(c, "COMMIT");
     ok(c, "BEGIN");
     memset(&s, 0xa5, sizeof s);
-    ck_assert_int_eq(fence_pg_set_token(c, 29, "sd/res 1", &s), FENCE_STALE);
+    ck_assert_int_eq(fence_pg_set_token(c, 29, NULL, "sd/res 1", &s), FENCE_STALE);
     ck_assert_uint_eq(s.offered, 29);
     ck_assert_uint_eq(s.highest, 30);
     ck_assert_int_eq(s.kind, FENCE_OBJECT_RESOURCE);
     ck_assert_str_eq(s.object, "sd/res 1");
     ck_assert_str_eq(s.holder, "");
+    ck_assert_int_eq(s.reason, FENCE_STALE_OLDER);
     ok(c, "ROLLBACK");
 
     /* Every other outcome zeroes it: a server's ENOTOKEN, an argument
@@ -382,11 +385,11 @@ START_TEST(stale_describes_the_object)
     PQclear(r);
     assert_zero(&s);
     memset(&s, 0xa5, sizeof s);
-    ck_assert_int_eq(fence_pg_set_token(c, 0, NULL, &s), FENCE_ENOTOKEN);
+    ck_assert_int_eq(fence_pg_set_token(c, 0, NULL, NULL, &s), FENCE_ENOTOKEN);
     assert_zero(&s);
     ok(c, "ROLLBACK");
     memset(&s, 0xa5, sizeof s);
-    ck_assert_int_eq(fence_pg_set_token(c, 31, NULL, &s), FENCE_ESTATE);
+    ck_assert_int_eq(fence_pg_set_token(c, 31, NULL, NULL, &s), FENCE_ESTATE);
     assert_zero(&s);
     r = PQexec(c, "SELECT 1");
     memset(&s, 0xa5, sizeof s);
@@ -405,7 +408,7 @@ START_TEST(stale_null_is_fine)
     make_table(c, "sn");
     ck_assert_int_eq(write_tok(c, 40, "UPDATE sn SET v = 1 WHERE id = 1", &e), FENCE_OK);
     ok(c, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(c, 39, NULL, NULL), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 39, NULL, NULL, NULL), FENCE_OK);
     PGresult *r = PQexec(c, "UPDATE sn SET v = 2 WHERE id = 1");
     ck_assert_int_eq(fence_pg_classify(c, r, NULL), FENCE_STALE);
     PQclear(r);
@@ -413,10 +416,10 @@ START_TEST(stale_null_is_fine)
     ok(c, "ROLLBACK");
 
     ok(c, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(c, 40, "sn-res", NULL), FENCE_OK);
+    ck_assert_int_eq(fence_pg_set_token(c, 40, NULL, "sn-res", NULL), FENCE_OK);
     ok(c, "COMMIT");
     ok(c, "BEGIN");
-    ck_assert_int_eq(fence_pg_set_token(c, 39, "sn-res", NULL), FENCE_STALE);
+    ck_assert_int_eq(fence_pg_set_token(c, 39, NULL, "sn-res", NULL), FENCE_STALE);
     ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "stale token 39"));
     ok(c, "ROLLBACK");
 
@@ -539,6 +542,76 @@ START_TEST(parse_stale_detail)
         int rc = parse_copy(line, len, &s);
         ck_assert_msg(rc == (len >= need ? 0 : -1), "prefix of %zu bytes: %d", len, rc);
     }
+
+    /* Version 3's tail: reason, then the recorded holder, cut off the
+     * object; a tail that is not exactly that stays in the object. */
+    static const struct {
+        const char *text;
+        const char *object;
+        fence_stale_reason reason;
+        const char *holder;
+    } tails[] = {
+        {"offered=34 highest=34 kind=resource object=jobs/42 reason=repeat holder="
+         "0123456789abcdef0123456789abcdef",
+         "jobs/42", FENCE_STALE_REPEAT, "0123456789abcdef0123456789abcdef"},
+        {"offered=3 highest=34 kind=resource object=jobs/42 reason=older holder="
+         "0123456789abcdef0123456789abcdef",
+         "jobs/42", FENCE_STALE_OLDER, "0123456789abcdef0123456789abcdef"},
+        {"offered=34 highest=34 kind=resource object=jobs/42 reason=repeat", "jobs/42",
+         FENCE_STALE_REPEAT, ""},
+        {"offered=3 highest=4 kind=table object=public.t reason=older", "public.t",
+         FENCE_STALE_OLDER, ""},
+        {"offered=3 highest=4 kind=resource object= reason=repeat", "", FENCE_STALE_REPEAT, ""},
+        {"offered=3 highest=4 kind=resource object=a reason=older reason=repeat",
+         "a reason=older", FENCE_STALE_REPEAT, ""},
+        {"offered=3 highest=4 kind=resource object=a reason=repeat holder="
+         "0123456789abcdef0123456789abcdef reason=older",
+         "a reason=repeat holder=0123456789abcdef0123456789abcdef", FENCE_STALE_OLDER, ""},
+        /* Not a tail: no reason, a bad holder, an unknown reason. */
+        {"offered=3 highest=4 kind=resource object=a holder=0123456789abcdef0123456789abcdef",
+         "a holder=0123456789abcdef0123456789abcdef", FENCE_STALE_OLDER, ""},
+        {"offered=3 highest=4 kind=resource object=a reason=repeat holder="
+         "0123456789ABCDEF0123456789abcdef",
+         "a reason=repeat holder=0123456789ABCDEF0123456789abcdef", FENCE_STALE_OLDER, ""},
+        {"offered=3 highest=4 kind=resource object=a reason=repeat holder="
+         "0123456789abcdef0123456789abcde",
+         "a reason=repeat holder=0123456789abcdef0123456789abcde", FENCE_STALE_OLDER, ""},
+        {"offered=3 highest=4 kind=resource object=a reason=repeat holder="
+         "0123456789abcdef0123456789abcdef0",
+         "a reason=repeat holder=0123456789abcdef0123456789abcdef0", FENCE_STALE_OLDER, ""},
+        {"offered=3 highest=4 kind=resource object=a reason=newer", "a reason=newer",
+         FENCE_STALE_OLDER, ""},
+        {"offered=3 highest=4 kind=resource object=reason=repeat", "reason=repeat",
+         FENCE_STALE_OLDER, ""},
+        {"offered=3 highest=4 kind=resource object=a reason=repeat ", "a reason=repeat ",
+         FENCE_STALE_OLDER, ""},
+    };
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        memset(&s, 0xa5, sizeof s);
+        ck_assert_msg(parse_copy(tails[i].text, strlen(tails[i].text), &s) == 0, "refused '%s'",
+                      tails[i].text);
+        ck_assert_msg(strcmp(s.object, tails[i].object) == 0, "'%s': object '%s'", tails[i].text,
+                      s.object);
+        ck_assert_msg(s.reason == tails[i].reason, "'%s': reason %d", tails[i].text, s.reason);
+        ck_assert_msg(strcmp(s.holder, tails[i].holder) == 0, "'%s': holder '%s'", tails[i].text,
+                      s.holder);
+    }
+    /* Every prefix of a version-3 line: parsed once " object=" is there,
+     * the object always a prefix of the rest, never a read past the end. */
+    static const char line3[] = "offered=34 highest=34 kind=resource object=r/1 reason=repeat "
+                                "holder=0123456789abcdef0123456789abcdef";
+    size_t need3 = strlen("offered=34 highest=34 kind=resource object=");
+    for (size_t len = 0; len <= strlen(line3); len++) {
+        int rc = parse_copy(line3, len, &s);
+        ck_assert_msg(rc == (len >= need3 ? 0 : -1), "prefix of %zu bytes: %d", len, rc);
+        if (rc == 0) {
+            ck_assert(strncmp(line3 + need3, s.object, strlen(s.object)) == 0);
+            int tail = len == strlen(line3) || len == need3 + strlen("r/1 reason=repeat");
+            ck_assert_int_eq(s.reason, tail ? FENCE_STALE_REPEAT : FENCE_STALE_OLDER);
+        }
+    }
+    ck_assert_str_eq(s.object, "r/1");
+    ck_assert_str_eq(s.holder, "0123456789abcdef0123456789abcdef");
 
     /* An object longer than the field: cut, NUL-terminated. */
     size_t n = 3 * sizeof s.object;

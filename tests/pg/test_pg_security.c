@@ -73,7 +73,17 @@ START_TEST(app_role_cannot_bypass)
     uint64_t m = 0;
     ck_assert_int_eq(fence_pg_mark(app, "sec-res", &m), FENCE_OK);
     ck_assert_uint_eq(m, 51);
-    ck_assert_int_eq(num(app, "SELECT fence.version()"), 2);
+    /* Holders: readable through fence.mark_holder only; a repeat of 51 by
+     * another holder is refused for the application role too. */
+    char h[FENCE_HOLDER_LEN + 1];
+    ck_assert_uint_eq(mark_of(app, "sec-res", h), 51);
+    ck_assert_str_eq(h, "");
+    fails(app, "SELECT holder FROM fence.marks", "42501");
+    fails(app, "UPDATE fence.marks SET holder = NULL", "42501");
+    ck_assert_int_eq(advance_h(app, 51, "0123456789abcdef0123456789abcdef", "sec-res", &e),
+                     FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(num(app, "SELECT fence.version()"), 3);
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sec'::regclass"
                             " AND tgenabled = 'O'"),
                      6);
@@ -291,7 +301,10 @@ START_TEST(install_ignores_hostile_search_path)
             "CREATE OPERATOR public.< (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.no);"
             "CREATE OPERATOR public.> (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = public.no);"
             "CREATE OPERATOR public.<= (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = public.no);"
-            "CREATE OPERATOR public.<= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.no)");
+            "CREATE OPERATOR public.<= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.no);"
+            "CREATE FUNCTION public.no(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true';"
+            "CREATE OPERATOR public.~ (LEFTARG = text, RIGHTARG = text, FUNCTION = public.no);"
+            "CREATE OPERATOR public.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = public.no)");
     PQfinish(app);
 
     ok(su, "SET search_path = public, pg_catalog");
@@ -307,6 +320,12 @@ START_TEST(install_ignores_hostile_search_path)
     ok(su, "BEGIN; SET LOCAL fence.token = 3; INSERT INTO sp VALUES (1); COMMIT");
     ok(su, "BEGIN; SELECT fence.advance('sp', 3); COMMIT");
     ck_assert_int_eq(num(su, "SELECT fence.mark('sp')"), 3);
+    /* The holder check is pinned too: public.~ (always true) would admit a
+     * malformed holder, and the marks' CHECK would admit one. */
+    fails(su, "BEGIN; SET LOCAL fence.holder = 'NOT-HEX'; SELECT fence.advance('sp', 4)", "23Q02");
+    ok(su, "ROLLBACK");
+    fails(su, "INSERT INTO fence.marks (resource, token, holder) VALUES ('sp2', 1, 'NOT-HEX')",
+          "23514");
 
     /* A CHECK bound to public's operator (as version 1 installed under
      * such a search_path would have) is re-created by the next install. */
@@ -315,6 +334,13 @@ START_TEST(install_ignores_hostile_search_path)
     ck_assert_int_eq(deps_on_public_operators(su), 1);
     ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
     ck_assert_int_eq(deps_on_public_operators(su), 0);
+    /* The same for version 3's holder CHECK. */
+    ok(su, "ALTER TABLE fence.marks DROP CONSTRAINT marks_holder_check,"
+           " ADD CONSTRAINT marks_holder_check CHECK (holder ~ 'x') NOT VALID");
+    ck_assert_int_eq(deps_on_public_operators(su), 1);
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+    ck_assert_int_eq(deps_on_public_operators(su), 0);
+    fails(su, "INSERT INTO fence.marks (resource, token, holder) VALUES ('sp2', 1, 'x')", "23514");
     PQfinish(su);
     drop_side_db(d);
 }
@@ -372,7 +398,8 @@ END_TEST
 
 /* Upgrade from version 1: tables protected by it get the version-2
  * triggers when the installer may re-protect them, and a WARNING naming
- * the command otherwise.  (Version 1 is simulated from version 2: its
+ * the command otherwise; its marks are kept and gain the holder column of
+ * version 3.  (Version 1 is simulated from the released version 2: its
  * tables had the same triggers without zz_fence_check_*.) */
 static void make_v1(PGconn *c, const char *tbl)
 {
@@ -396,10 +423,12 @@ START_TEST(upgrade_from_version_1)
              owner, fadmin);
     ok(su, sql);
     PGconn *fa = connect_as(d, fadmin);
-    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    PQsetNoticeProcessor(fa, quiet_notice, NULL);
+    install_v2(fa);
     snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s",
              owner);
     ok(fa, sql);
+    ok(fa, "BEGIN; SELECT fence.advance('v1-res', 41); COMMIT");
     /* mine: the installer's; theirs: another role's; parent: with a child. */
     ok(fa, "CREATE TABLE mine (id int PRIMARY KEY, v int); INSERT INTO mine VALUES (1, 0);"
            "SELECT fence.protect('mine', permissive => true);"
@@ -414,7 +443,10 @@ START_TEST(upgrade_from_version_1)
     notes n = {{0}};
     PQsetNoticeReceiver(fa, collect_notice, &n);
     ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(fa));
-    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 2);
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 3);
+    char h[FENCE_HOLDER_LEN + 1];
+    ck_assert_uint_eq(mark_of(fa, "v1-res", h), 41); /* the mark is kept, no holder */
+    ck_assert_str_eq(h, "");
     ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'mine'::regclass"
                              " AND tgname LIKE 'zz_fence_check_%'"),
                      2);

@@ -1,0 +1,548 @@
+/*
+ * test_pg_holder.c -- holder ids at PostgreSQL resources (fence.sql
+ * version 3) against a real PostgreSQL: the rule for an equal token (only
+ * from the holder recorded with the mark; "none" equals only "none"), the
+ * reason and holder a rejection reports, malformed holders refused at both
+ * ends with nothing changed, fence.holder set per session or per
+ * transaction like fence.token, prepared and pipelined calls, rows (which
+ * compare tokens only), and upgrades from the released version 2 keeping
+ * their marks.  Own database and roles per run (pgutil.c).
+ */
+#include "pgutil.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HA "0123456789abcdef0123456789abcdef"
+#define HB "fedcba9876543210fedcba9876543210"
+
+/* A rejection of resource as stale with the given tokens, reason and
+ * recorded holder ("" none), as fence_pg_set_token reported it. */
+static void expect_stale(fence_status st, const outcome *e, const char *resource,
+                         uint64_t offered, uint64_t highest, fence_stale_reason reason,
+                         const char *holder)
+{
+    ck_assert_msg(st == FENCE_STALE, "not stale: %s %s", fence_status_name(st), e->message);
+    ck_assert_str_eq(e->sqlstate, "23Q01");
+    ck_assert_uint_eq(e->stale.offered, offered);
+    ck_assert_uint_eq(e->stale.highest, highest);
+    ck_assert_int_eq(e->stale.kind, FENCE_OBJECT_RESOURCE);
+    ck_assert_str_eq(e->stale.object, resource);
+    ck_assert_int_eq(e->stale.reason, reason);
+    ck_assert_str_eq(e->stale.holder, holder);
+}
+
+/* The mark of resource is (token, holder). */
+static void expect_mark(PGconn *c, const char *resource, uint64_t token, const char *holder)
+{
+    char h[FENCE_HOLDER_LEN + 1];
+    memset(h, 'z', sizeof h);
+    ck_assert_uint_eq(mark_of(c, resource, h), token);
+    ck_assert_str_eq(h, holder);
+}
+
+/* The DETAIL of the error sql raises (which must fail). */
+static const char *detail_of(PGconn *c, const char *sql)
+{
+    static char buf[2048];
+    PGresult *r = PQexec(c, sql);
+    ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+    const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+    snprintf(buf, sizeof buf, "%s", d != NULL ? d : "(none)");
+    PQclear(r);
+    return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* The rule                                                             */
+/* ------------------------------------------------------------------ */
+
+START_TEST(equal_token_only_from_the_same_holder)
+{
+    PGconn *c = db();
+    outcome e;
+    /* A new resource admits any token; the mark records the holder. */
+    ck_assert_int_eq(advance_h(c, 10, HA, "hr", &e), FENCE_OK);
+    expect_mark(c, "hr", 10, HA);
+    /* Equal token, same holder: admitted (one holder writes many times). */
+    ck_assert_int_eq(advance_h(c, 10, HA, "hr", &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 10, HA, "hr", &e), FENCE_OK);
+    /* Equal token, another holder: a repeat, the recorded holder named. */
+    expect_stale(advance_h(c, 10, HB, "hr", &e), &e, "hr", 10, 10, FENCE_STALE_REPEAT, HA);
+    ck_assert_msg(strstr(e.message, "stale token 10") != NULL &&
+                      strstr(e.message, "different holder") != NULL,
+                  "%s", e.message);
+    /* Equal token, no holder, against a recorded holder: a repeat too. */
+    expect_stale(advance_h(c, 10, NULL, "hr", &e), &e, "hr", 10, 10, FENCE_STALE_REPEAT, HA);
+    expect_mark(c, "hr", 10, HA);
+    /* Older: reason OLDER, from any holder, the recorded holder named. */
+    expect_stale(advance_h(c, 9, HA, "hr", &e), &e, "hr", 9, 10, FENCE_STALE_OLDER, HA);
+    expect_stale(advance_h(c, 9, NULL, "hr", &e), &e, "hr", 9, 10, FENCE_STALE_OLDER, HA);
+    ck_assert_str_eq(e.message, "fence: stale token 9 for resource hr (highest seen 10)");
+    /* Higher from another holder: admitted and recorded. */
+    ck_assert_int_eq(advance_h(c, 11, HB, "hr", &e), FENCE_OK);
+    expect_mark(c, "hr", 11, HB);
+    expect_stale(advance_h(c, 11, HA, "hr", &e), &e, "hr", 11, 11, FENCE_STALE_REPEAT, HB);
+    ck_assert_int_eq(advance_h(c, 11, HB, "hr", &e), FENCE_OK);
+    /* Higher with no holder: the mark has none; none vs none admitted. */
+    ck_assert_int_eq(advance_h(c, 12, NULL, "hr", &e), FENCE_OK);
+    expect_mark(c, "hr", 12, "");
+    ck_assert_int_eq(advance_h(c, 12, NULL, "hr", &e), FENCE_OK);
+    /* A holder against a mark recorded with none: a repeat, holder "". */
+    expect_stale(advance_h(c, 12, HA, "hr", &e), &e, "hr", 12, 12, FENCE_STALE_REPEAT, "");
+    expect_stale(advance_h(c, 11, NULL, "hr", &e), &e, "hr", 11, 12, FENCE_STALE_OLDER, "");
+    expect_mark(c, "hr", 12, "");
+
+    /* A resource first written with no holder. */
+    ck_assert_int_eq(advance_h(c, 5, NULL, "hr-none", &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 5, NULL, "hr-none", &e), FENCE_OK);
+    expect_stale(advance_h(c, 5, HB, "hr-none", &e), &e, "hr-none", 5, 5, FENCE_STALE_REPEAT,
+                 "");
+    ck_assert_int_eq(advance_h(c, 6, HB, "hr-none", &e), FENCE_OK);
+    expect_mark(c, "hr-none", 6, HB);
+    /* No mark at all: 0 and "". */
+    expect_mark(c, "hr-never", 0, "");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.marks WHERE resource = 'hr-never'"), 0);
+    PQfinish(c);
+}
+END_TEST
+
+/* The DETAIL of every 23Q01: the fields of version 2 first, then the
+ * reason, then the recorded holder when there is one; fence.mark_holder. */
+START_TEST(detail_format)
+{
+    PGconn *c = db();
+    outcome e;
+    ck_assert_int_eq(advance_h(c, 20, HA, "df", &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 20, NULL, "df-none", &e), FENCE_OK);
+    ck_assert_str_eq(detail_of(c, "SELECT fence.advance('df', 19)"),
+                     "offered=19 highest=20 kind=resource object=df reason=older holder=" HA);
+    ck_assert_str_eq(detail_of(c, "SELECT fence.advance('df', 20)"),
+                     "offered=20 highest=20 kind=resource object=df reason=repeat holder=" HA);
+    ck_assert_str_eq(detail_of(c, "BEGIN; SET LOCAL fence.holder = '" HB "';"
+                                  " SELECT fence.advance('df-none', 20)"),
+                     "offered=20 highest=20 kind=resource object=df-none reason=repeat");
+    ok(c, "ROLLBACK");
+    ck_assert_str_eq(detail_of(c, "SELECT fence.advance('df-none', 3)"),
+                     "offered=3 highest=20 kind=resource object=df-none reason=older");
+    /* Rows report reason=older (they never compare holders). */
+    make_table(c, "dft");
+    ck_assert_int_eq(write_tok(c, 8, "UPDATE dft SET v = 1 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_str_eq(detail_of(c, "BEGIN; SET LOCAL fence.token = 7;"
+                                  " UPDATE dft SET v = 2 WHERE id = 1"),
+                     "offered=7 highest=8 kind=table object=public.dft reason=older");
+    ok(c, "ROLLBACK");
+    /* A resource whose name ends like a reason is still read back whole. */
+    static const char odd[] = "odd reason=older holder=" HB;
+    ck_assert_int_eq(advance_h(c, 30, HA, odd, &e), FENCE_OK);
+    expect_stale(advance_h(c, 30, HB, odd, &e), &e, odd, 30, 30, FENCE_STALE_REPEAT, HA);
+    expect_stale(advance_h(c, 29, NULL, odd, &e), &e, odd, 29, 30, FENCE_STALE_OLDER, HA);
+    /* fence.mark_holder: NULL for none or no mark; fence.mark unchanged. */
+    ck_assert_str_eq(text1(c, "SELECT fence.mark_holder('df')"), HA);
+    ck_assert_int_eq(num(c, "SELECT (fence.mark_holder('df-none') IS NULL)::int"), 1);
+    ck_assert_int_eq(num(c, "SELECT (fence.mark_holder('nothing') IS NULL)::int"), 1);
+    ck_assert_int_eq(num(c, "SELECT fence.mark('df')"), 20);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Malformed holders: refused, nothing changed                          */
+/* ------------------------------------------------------------------ */
+
+static const char *const bad_holders[] = {
+    "",                                   /* the C API refuses "" (NULL is none) */
+    "0123456789abcdef",                   /* too short */
+    "0123456789abcdef0123456789abcde",    /* 31 */
+    "0123456789abcdef0123456789abcdef0",  /* 33 */
+    "0123456789ABCDEF0123456789ABCDEF",   /* uppercase */
+    "0123456789abcdeF0123456789abcdef",   /* one uppercase */
+    "0123456789abcdeg0123456789abcdef",   /* non-hex */
+    " 0123456789abcdef0123456789abcde",   /* space */
+    "0x23456789abcdef0123456789abcdef",   /* prefix */
+    "0123456789abcdef0123456789abcde\n",  /* line break */
+    "0123456789abcdef0123456789abcdef ",  /* trailing space */
+};
+#define N_BAD (sizeof bad_holders / sizeof bad_holders[0])
+
+START_TEST(malformed_holder_refused_by_the_library)
+{
+    PGconn *c = db();
+    outcome e;
+    ck_assert_int_eq(advance_h(c, 40, HA, "mh", &e), FENCE_OK);
+    for (size_t i = 0; i < N_BAD; i++) {
+        /* set_token: EINVAL before anything is sent; the transaction is
+         * untouched and still usable. */
+        ok(c, "BEGIN");
+        memset(&e.stale, 0xa5, sizeof e.stale);
+        fence_status st = set_tok_h(c, 41, bad_holders[i], "mh", &e);
+        ck_assert_msg(st == FENCE_EINVAL, "holder #%zu: %s", i, fence_status_name(st));
+        ck_assert_str_eq(e.sqlstate, "");
+        ck_assert_msg(strstr(e.message, "fence_pg_set_token: the holder") != NULL, "%s",
+                      e.message);
+        ck_assert_uint_eq(e.stale.offered, 0);
+        ck_assert_str_eq(e.stale.holder, "");
+        ck_assert_int_eq(PQtransactionStatus(c), PQTRANS_INTRANS);
+        ck_assert_str_eq(text1(c, "SELECT coalesce(current_setting('fence.token', true), '')"),
+                         "");
+        ck_assert_str_eq(text1(c, "SELECT coalesce(current_setting('fence.holder', true), '')"),
+                         "");
+        ok(c, "COMMIT");
+        /* send_token: EINVAL, nothing queued (the pipeline can be left). */
+        ck_assert_int_eq(PQenterPipelineMode(c), 1);
+        ck_assert_int_eq(fence_pg_send_token(c, 41, bad_holders[i], "mh"), FENCE_EINVAL);
+        ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "fence_pg_send_token: the holder"));
+        ck_assert_int_eq(PQexitPipelineMode(c), 1);
+    }
+    /* Argument order: a bad holder is reported before a bad resource. */
+    ok(c, "BEGIN");
+    ck_assert_int_eq(fence_pg_set_token(c, 41, "x", "", NULL), FENCE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(fence_pg_errmsg(c), "holder"));
+    ok(c, "ROLLBACK");
+    expect_mark(c, "mh", 40, HA);
+    /* fence_pg_mark_holder's own arguments. */
+    uint64_t m = 9;
+    char h[FENCE_HOLDER_LEN + 1] = "junk";
+    ck_assert_int_eq(fence_pg_mark_holder(c, "mh", &m, NULL), FENCE_EINVAL);
+    ck_assert_uint_eq(m, 0);
+    ck_assert_int_eq(fence_pg_mark_holder(c, "mh", NULL, h), FENCE_EINVAL);
+    ck_assert_str_eq(h, "");
+    ck_assert_int_eq(fence_pg_mark_holder(c, "", &m, h), FENCE_EINVAL);
+    ck_assert_int_eq(fence_pg_mark_holder(NULL, "mh", &m, h), FENCE_EINVAL);
+    ck_assert_int_eq(PQenterPipelineMode(c), 1);
+    ck_assert_int_eq(fence_pg_mark_holder(c, "mh", &m, h), FENCE_ESTATE);
+    ck_assert_int_eq(PQexitPipelineMode(c), 1);
+    PQfinish(c);
+}
+END_TEST
+
+/* Set in SQL, a malformed fence.holder fails closed (23Q02 naming
+ * fence.holder) and changes nothing -- a higher token does not raise the
+ * mark, a new resource gets none; '' is no holder. */
+START_TEST(malformed_holder_refused_by_the_sql)
+{
+    PGconn *c = db();
+    outcome e;
+    char sql[256];
+    ck_assert_int_eq(advance_h(c, 50, HA, "ms", &e), FENCE_OK);
+    for (size_t i = 1; i < N_BAD; i++) { /* [0] is '': none, below */
+        char *lit = PQescapeLiteral(c, bad_holders[i], strlen(bad_holders[i]));
+        static const char *const targets[] = {"ms', 51", "ms', 50", "ms-new', 1"};
+        for (size_t t = 0; t < 3; t++) {
+            snprintf(sql, sizeof sql,
+                     "BEGIN; SELECT set_config('fence.holder', %s, true);"
+                     " SELECT fence.advance('%s)", lit, targets[t]);
+            ck_assert_int_eq(run(c, sql, &e), FENCE_ENOTOKEN);
+            ck_assert_str_eq(e.sqlstate, "23Q02");
+            ck_assert_msg(strstr(e.message, "fence.holder") != NULL, "%s", e.message);
+            ok(c, "ROLLBACK");
+        }
+        PQfreemem(lit);
+    }
+    ck_assert_str_eq(detail_of(c, "BEGIN; SET LOCAL fence.holder = 'nope';"
+                                  " SELECT fence.advance('ms', 51)"),
+                     "reason=malformed setting=fence.holder");
+    ok(c, "ROLLBACK");
+    expect_mark(c, "ms", 50, HA);
+    expect_mark(c, "ms-new", 0, "");
+    /* '' is none (a repeat against HA), unset too. */
+    fails(c, "BEGIN; SET LOCAL fence.holder = ''; SELECT fence.advance('ms', 50)", "23Q01");
+    ok(c, "ROLLBACK");
+    ok(c, "BEGIN; SET LOCAL fence.holder = ''; SELECT fence.advance('ms', 51); COMMIT");
+    expect_mark(c, "ms", 51, "");
+    /* The marks' CHECK and guard hold even for the owner. */
+    fails(c, "INSERT INTO fence.marks (resource, token, holder) VALUES ('ms-x', 1, 'ABC')",
+          "23514");
+    fails(c, "UPDATE fence.marks SET holder = '" HB "' WHERE resource = 'ms'", "23Q03");
+    ok(c, "UPDATE fence.marks SET holder = '" HB "', token = 52 WHERE resource = 'ms'");
+    expect_mark(c, "ms", 52, HB);
+    fails(c, "UPDATE fence.marks SET holder = NULL WHERE resource = 'ms'", "23Q03");
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* fence.holder per session or per transaction, like fence.token         */
+/* ------------------------------------------------------------------ */
+
+START_TEST(session_and_local_settings)
+{
+    PGconn *c = db();
+    outcome e;
+    /* Session-level: both settings hold for every later transaction. */
+    ok(c, "SET fence.token = 60; SET fence.holder = '" HA "'");
+    ck_assert_int_eq(num(c, "SELECT fence.advance('sl', 60)"), 60); /* autocommit */
+    ck_assert_int_eq(num(c, "SELECT fence.advance('sl', 60)"), 60);
+    ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 60);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HA);
+    expect_mark(c, "sl", 60, HA);
+
+    /* LOCAL overrides for one transaction, then the session's is back. */
+    ok(c, "BEGIN; SET LOCAL fence.token = 61; SET LOCAL fence.holder = '" HB "'");
+    ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 61);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HB);
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 60);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HA);
+    fails(c, "BEGIN; SET LOCAL fence.holder = '" HB "'; SELECT fence.advance('sl', 60)", "23Q01");
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(num(c, "SELECT fence.advance('sl', 60)"), 60);
+
+    /* The C API sets both LOCAL: NULL means none for that transaction
+     * (the session's holder does not leak in), and the session's values
+     * are back afterwards. */
+    ok(c, "BEGIN");
+    ck_assert_int_eq(set_tok_h(c, 60, NULL, NULL, &e), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), "");
+    ok(c, "ROLLBACK");
+    expect_stale(advance_h(c, 60, NULL, "sl", &e), &e, "sl", 60, 60, FENCE_STALE_REPEAT, HA);
+    ck_assert_int_eq(advance_h(c, 60, HA, "sl", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 60);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HA);
+
+    /* A LOCAL setting is gone after its transaction, for both. */
+    ok(c, "RESET fence.token; RESET fence.holder");
+    ok(c, "BEGIN; SET LOCAL fence.token = 70; SET LOCAL fence.holder = '" HB "';"
+          " SELECT fence.advance('sl2', 70); COMMIT");
+    expect_mark(c, "sl2", 70, HB);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.token', true)"), "");
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder', true)"), "");
+    fails(c, "SELECT fence.current_token()", "23Q02");
+    fails(c, "SELECT fence.advance('sl2', 70)", "23Q01"); /* no holder now: a repeat */
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Prepared and pipelined                                               */
+/* ------------------------------------------------------------------ */
+
+/* The rule through every path of the library: unprepared and prepared,
+ * fence_pg_set_token and fence_pg_send_token. */
+static void rule_through(PGconn *c, const char *res, uint64_t base)
+{
+    outcome e;
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE pq SET v = v + 1 WHERE id = 1");
+    /* set_token */
+    ck_assert_int_eq(advance_h(c, base, HA, res, &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, base, HA, res, &e), FENCE_OK);
+    expect_stale(advance_h(c, base, HB, res, &e), &e, res, base, base, FENCE_STALE_REPEAT, HA);
+    expect_stale(advance_h(c, base, NULL, res, &e), &e, res, base, base, FENCE_STALE_REPEAT, HA);
+    /* The holder is set in the same statement, also without a resource. */
+    ok(c, "BEGIN");
+    ck_assert_int_eq(set_tok_h(c, base, HB, NULL, &e), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HB);
+    ck_assert_int_eq(set_tok_h(c, base, NULL, NULL, &e), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), "");
+    ok(c, "ROLLBACK");
+    /* send_token: a repeat aborts the pipeline, the UPDATE does not run. */
+    long long before = num(c, "SELECT v FROM pq WHERE id = 1");
+    ck_assert_int_eq(pipelined_h(c, base, HA, res, sql, &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT v FROM pq WHERE id = 1"), before + 1);
+    fence_status st = pipelined_h(c, base, HB, res, sql, &e);
+    expect_stale(st, &e, res, base, base, FENCE_STALE_REPEAT, HA);
+    ck_assert_int_eq(pipelined_h(c, base + 1, HB, res, sql, &e), FENCE_OK);
+    expect_mark(c, res, base + 1, HB);
+    ck_assert_int_eq(pipelined_h(c, base + 1, NULL, res, sql, &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(pipelined_h(c, base + 2, NULL, res, sql, &e), FENCE_OK);
+    expect_mark(c, res, base + 2, "");
+    ck_assert_int_eq(num(c, "SELECT v FROM pq WHERE id = 1"), before + 3);
+}
+
+START_TEST(prepared_and_pipelined)
+{
+    PGconn *c = db();
+    ok(c, "CREATE TABLE pq (id int PRIMARY KEY, v int); INSERT INTO pq VALUES (1, 0)");
+    rule_through(c, "pq-unprepared", 100);
+    ck_assert_int_eq(fence_pg_prepare(c), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT string_agg(name || parameter_types::text, ' ' ORDER BY name)"
+                              " FROM pg_prepared_statements WHERE name LIKE 'fence_pg_%'"),
+                     "fence_pg_set_token_h{text,text} "
+                     "fence_pg_set_token_h_advance{text,text,text}");
+    rule_through(c, "pq-prepared", 200);
+    /* A session that kept an older library's statement (one parameter,
+     * no holder) under the old name: prepared anew under the new names. */
+    PGconn *d = db();
+    ok(d, "PREPARE fence_pg_set_token(text) AS SELECT pg_catalog.set_config('fence.token', $1, true)");
+    ck_assert_int_eq(fence_pg_prepare(d), FENCE_OK);
+    outcome e;
+    ck_assert_int_eq(advance_h(d, 300, HA, "pq-d", &e), FENCE_OK);
+    expect_stale(advance_h(d, 300, HB, "pq-d", &e), &e, "pq-d", 300, 300, FENCE_STALE_REPEAT, HA);
+    PQfinish(d);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Rows compare tokens only                                             */
+/* ------------------------------------------------------------------ */
+
+START_TEST(rows_compare_tokens_only)
+{
+    PGconn *c = db();
+    outcome e;
+    make_table(c, "rt");
+    /* Two holders with the same token: both pass the row triggers... */
+    ok(c, "BEGIN");
+    ck_assert_int_eq(set_tok_h(c, 80, HA, NULL, &e), FENCE_OK);
+    ok(c, "UPDATE rt SET v = 1 WHERE id = 1; COMMIT");
+    ok(c, "BEGIN");
+    ck_assert_int_eq(set_tok_h(c, 80, HB, NULL, &e), FENCE_OK);
+    ok(c, "UPDATE rt SET v = 2 WHERE id = 1; COMMIT");
+    ck_assert_int_eq(num(c, "SELECT v FROM rt WHERE id = 1"), 2);
+    /* ...and a malformed fence.holder is not their business. */
+    ok(c, "BEGIN; SET LOCAL fence.token = 80; SET LOCAL fence.holder = 'nope';"
+          " UPDATE rt SET v = 3 WHERE id = 1; COMMIT");
+    /* Advancing a resource in the same transaction makes rows repeat-proof:
+     * the second holder is refused before it writes. */
+    ok(c, "BEGIN");
+    ck_assert_int_eq(set_tok_h(c, 81, HA, "rt/1", &e), FENCE_OK);
+    ok(c, "UPDATE rt SET v = 4 WHERE id = 1; COMMIT");
+    ok(c, "BEGIN");
+    expect_stale(set_tok_h(c, 81, HB, "rt/1", &e), &e, "rt/1", 81, 81, FENCE_STALE_REPEAT, HA);
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(num(c, "SELECT v FROM rt WHERE id = 1"), 4);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM rt WHERE id = 1"), 81);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Upgrade from version 2                                               */
+/* ------------------------------------------------------------------ */
+
+/* The released version 2, installed by a non-superuser admin, with marks,
+ * a protected table and a restricted fence.advance, upgraded in place:
+ * marks kept (with no holder), tables still protected with their stamps,
+ * grants kept; then the holder rule applies to the old marks. */
+START_TEST(upgrade_from_version_2_keeps_marks)
+{
+    char d[NAME_BUF], fadmin[NAME_BUF], app[NAME_BUF], sql[1024];
+    side_role("h2admin", fadmin);
+    side_role("h2app", app);
+    side_db("h2", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    snprintf(sql, sizeof sql, "GRANT CREATE ON DATABASE %s TO %s; GRANT CREATE ON SCHEMA public TO %s",
+             d, fadmin, fadmin);
+    ok(su, sql);
+    PGconn *fa = connect_as(d, fadmin);
+    PQsetNoticeProcessor(fa, quiet_notice, NULL);
+    install_v2(fa);
+    ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'fence.marks'::regclass"
+                             " AND attname = 'holder'"),
+                     0);
+    ok(fa, "BEGIN; SELECT fence.advance('u2-a', 7), fence.advance('u2-b', 9); COMMIT");
+    ok(fa, "CREATE TABLE u2t (id int PRIMARY KEY, v int); INSERT INTO u2t VALUES (1, 0);"
+           "SELECT fence.protect('u2t');"
+           "BEGIN; SET LOCAL fence.token = 15; UPDATE u2t SET v = 1; COMMIT");
+    snprintf(sql, sizeof sql,
+             "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;"
+             "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO %s;"
+             "GRANT SELECT, UPDATE ON u2t TO %s",
+             app, app);
+    ok(fa, sql);
+
+    /* Upgrade (twice: idempotent), as the same admin. */
+    notes n = {{0}};
+    PQsetNoticeReceiver(fa, collect_notice, &n);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade #%d: %s", i + 1,
+                      fence_pg_errmsg(fa));
+    }
+    ck_assert_msg(n.text[0] == '\0', "warnings: %s", n.text);
+    ck_assert_int_eq(num(fa, "SELECT fence.version()"), 3);
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 3);
+    ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_constraint"
+                             " WHERE conrelid = 'fence.marks'::regclass"
+                             " AND conname = 'marks_holder_check'"),
+                     1);
+    /* The marks are kept, with no holder. */
+    ck_assert_int_eq(num(fa, "SELECT count(*) FROM fence.marks WHERE holder IS NULL"), 2);
+    expect_mark(fa, "u2-a", 7, "");
+    expect_mark(fa, "u2-b", 9, "");
+    /* The protected table keeps its triggers, stamps and grants. */
+    ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'u2t'::regclass"
+                             " AND tgname LIKE 'zz_fence_%'"),
+                     6);
+    ck_assert_int_eq(num(fa, "SELECT fence_token FROM u2t WHERE id = 1"), 15);
+
+    /* The application: advance still restricted to it, the rule applies
+     * to the old marks (recorded with no holder). */
+    PGconn *ap = connect_as(d, app);
+    PQsetNoticeProcessor(ap, quiet_notice, NULL);
+    outcome e;
+    ck_assert_int_eq(advance_h(ap, 7, NULL, "u2-a", &e), FENCE_OK); /* none == none */
+    expect_stale(advance_h(ap, 7, HA, "u2-a", &e), &e, "u2-a", 7, 7, FENCE_STALE_REPEAT, "");
+    expect_stale(advance_h(ap, 6, HA, "u2-a", &e), &e, "u2-a", 6, 7, FENCE_STALE_OLDER, "");
+    ck_assert_int_eq(advance_h(ap, 8, HA, "u2-a", &e), FENCE_OK);
+    expect_mark(ap, "u2-a", 8, HA);
+    ck_assert_int_eq(write_tok(ap, 14, "UPDATE u2t SET v = 2", &e), FENCE_STALE);
+    ck_assert_int_eq(write_tok(ap, 15, "UPDATE u2t SET v = 2", &e), FENCE_OK);
+    PGconn *other = connect_as(d, g_app);
+    fails(other, "SELECT fence.advance('u2-a', 9)", "42501");
+    ck_assert_str_eq(text1(other, "SELECT fence.mark_holder('u2-a')"), HA);
+    PQfinish(other);
+    PQfinish(ap);
+    PQfinish(fa);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* A connection that still runs the version-2 install (not yet upgraded):
+ * fence_pg_mark_holder fails clearly; fence_pg_set_token still fences by
+ * token (version 2 ignores fence.holder, as documented). */
+START_TEST(library_against_version_2)
+{
+    char d[NAME_BUF];
+    side_db("h2lib", NULL, d);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install_v2(c);
+    outcome e;
+    ck_assert_int_eq(advance_h(c, 5, HA, "v2", &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 4, HA, "v2", &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_OLDER);
+    ck_assert_str_eq(e.stale.object, "v2"); /* version 2's DETAIL, object last */
+    ck_assert_str_eq(e.stale.holder, "");
+    uint64_t m = 1;
+    char h[FENCE_HOLDER_LEN + 1];
+    ck_assert_int_eq(fence_pg_mark_holder(c, "v2", &m, h), FENCE_EDB);
+    ck_assert_str_eq(fence_pg_sqlstate(c), "42883"); /* no fence.mark_holder */
+    ck_assert_uint_eq(m, 0);
+    ck_assert_int_eq(fence_pg_mark(c, "v2", &m), FENCE_OK);
+    ck_assert_uint_eq(m, 5);
+    /* Upgrading makes the holder rule apply. */
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    expect_stale(advance_h(c, 5, HA, "v2", &e), &e, "v2", 5, 5, FENCE_STALE_REPEAT, "");
+    PQfinish(c);
+    drop_side_db(d);
+}
+END_TEST
+
+static Suite *pg_holder_suite(void)
+{
+    Suite *s = suite_create("pg_holder");
+    TCase *t = pg_tcase("pg_holder");
+    tcase_add_test(t, equal_token_only_from_the_same_holder);
+    tcase_add_test(t, detail_format);
+    tcase_add_test(t, malformed_holder_refused_by_the_library);
+    tcase_add_test(t, malformed_holder_refused_by_the_sql);
+    tcase_add_test(t, session_and_local_settings);
+    tcase_add_test(t, prepared_and_pipelined);
+    tcase_add_test(t, rows_compare_tokens_only);
+    tcase_add_test(t, upgrade_from_version_2_keeps_marks);
+    tcase_add_test(t, library_against_version_2);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(pg_holder_suite());
+}
