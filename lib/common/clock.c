@@ -5,6 +5,7 @@
 #include <time.h>
 
 _Static_assert(FENCE_NAME_MAX == 512, "name.c's message says 512 bytes");
+_Static_assert(FENCE_HOLDER_LEN == 32, "name.c's messages say 32 characters");
 
 int64_t fence__now_ns(void)
 {

@@ -35,6 +35,14 @@ enum {
  * offset of a control character. */
 const char *fence__name_problem(const char *name, int rules, size_t *bad_byte);
 
+/* The one check for a holder id: exactly FENCE_HOLDER_LEN lowercase hex
+ * digits.  h[0..len) (len from strnlen(h, FENCE_HOLDER_LEN + 1) for a C
+ * string).  NULL when well formed, otherwise static text saying why not
+ * ("is empty", "contains a character that is not a hex digit", "is
+ * shorter than 32 characters", ...); a bad character is reported before a
+ * bad length, and *bad_byte (optional) gets its offset. */
+const char *fence__holder_problem(const char *h, size_t len, size_t *bad_byte);
+
 /* ---- clock.c: the one monotonic clock ---------------------------------- */
 int64_t fence__now_ns(void);
 int64_t fence__now_us(void);

@@ -52,7 +52,9 @@ extern "C" {
     X(FENCE_ESTATE, 10, "call not valid in the handle's current state")      \
     X(FENCE_ESYS, 11, "operating system error")                              \
     X(FENCE_EDB, 12, "database error")                                       \
-    X(FENCE_ENOTOKEN, 13, "no valid fencing token: missing, malformed or <= 0")
+    X(FENCE_ENOTOKEN, 13, "no valid fencing token: missing, malformed or <= 0") \
+    X(FENCE_ECONFIG, 14, "the server's configuration can lose fencing state") \
+    X(FENCE_EREPLICAS, 15, "fewer replicas acknowledged the lease than required")
 
 typedef enum fence_status {
 #define FENCE_STATUS_ENUM_(name, code, text) name = code,

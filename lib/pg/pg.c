@@ -85,27 +85,11 @@ static fence_status check_holder(const char *fn, const PGconn *conn, const char 
     if (holder == NULL) {
         return FENCE_OK;
     }
-    size_t n = strnlen(holder, FENCE_HOLDER_LEN + 1);
-    for (size_t i = 0; i < n; i++) {
-        char ch = holder[i];
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) {
-            return fence_pg__fail(conn, FENCE_EINVAL,
-                                  "%s: the holder has a character that is not a lowercase hex "
-                                  "digit at offset %zu (a holder id is %d lowercase hex digits; "
-                                  "NULL for none)", fn, i, FENCE_HOLDER_LEN);
-        }
-    }
-    if (n > FENCE_HOLDER_LEN) {
+    const char *why = fence__holder_problem(holder, strnlen(holder, FENCE_HOLDER_LEN + 1), NULL);
+    if (why != NULL) {
         return fence_pg__fail(conn, FENCE_EINVAL,
-                              "%s: the holder is longer than %d characters (a holder id is %d "
-                              "lowercase hex digits; NULL for none)", fn, FENCE_HOLDER_LEN,
-                              FENCE_HOLDER_LEN);
-    }
-    if (n < FENCE_HOLDER_LEN) {
-        return fence_pg__fail(conn, FENCE_EINVAL,
-                              "%s: the holder has %zu characters, not %d (a holder id is %d "
-                              "lowercase hex digits; NULL for none)", fn, n, FENCE_HOLDER_LEN,
-                              FENCE_HOLDER_LEN);
+                              "%s: the holder %s (a holder id is %d lowercase hex digits; "
+                              "NULL for none)", fn, why, FENCE_HOLDER_LEN);
     }
     return FENCE_OK;
 }

@@ -102,7 +102,8 @@ fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token, const char *hol
                                      "(FENCE_TOKEN_MAX); the token and holder are now cleared",
                                      (unsigned long long)token);
     }
-    const char *why = holder != NULL ? fence_sqlite__holder_problem(holder, strnlen(holder, FENCE_HOLDER_LEN + 1)) : NULL;
+    size_t hlen = holder != NULL ? strnlen(holder, FENCE_HOLDER_LEN + 1) : 0;
+    const char *why = holder != NULL ? fence__holder_problem(holder, hlen, NULL) : NULL;
     if (why != NULL) {
         fence_sqlite__state_set(s, 0, NULL);
         return (fence_status)fs_fail(db, FENCE_EINVAL,

@@ -75,7 +75,7 @@ static const char *holder_value(sqlite3_value *v, const char **h)
     if (n != strlen(txt)) {
         return "contains a NUL byte";
     }
-    const char *why = fence_sqlite__holder_problem(txt, n);
+    const char *why = fence__holder_problem(txt, n, NULL);
     if (why == NULL) {
         *h = txt;
     }
@@ -156,7 +156,7 @@ static void fn_stale(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         const char *h = (const char *)sqlite3_value_text(argv[5]);
         size_t n = (size_t)sqlite3_value_bytes(argv[5]);
         /* Only ever a well-formed id goes into the message. */
-        holder = h != NULL && fence_sqlite__holder_problem(h, n) == NULL ? h : "none";
+        holder = h != NULL && fence__holder_problem(h, n, NULL) == NULL ? h : "none";
     }
     char *msg = sqlite3_mprintf("fence:stale %s \"%w\": token %s is %s than %s "
                                 "(write rejected) reason=%s%s%s",

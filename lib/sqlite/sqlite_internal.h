@@ -80,14 +80,11 @@ fs_state *fence_sqlite__state_acquire(sqlite3 *db);
 void fence_sqlite__state_ref(fs_state *s);
 void fence_sqlite__state_unref(void *s); /* an xDestroy for SQLite */
 /* Set the token (0 clears) and the holder (NULL or "": none; must have
- * passed fence_sqlite__holder_problem) together. */
+ * passed fence__holder_problem) together. */
 void fence_sqlite__state_set(fs_state *s, int64_t token, const char *holder);
 /* The holder into out ("" for none). */
 void fence_sqlite__state_holder(fs_state *s, char out[FENCE_HOLDER_LEN + 1]);
-/* Why the LEN bytes at H are not a holder id (exactly FENCE_HOLDER_LEN
- * lowercase hex digits), as static text ("is empty", "is 33 bytes long,
- * not 32", ...); NULL when they are. */
-const char *fence_sqlite__holder_problem(const char *h, size_t len);
+/* Holder ids are checked with fence__holder_problem (lib/common). */
 
 /* ---- template.c ----------------------------------------------------------
  * An arena: the strings one operation builds (sqlite3_malloc'd), owned in

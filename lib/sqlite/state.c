@@ -96,24 +96,3 @@ void fence_sqlite__state_holder(fs_state *s, char out[FENCE_HOLDER_LEN + 1])
     memcpy(out, s->holder, FENCE_HOLDER_LEN + 1);
     pthread_mutex_unlock(&s->hlock);
 }
-
-const char *fence_sqlite__holder_problem(const char *h, size_t len)
-{
-    if (h == NULL || len == 0) {
-        return "is empty";
-    }
-    if (len != FENCE_HOLDER_LEN) {
-        return len < FENCE_HOLDER_LEN ? "is shorter than 32 characters"
-                                      : "is longer than 32 characters";
-    }
-    for (size_t i = 0; i < len; i++) {
-        char c = h[i];
-        if (c >= 'A' && c <= 'F') {
-            return "contains an uppercase hex digit (holder ids are lowercase)";
-        }
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-            return "contains a character that is not a hex digit";
-        }
-    }
-    return NULL;
-}

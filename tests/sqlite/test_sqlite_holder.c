@@ -422,7 +422,7 @@ START_TEST(parse_reason_and_holder)
             char needle[64];
             snprintf(needle, sizeof needle, "holder=%s", s.holder);
             ck_assert(strstr(buf, needle) != NULL);
-            ck_assert(fence_sqlite__holder_problem(s.holder, hl) == NULL);
+            ck_assert(fence__holder_problem(s.holder, hl, NULL) == NULL);
         }
     }
 }
