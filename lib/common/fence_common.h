@@ -39,19 +39,19 @@ extern "C" {
  * and their strings, so they cannot drift apart.
  */
 #define FENCE_STATUS_MAP(X)                                                  \
-    X(FENCE_OK, 0, "success")                                                \
-    X(FENCE_EINVAL, 1, "invalid argument")                                   \
-    X(FENCE_ENOMEM, 2, "out of memory")                                      \
-    X(FENCE_ECONN, 3, "cannot reach the server, or the connection failed")   \
-    X(FENCE_EAUTH, 4, "authentication refused by the server")                \
-    X(FENCE_EPROTO, 5, "unexpected reply or error from the server")          \
-    X(FENCE_BUSY, 6, "lease is held by another owner")                       \
-    X(FENCE_TIMEOUT, 7, "deadline passed before the lease was acquired")     \
-    X(FENCE_LOST, 8, "lease was lost: expired or taken by another owner")    \
-    X(FENCE_STALE, 9, "write rejected: fencing token older than the newest") \
-    X(FENCE_ESTATE, 10, "call not valid in the handle's current state")      \
-    X(FENCE_ESYS, 11, "operating system error")                              \
-    X(FENCE_EDB, 12, "database error")                                       \
+    X(FENCE_OK, 0, "success")                                                 \
+    X(FENCE_EINVAL, 1, "invalid argument")                                    \
+    X(FENCE_ENOMEM, 2, "out of memory")                                       \
+    X(FENCE_ECONN, 3, "cannot reach the server, or the connection failed")    \
+    X(FENCE_EAUTH, 4, "authentication refused by the server")                 \
+    X(FENCE_EPROTO, 5, "unexpected reply or error from the server")           \
+    X(FENCE_BUSY, 6, "lease is held by another owner")                        \
+    X(FENCE_TIMEOUT, 7, "deadline passed before the lease was acquired")      \
+    X(FENCE_LOST, 8, "lease was lost: expired or taken by another owner")     \
+    X(FENCE_STALE, 9, "write rejected: fencing token older than the newest, or repeated") \
+    X(FENCE_ESTATE, 10, "call not valid in the handle's current state")       \
+    X(FENCE_ESYS, 11, "operating system error")                               \
+    X(FENCE_EDB, 12, "database error")                                        \
     X(FENCE_ENOTOKEN, 13, "no valid fencing token: missing, malformed or <= 0") \
     X(FENCE_ECONFIG, 14, "the server's configuration can lose fencing state") \
     X(FENCE_EREPLICAS, 15, "fewer replicas acknowledged the lease than required")
