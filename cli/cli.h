@@ -20,6 +20,7 @@ enum {
     CLI_EX_OSERR = 71,       /* fork, pipe or another system call failed */
     CLI_EX_TEMPFAIL = 75,    /* the lease is held by someone else (after --wait) */
     CLI_EX_LOST = 76,        /* the lease was lost while the command ran */
+    CLI_EX_CONFIG = 78,      /* Redis's configuration can lose fencing state (allkeys-*) */
     CLI_EX_NOEXEC = 126,     /* the command was found but could not be executed */
     CLI_EX_NOTFOUND = 127    /* the command was not found */
 };
@@ -79,11 +80,13 @@ const char *cli__redis_url(const char *given);
 int cli__exit_for(int status);
 
 /*
- * Open a client for url.  On failure prints "fence CMD: what: detail"
- * (never a password), closes what was opened and returns the exit status
- * (64 bad URL, 69 unreachable or refused).
+ * Open a client with options o (o->url set).  On failure prints "fence
+ * CMD: what: detail" (never a password), closes what was opened and
+ * returns the exit status (64 bad URL or option, 69 unreachable or refused).
  */
-int cli__open(const char *cmd, const char *url, fence_client **out);
+int cli__open(const char *cmd, const fence_client_options *o, fence_client **out);
+/* cli__open() with default options for url. */
+int cli__open_url(const char *cmd, const char *url, fence_client **out);
 
 /* Print "fence CMD: what: detail" for a failed call on c; returns the exit
  * status for rc. */
@@ -137,7 +140,7 @@ void cli__fds_free(void);
 
 /* Build a spawn plan; NULL when out of memory (message printed). */
 cli__spawn *cli__spawn_prepare(char **argv, const char *name, uint64_t token,
-                               const sigset_t *restore_mask);
+                               const char *holder, const sigset_t *restore_mask);
 void cli__spawn_free(cli__spawn *sp);
 
 /*

@@ -15,7 +15,10 @@ int cli__exit_for(int status)
     case FENCE_ECONN:
     case FENCE_EAUTH:
     case FENCE_EPROTO:
+    case FENCE_EREPLICAS:
         return CLI_EX_UNAVAILABLE;
+    case FENCE_ECONFIG:
+        return CLI_EX_CONFIG;
     case FENCE_BUSY:
     case FENCE_TIMEOUT:
         return CLI_EX_TEMPFAIL;
@@ -36,10 +39,10 @@ int cli__fail(const char *cmd, fence_client *c, const char *what, int rc)
     return cli__exit_for(rc);
 }
 
-int cli__open(const char *cmd, const char *url, fence_client **out)
+int cli__open(const char *cmd, const fence_client_options *o, fence_client **out)
 {
     fence_client *c = NULL;
-    int rc = fence_client_open_url(&c, url);
+    int rc = fence_client_open(&c, o);
     if (rc != FENCE_OK) {
         /* The URL itself is not printed: it may hold a password. */
         int ex = cli__fail(cmd, c, "cannot open the Redis client", rc);
@@ -49,4 +52,12 @@ int cli__open(const char *cmd, const char *url, fence_client **out)
     }
     *out = c;
     return CLI_EX_OK;
+}
+
+int cli__open_url(const char *cmd, const char *url, fence_client **out)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = url;
+    return cli__open(cmd, &o, out);
 }

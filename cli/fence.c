@@ -18,15 +18,16 @@ static const char usage[] =
     "       fence token [--redis URL] [--raise N] NAME\n"
     "       fence help [COMMAND] | --help | --version\n"
     "\n"
-    "  run     take the lease NAME, run COMMAND with FENCE_TOKEN and FENCE_NAME\n"
-    "          in its environment, keep the lease alive while it runs, stop it\n"
+    "  run     take the lease NAME, run COMMAND with FENCE_TOKEN, FENCE_NAME and\n"
+    "          FENCE_HOLDER in its environment, keep the lease alive while it runs, stop it\n"
     "          if the lease is lost (exit 76), release the lease when it ends\n"
     "  status  whether NAME is held, its TTL, the holder's and the last token\n"
     "  token   the last fencing token issued for NAME (0 if none)\n"
     "\n"
     "Redis: --redis URL, else $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ".\n"
     "Exit status: 0 ok, 64 usage, 69 Redis unreachable, 75 lease held elsewhere,\n"
-    "76 lease lost; `fence run` otherwise exits with the command's status.\n"
+    "76 lease lost, 78 Redis may evict leases (allkeys-*); `fence run` otherwise\n"
+    "exits with the command's status.\n"
     "'fence help run' tells more.\n";
 
 static const char *help_for(const char *cmd)

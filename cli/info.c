@@ -10,12 +10,15 @@ const char cli__status_help[] =
     "usage: fence status [--redis URL] [--json] NAME\n"
     "\n"
     "Show whether the lease NAME is held, its remaining TTL, the holder's\n"
-    "fencing token and the last token issued.  Exit 0 whether held or free.\n"
+    "fencing token, the last token issued, and whether Redis persists its data\n"
+    "(persistence: aof, rdb, aof+rdb, off or unknown) and its maxmemory-policy.\n"
+    "Exit 0 whether held or free.\n"
     "\n"
     "  --redis URL   Redis to ask (default $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ")\n"
     "  --json        one JSON object: {\"name\", \"redis\", \"state\": \"held\"|\"free\",\n"
     "                \"held\", \"ttl_ms\" (null when free, -1 for a key without expiry),\n"
-    "                \"holder_token\" (0 when free or unknown), \"last_token\"}\n";
+    "                \"holder_token\" (0 when free or unknown), \"last_token\",\n"
+    "                \"persistence\", \"maxmemory_policy\" (null when unknown)}\n";
 
 const char cli__token_help[] =
     "usage: fence token [--redis URL] [--raise N] NAME\n"
@@ -102,6 +105,60 @@ static void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* What `fence status` shows. */
+typedef struct {
+    int held;
+    int64_t pttl;
+    uint64_t holder, last;
+    fence_server_info si;
+} status_view;
+
+static void print_json(const char *name, fence_client *c, const status_view *v)
+{
+    fputs("{\"name\": ", stdout);
+    json_string(stdout, name);
+    fputs(", \"redis\": ", stdout);
+    json_string(stdout, fence_client_url(c));
+    printf(", \"state\": \"%s\", \"held\": %s", v->held ? "held" : "free",
+           v->held ? "true" : "false");
+    if (v->held) {
+        printf(", \"ttl_ms\": %" PRId64, v->pttl);
+    } else {
+        fputs(", \"ttl_ms\": null", stdout);
+    }
+    printf(", \"holder_token\": %" PRIu64 ", \"last_token\": %" PRIu64, v->holder, v->last);
+    printf(", \"persistence\": \"%s\", \"maxmemory_policy\": ",
+           fence_persistence_name(v->si.persistence));
+    if (v->si.maxmemory_policy[0] != '\0') {
+        json_string(stdout, v->si.maxmemory_policy);
+    } else {
+        fputs("null", stdout);
+    }
+    fputs("}\n", stdout);
+}
+
+static void print_text(const char *name, fence_client *c, const status_view *v)
+{
+    printf("name:         %s\n", name);
+    printf("redis:        %s\n", fence_client_url(c));
+    printf("state:        %s\n", v->held ? "held" : "free");
+    if (v->held && v->pttl >= 0) {
+        printf("ttl_ms:       %" PRId64 "\n", v->pttl);
+    } else if (v->held) {
+        printf("ttl_ms:       none (the key has no expiry)\n");
+    }
+    if (v->held) {
+        printf("holder_token: %" PRIu64 "%s\n", v->holder,
+               v->holder == 0 ? " (not a fence owner value)" : "");
+    }
+    printf("last_token:   %" PRIu64 "\n", v->last);
+    printf("persistence:  %s%s\n", fence_persistence_name(v->si.persistence),
+           v->si.persistence == FENCE_PERSIST_OFF ? " (a restart loses the counters: clock "
+                                                    "tokens jump past them)" : "");
+    printf("maxmemory_policy: %s\n",
+           v->si.maxmemory_policy[0] != '\0' ? v->si.maxmemory_policy : "unknown");
+}
+
 int cli__cmd_status(int argc, char **argv)
 {
     info_args ia;
@@ -115,46 +172,26 @@ int cli__cmd_status(int argc, char **argv)
         return ex;
     }
     fence_client *c = NULL;
-    ex = cli__open("status", cli__redis_url(ia.url), &c);
+    ex = cli__open_url("status", cli__redis_url(ia.url), &c);
     if (ex != CLI_EX_OK) {
         return ex;
     }
-    int held = 0;
-    int64_t pttl = -1;
-    uint64_t holder = 0, last = 0;
-    int rc = fence_lease_inspect(c, ia.name, &held, &pttl, &holder, &last);
+    status_view v = {0, -1, 0, 0, {"", FENCE_PERSIST_UNKNOWN}};
+    int rc = fence_lease_inspect(c, ia.name, &v.held, &v.pttl, &v.holder, &v.last);
+    const char *what = "cannot inspect the lease";
+    if (rc == FENCE_OK) {
+        rc = fence_client_server_info(c, &v.si);
+        what = "cannot ask the server about itself";
+    }
     if (rc != FENCE_OK) {
-        ex = cli__fail("status", c, "cannot inspect the lease", rc);
+        ex = cli__fail("status", c, what, rc);
         fence_client_close(c);
         return ex;
     }
     if (ia.json) {
-        fputs("{\"name\": ", stdout);
-        json_string(stdout, ia.name);
-        fputs(", \"redis\": ", stdout);
-        json_string(stdout, fence_client_url(c));
-        printf(", \"state\": \"%s\", \"held\": %s", held ? "held" : "free",
-               held ? "true" : "false");
-        if (held) {
-            printf(", \"ttl_ms\": %" PRId64, pttl);
-        } else {
-            fputs(", \"ttl_ms\": null", stdout);
-        }
-        printf(", \"holder_token\": %" PRIu64 ", \"last_token\": %" PRIu64 "}\n", holder, last);
+        print_json(ia.name, c, &v);
     } else {
-        printf("name:         %s\n", ia.name);
-        printf("redis:        %s\n", fence_client_url(c));
-        printf("state:        %s\n", held ? "held" : "free");
-        if (held && pttl >= 0) {
-            printf("ttl_ms:       %" PRId64 "\n", pttl);
-        } else if (held) {
-            printf("ttl_ms:       none (the key has no expiry)\n");
-        }
-        if (held) {
-            printf("holder_token: %" PRIu64 "%s\n", holder,
-                   holder == 0 ? " (not a fence owner value)" : "");
-        }
-        printf("last_token:   %" PRIu64 "\n", last);
+        print_text(ia.name, c, &v);
     }
     fence_client_close(c);
     if (fflush(stdout) != 0) {
@@ -177,7 +214,7 @@ int cli__cmd_token(int argc, char **argv)
         return ex;
     }
     fence_client *c = NULL;
-    ex = cli__open("token", cli__redis_url(ia.url), &c);
+    ex = cli__open_url("token", cli__redis_url(ia.url), &c);
     if (ex != CLI_EX_OK) {
         return ex;
     }

@@ -29,8 +29,8 @@ const char cli__run_help[] =
     "\n"
     "Take the lease NAME in Redis, run COMMAND while keeping the lease alive,\n"
     "and release it when COMMAND ends.  COMMAND gets FENCE_TOKEN (the fencing\n"
-    "token: a decimal number greater than every token issued before for NAME)\n"
-    "and FENCE_NAME in its environment.  Pass the token with every write, so\n"
+    "token: a decimal number greater than every token issued before for NAME),\n"
+    "FENCE_NAME and FENCE_HOLDER (the lease's holder id, 32 hex) in its environment.  Pass the token with every write, so\n"
     "that storage which checks it rejects writes from an older holder.\n"
     "\n"
     "Options:\n"
@@ -46,6 +46,16 @@ const char cli__run_help[] =
     "  --metrics-file PATH  when the command ends, write this run's lease metrics\n"
     "                       (Prometheus text format, e.g. for node_exporter's\n"
     "                       textfile collector) to PATH, replacing it atomically\n"
+    "  --allow-eviction     issue tokens even if Redis's maxmemory-policy is\n"
+    "                       allkeys-* (it may evict leases and counters; refused\n"
+    "                       with exit 78 otherwise)\n"
+    "  --min-replicas N     after taking the lease, wait for N replicas to\n"
+    "                       acknowledge it (WAIT); fewer: release it, exit 69\n"
+    "  --replica-timeout DUR  how long that wait may take (default 100ms; needs\n"
+    "                       --min-replicas)\n"
+    "  --token-mode MODE    clock (default: tokens from Redis's clock, safe across\n"
+    "                       a lost counter) or dense (1, 2, 3: tokens REPEAT if\n"
+    "                       the counter is lost)\n"
     "  -h, --help           this text\n"
     "\n"
     "DUR is a number and a unit: ms, s, m, h or d (250ms, 1.5s, 2m, 1h); a bare\n"
@@ -53,10 +63,12 @@ const char cli__run_help[] =
     "\n"
     "Exit status: the command's own (128+N when it died of signal N), or\n"
     "   64  usage error (bad option, duration or NAME; no command)\n"
-    "   69  Redis could not be reached, refused the credentials, or failed\n"
+    "   69  Redis could not be reached, refused the credentials, or failed; or\n"
+    "       fewer replicas than --min-replicas acknowledged the lease\n"
     "   70  internal error     71  a system call (fork, pipe) failed\n"
     "   75  the lease is held by another owner (still, after --wait)\n"
     "   76  the lease was lost while the command ran: the command was stopped\n"
+    "   78  Redis's maxmemory-policy is allkeys-* (see --allow-eviction)\n"
     "  126  the command could not be executed   127  the command was not found\n"
     "\n"
     "The lease is lost when its renewal is refused (the key expired, was deleted\n"
@@ -96,6 +108,10 @@ typedef struct {
     int64_t ttl_ms;
     int64_t wait_ms;
     int64_t kill_after_ms;
+    int allow_eviction;
+    int min_replicas;
+    int64_t replica_timeout_ms; /* 0: the library's default */
+    int token_mode;
     char **cmd;
 } run_args;
 
@@ -116,6 +132,70 @@ static int is_opt(const char *arg, const char *name)
 {
     size_t n = strlen(name);
     return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+/* The options of the Redis client (token mode, eviction, the WAIT gate):
+ * 1 when arg was one (*ex set), 0 when not. */
+static int client_opt(cli__argv *a, const char *arg, run_args *ra, int *ex)
+{
+    const char *v = NULL;
+    uint64_t n = 0;
+    *ex = CLI_EX_OK;
+    if (strcmp(arg, "--allow-eviction") == 0) {
+        ra->allow_eviction = 1;
+    } else if (is_opt(arg, "--min-replicas")) {
+        v = cli__optval(a, arg, "--min-replicas");
+        if (v == NULL) {
+            *ex = CLI_EX_USAGE;
+        } else if (cli__parse_u64(v, FENCE_MIN_REPLICAS_MAX, &n) != 0) {
+            *ex = cli__usage_error("run", "--min-replicas '%s': a number from 0 to %d", v,
+                                   FENCE_MIN_REPLICAS_MAX);
+        }
+        ra->min_replicas = (int)n;
+    } else if (is_opt(arg, "--replica-timeout")) {
+        *ex = dur_opt(a, arg, "--replica-timeout", FENCE_REPLICA_TIMEOUT_MAX_MS,
+                      &ra->replica_timeout_ms);
+        if (*ex == CLI_EX_OK && ra->replica_timeout_ms < 1) {
+            *ex = cli__usage_error("run", "--replica-timeout must be at least 1ms");
+        }
+    } else if (is_opt(arg, "--token-mode")) {
+        v = cli__optval(a, arg, "--token-mode");
+        if (v == NULL) {
+            *ex = CLI_EX_USAGE;
+        } else if (strcmp(v, "clock") == 0 || strcmp(v, "dense") == 0) {
+            ra->token_mode = v[0] == 'd' ? FENCE_TOKENS_DENSE : FENCE_TOKENS_CLOCK;
+        } else {
+            *ex = cli__usage_error("run", "--token-mode '%s': clock or dense", v);
+        }
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* What parse() checks once every option is read. */
+static int parse_end(run_args *ra)
+{
+    if (ra->replica_timeout_ms > 0 && ra->min_replicas == 0) {
+        return cli__usage_error("run", "--replica-timeout needs --min-replicas N (N > 0)");
+    }
+    if (ra->name == NULL) {
+        return cli__usage_error("run", "missing the lease NAME");
+    }
+    int ex = cli__check_name("run", ra->name);
+    if (ex != CLI_EX_OK) {
+        return ex;
+    }
+    if (ra->cmd == NULL) {
+        return cli__usage_error("run", "missing '--' and the COMMAND after it");
+    }
+    if (ra->cmd[0] == NULL) {
+        return cli__usage_error("run", "missing the COMMAND after '--'");
+    }
+    if (ra->cmd[0][0] == '\0') {
+        return cli__usage_error("run", "the COMMAND is an empty string");
+    }
+    return CLI_EX_OK;
 }
 
 /* Returns CLI_EX_OK, CLI_EX_USAGE, or -1 for --help. */
@@ -158,6 +238,8 @@ static int parse(int argc, char **argv, run_args *ra)
             if (ra->metrics_file[0] == '\0') {
                 return cli__usage_error("run", "--metrics-file: empty path");
             }
+        } else if (client_opt(&a, arg, ra, &ex)) {
+            /* ex set */
         } else if (arg[0] == '-' && arg[1] != '\0') {
             return cli__usage_error("run", "unknown option '%s'", arg);
         } else if (ra->name == NULL) {
@@ -170,23 +252,7 @@ static int parse(int argc, char **argv, run_args *ra)
             return ex;
         }
     }
-    if (ra->name == NULL) {
-        return cli__usage_error("run", "missing the lease NAME");
-    }
-    ex = cli__check_name("run", ra->name);
-    if (ex != CLI_EX_OK) {
-        return ex;
-    }
-    if (ra->cmd == NULL) {
-        return cli__usage_error("run", "missing '--' and the COMMAND after it");
-    }
-    if (ra->cmd[0] == NULL) {
-        return cli__usage_error("run", "missing the COMMAND after '--'");
-    }
-    if (ra->cmd[0][0] == '\0') {
-        return cli__usage_error("run", "the COMMAND is an empty string");
-    }
-    return CLI_EX_OK;
+    return parse_end(ra);
 }
 
 /* "held by another owner" with what inspect can tell; returns 75. */
@@ -285,7 +351,8 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
 {
     fence_lease *lease = *leasep;
     uint64_t token = fence_lease_token(lease);
-    cli__spawn *sp = cli__spawn_prepare(ra->cmd, ra->name, token, start_mask);
+    cli__spawn *sp = cli__spawn_prepare(ra->cmd, ra->name, token, fence_lease_holder(lease),
+                                        start_mask);
     if (sp == NULL) {
         return CLI_EX_OSERR;
     }
@@ -373,7 +440,14 @@ int cli__cmd_run(int argc, char **argv)
         return CLI_EX_OSERR;
     }
     fence_client *c = NULL;
-    ex = cli__open("run", cli__redis_url(ra.url), &c);
+    fence_client_options co;
+    fence_client_options_init(&co);
+    co.url = cli__redis_url(ra.url);
+    co.allow_eviction = ra.allow_eviction;
+    co.min_replicas = ra.min_replicas;
+    co.replica_timeout_ms = ra.replica_timeout_ms;
+    co.token_mode = ra.token_mode;
+    ex = cli__open("run", &co, &c);
     fence_lease *lease = NULL;
     if (ex == CLI_EX_OK) {
         ex = acquire(c, &ra, &sigs, &lease);

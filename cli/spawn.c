@@ -128,9 +128,10 @@ void cli__fds_free(void)
 
 struct cli__spawn {
     char **argv;      /* the command's argv (borrowed from main's argv) */
-    char **envp;      /* the environment, with FENCE_TOKEN and FENCE_NAME */
+    char **envp;      /* the environment, with FENCE_TOKEN, FENCE_NAME, FENCE_HOLDER */
     char *env_token;  /* "FENCE_TOKEN=N" */
     char *env_name;   /* "FENCE_NAME=..." */
+    char *env_holder; /* "FENCE_HOLDER=<32 hex>" */
     char **cands;     /* paths to try, in order */
     size_t ncands;
     int searched;     /* argv[0] had no '/': cands come from PATH */
@@ -149,6 +150,7 @@ void cli__spawn_free(cli__spawn *sp)
     free(sp->envp);
     free(sp->env_token);
     free(sp->env_name);
+    free(sp->env_holder);
     for (size_t i = 0; i < sp->ncands; i++) {
         free(sp->cands[i]);
     }
@@ -164,29 +166,35 @@ static int has_key(const char *entry, const char *key)
     return strncmp(entry, key, n) == 0 && entry[n] == '=';
 }
 
-static int build_env(cli__spawn *sp, const char *name, uint64_t token)
+static int build_env(cli__spawn *sp, const char *name, uint64_t token, const char *holder)
 {
     size_t n = 0;
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         n++;
     }
-    sp->envp = calloc(n + 3, sizeof *sp->envp);
+    sp->envp = calloc(n + 4, sizeof *sp->envp);
     size_t len = strlen("FENCE_NAME=") + strlen(name) + 1;
+    size_t hlen = strlen("FENCE_HOLDER=") + strlen(holder) + 1;
     sp->env_name = malloc(len);
     sp->env_token = malloc(32);
-    if (sp->envp == NULL || sp->env_name == NULL || sp->env_token == NULL) {
+    sp->env_holder = malloc(hlen);
+    if (sp->envp == NULL || sp->env_name == NULL || sp->env_token == NULL ||
+        sp->env_holder == NULL) {
         return -1;
     }
     snprintf(sp->env_name, len, "FENCE_NAME=%s", name);
     snprintf(sp->env_token, 32, "FENCE_TOKEN=%" PRIu64, token);
+    snprintf(sp->env_holder, hlen, "FENCE_HOLDER=%s", holder);
     size_t k = 0;
     for (char **e = environ; e != NULL && *e != NULL; e++) {
-        if (!has_key(*e, "FENCE_TOKEN") && !has_key(*e, "FENCE_NAME")) {
+        if (!has_key(*e, "FENCE_TOKEN") && !has_key(*e, "FENCE_NAME") &&
+            !has_key(*e, "FENCE_HOLDER")) {
             sp->envp[k++] = *e;
         }
     }
     sp->envp[k++] = sp->env_token;
     sp->envp[k++] = sp->env_name;
+    sp->envp[k++] = sp->env_holder;
     sp->envp[k] = NULL;
     return 0;
 }
@@ -243,7 +251,7 @@ static int build_cands(cli__spawn *sp)
     return 0;
 }
 
-cli__spawn *cli__spawn_prepare(char **argv, const char *name, uint64_t token,
+cli__spawn *cli__spawn_prepare(char **argv, const char *name, uint64_t token, const char *holder,
                                const sigset_t *restore_mask)
 {
     cli__spawn *sp = calloc(1, sizeof *sp);
@@ -263,7 +271,7 @@ cli__spawn *cli__spawn_prepare(char **argv, const char *name, uint64_t token,
     }
     sp->sh_argv = calloc(argc + 2, sizeof *sp->sh_argv);
     sp->keep = malloc((nstart_fds + 1) * sizeof *sp->keep);
-    if (sp->sh_argv == NULL || sp->keep == NULL || build_env(sp, name, token) != 0 ||
+    if (sp->sh_argv == NULL || sp->keep == NULL || build_env(sp, name, token, holder) != 0 ||
         build_cands(sp) != 0) {
         fprintf(stderr, "fence run: out of memory\n");
         cli__spawn_free(sp);

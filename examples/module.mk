@@ -30,3 +30,10 @@ $(B)/examples/retrofit_lock_version.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_C
 $(B)/examples/retrofit_lock_version: $(B)/examples/retrofit_lock_version.o $(EX_ENV_OBJ) \
                                      $(LIBFENCE_PG) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
+
+# self_heal: a store ahead of the counter rejects a holder's write; the
+# holder reissues its token (fence_lease_reissue) and the write lands.
+EXAMPLE_BINS += $(B)/examples/self_heal
+$(B)/examples/self_heal.o: MOD_CFLAGS += -Ilib/lease -Ilib/sqlite
+$(B)/examples/self_heal: $(B)/examples/self_heal.o $(EX_ENV_OBJ) $(LIBFENCE_SQLITE) $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(HIREDIS_LIBS)

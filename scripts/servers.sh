@@ -16,15 +16,15 @@ fence_free_port() {
   return 1
 }
 
-# fence_start_redis VAR_PREFIX [extra redis.conf lines...]
-# Starts redis-server; sets ${VAR_PREFIX}_PORT and ${VAR_PREFIX}_DIR.
-# The folder holds redis.conf so scripts/redis-ctl can stop and restart it.
-fence_start_redis() {
-  local var=$1; shift
+# fence_start_redis_in DIR [extra redis.conf lines...]
+# Starts redis-server with its redis.conf, pid, log and port files in DIR
+# (made by the caller) on a free port; prints the port.  Retries on a port
+# taken meanwhile; returns 1 when it would not start.
+fence_start_redis_in() {
+  local dir=$1; shift
   command -v redis-server >/dev/null || fence_die "redis-server not found: run scripts/install-deps"
   command -v redis-cli >/dev/null || fence_die "redis-cli not found: run scripts/install-deps"
-  local dir port try
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-redis.XXXXXX")
+  local port try line
   for try in 1 2 3 4 5; do
     port=$(fence_free_port) || fence_die "no free port"
     {
@@ -37,20 +37,64 @@ fence_start_redis() {
       echo "save \"\""
       echo "appendonly no"
       echo "protected-mode yes"
-      local line; for line in "$@"; do echo "$line"; done
+      for line in "$@"; do echo "$line"; done
     } > "$dir/redis.conf"
     echo "$port" > "$dir/port"
     if redis-server "$dir/redis.conf" >/dev/null 2>&1 && \
        scripts/redis-ctl "$dir" wait; then
-      printf -v "${var}_PORT" '%s' "$port"
-      printf -v "${var}_DIR" '%s' "$dir"
-      FENCE__REDIS_DIRS+=("$dir")
+      echo "$port"
       return 0
     fi
     scripts/redis-ctl "$dir" stop >/dev/null 2>&1 || true
   done
   cat "$dir/redis.log" >&2 2>/dev/null || true
-  fence_die "redis-server would not start"
+  return 1
+}
+
+# fence_start_sentinel DIR MASTER_PORT: a Sentinel (redis-server --sentinel;
+# Debian has no separate redis-sentinel) monitoring 127.0.0.1:MASTER_PORT as
+# "fence-m" with quorum 1, down-after-milliseconds 200 and failover-timeout
+# 1000, in DIR (a file "sentinel" there tells scripts/redis-ctl); prints the port.
+fence_start_sentinel() {
+  local dir=$1 mport=$2 port try
+  : > "$dir/sentinel"
+  for try in 1 2 3 4 5; do
+    port=$(fence_free_port) || fence_die "no free port"
+    {
+      echo "bind 127.0.0.1"
+      echo "port $port"
+      echo "dir $dir"
+      echo "daemonize yes"
+      echo "pidfile $dir/redis.pid"
+      echo "logfile $dir/redis.log"
+      echo "protected-mode no"
+      echo "sentinel monitor fence-m 127.0.0.1 $mport 1"
+      echo "sentinel down-after-milliseconds fence-m 200"
+      echo "sentinel failover-timeout fence-m 1000"
+    } > "$dir/redis.conf"
+    echo "$port" > "$dir/port"
+    if redis-server "$dir/redis.conf" --sentinel >/dev/null 2>&1 && \
+       scripts/redis-ctl "$dir" wait; then
+      echo "$port"
+      return 0
+    fi
+    scripts/redis-ctl "$dir" stop >/dev/null 2>&1 || true
+  done
+  cat "$dir/redis.log" >&2 2>/dev/null || true
+  return 1
+}
+
+# fence_start_redis VAR_PREFIX [extra redis.conf lines...]
+# Starts redis-server; sets ${VAR_PREFIX}_PORT and ${VAR_PREFIX}_DIR.
+# The folder holds redis.conf so scripts/redis-ctl can stop and restart it.
+fence_start_redis() {
+  local var=$1; shift
+  local dir port
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-redis.XXXXXX")
+  FENCE__REDIS_DIRS+=("$dir")
+  port=$(fence_start_redis_in "$dir" "$@") || fence_die "redis-server would not start"
+  printf -v "${var}_PORT" '%s' "$port"
+  printf -v "${var}_DIR" '%s' "$dir"
 }
 
 fence_pg_bindir() {
@@ -91,6 +135,13 @@ fence_start_postgres() {
 
 fence_stop_all() {
   local d
+  # Sets of servers the tests started (scripts/redis-set) and left behind.
+  if [ -n "${FENCE_TEST_SPAWN_DIR:-}" ] && [ -d "$FENCE_TEST_SPAWN_DIR" ]; then
+    for d in "$FENCE_TEST_SPAWN_DIR"/*/; do
+      [ -d "$d" ] && scripts/redis-set stop "${d%/}" >/dev/null 2>&1
+    done
+    rm -rf "$FENCE_TEST_SPAWN_DIR"
+  fi
   for d in "${FENCE__REDIS_DIRS[@]:-}"; do
     [ -n "$d" ] || continue
     scripts/redis-ctl "$d" stop >/dev/null 2>&1 || true

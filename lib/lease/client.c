@@ -26,9 +26,51 @@ static char *dup_secret(const char *s, int *nomem)
     return d;
 }
 
+/* The options of issue 8: token mode, jump, eviction, the WAIT gate. */
+static fence_status check_token_opts(fence_client *c, const fence_client_options *o)
+{
+    if (o->token_mode != FENCE_TOKENS_CLOCK && o->token_mode != FENCE_TOKENS_DENSE) {
+        return fence__fail(c, FENCE_EINVAL, "token_mode must be FENCE_TOKENS_CLOCK (0) or "
+                           "FENCE_TOKENS_DENSE (1)");
+    }
+    if (o->token_jump_ms < 0 || o->token_jump_ms > FENCE_TOKEN_JUMP_MAX_MS) {
+        return fence__fail(c, FENCE_EINVAL, "token_jump_ms must be 0 (default %d) to %lld ms",
+                           FENCE_TOKEN_JUMP_DEFAULT_MS, (long long)FENCE_TOKEN_JUMP_MAX_MS);
+    }
+    if (o->token_jump_ms != 0 && o->token_mode == FENCE_TOKENS_DENSE) {
+        return fence__fail(c, FENCE_EINVAL, "token_jump_ms applies to clock tokens only "
+                           "(token_mode is FENCE_TOKENS_DENSE)");
+    }
+    if (o->allow_eviction != 0 && o->allow_eviction != 1) {
+        return fence__fail(c, FENCE_EINVAL, "allow_eviction must be 0 or 1");
+    }
+    if (o->min_replicas < 0 || o->min_replicas > FENCE_MIN_REPLICAS_MAX) {
+        return fence__fail(c, FENCE_EINVAL, "min_replicas must be 0 (off) to %d",
+                           FENCE_MIN_REPLICAS_MAX);
+    }
+    if (o->replica_timeout_ms < 0 || o->replica_timeout_ms > FENCE_REPLICA_TIMEOUT_MAX_MS) {
+        return fence__fail(c, FENCE_EINVAL, "replica_timeout_ms must be 0 (default %d) to %d ms",
+                           FENCE_REPLICA_TIMEOUT_DEFAULT_MS, FENCE_REPLICA_TIMEOUT_MAX_MS);
+    }
+    if (o->replica_timeout_ms != 0 && o->min_replicas == 0) {
+        return fence__fail(c, FENCE_EINVAL, "replica_timeout_ms needs min_replicas > 0");
+    }
+    c->token_mode = o->token_mode;
+    c->token_jump_ms = o->token_jump_ms ? o->token_jump_ms : FENCE_TOKEN_JUMP_DEFAULT_MS;
+    c->allow_eviction = o->allow_eviction;
+    c->min_replicas = o->min_replicas;
+    c->replica_timeout_ms = o->replica_timeout_ms ? o->replica_timeout_ms
+                                                  : FENCE_REPLICA_TIMEOUT_DEFAULT_MS;
+    return FENCE_OK;
+}
+
 static fence_status setup(fence_client *c, const fence_client_options *o)
 {
     char err[256];
+    fence_status tst = check_token_opts(c, o);
+    if (tst != FENCE_OK) {
+        return tst;
+    }
     if (o->connect_timeout_ms < 0 || o->connect_timeout_ms > MAX_TIMEOUT_MS ||
         o->io_timeout_ms < 0 || o->io_timeout_ms > MAX_TIMEOUT_MS) {
         return fence__fail(c, FENCE_EINVAL, "timeouts must be 0 (default) to %d ms",
@@ -105,7 +147,7 @@ static fence_status probe(fence_client *c)
     char *k2 = fence__key(c, "probe", ":token");
     const char *args[2] = {k1, k2};
     void *r = NULL;
-    fence_status st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, &r)
+    fence_status st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, NULL, &r)
                                : fence__fail(c, FENCE_ENOMEM, "out of memory");
     if (r != NULL) {
         freeReplyObject(r);
@@ -130,6 +172,7 @@ fence_status fence_client_open(fence_client **out, const fence_client_options *o
     pthread_mutex_init(&c->cmd_lock, NULL);
     pthread_mutex_init(&c->hb_lock, NULL);
     c->hb_wake_us = INT64_MAX;
+    atomic_init(&c->m.persistence, -1);
     *out = c;
     if (o == NULL) {
         return fence__fail(c, FENCE_EINVAL, "fence_client_open: options are NULL");

@@ -1,5 +1,5 @@
 /* conn.c -- connections to Redis: connect with timeouts, AUTH, SELECT,
- * script loading and EVALSHA with the NOSCRIPT fallback. */
+ * and script loading (running scripts: eval.c). */
 #include "lease_internal.h"
 
 #include <errno.h>
@@ -33,7 +33,7 @@ void fence__conn_drop(redisContext **rc)
 }
 
 /* An error reply that means "who are you?": map it to FENCE_EAUTH. */
-static int is_auth_error(const char *s)
+int fence__is_auth_error(const char *s)
 {
     return strncmp(s, "NOAUTH", 6) == 0 || strncmp(s, "WRONGPASS", 9) == 0 ||
            strncmp(s, "ERR invalid password", 20) == 0 ||
@@ -49,7 +49,7 @@ static fence_status simple(fence_client *c, redisContext *rc, int argc, const ch
     }
     fence_status st = FENCE_OK;
     if (r->type == REDIS_REPLY_ERROR) {
-        if (is_auth || is_auth_error(r->str)) {
+        if (is_auth || fence__is_auth_error(r->str)) {
             /* The server's text names no secret; ours neither. */
             st = fence__fail(c, FENCE_EAUTH, "%s: authentication refused: %.200s",
                              c->url.display, r->str);
@@ -152,114 +152,4 @@ void fence__scripts_load(fence_client *c, redisContext *rc)
         }
         freeReplyObject(r);
     }
-}
-
-static int is_noscript(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
-
-fence_status fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int nargs,
-                         const char **args, const size_t *lens, int *timed_out, void **reply)
-{
-    if (timed_out != NULL) {
-        *timed_out = 0;
-    }
-    enum { MAXARGV = 3 + 8 };
-    const char *argv[MAXARGV];
-    size_t argvlen[MAXARGV];
-    char nk[16];
-    *reply = NULL;
-    if (nargs + 3 > MAXARGV) {
-        return fence__fail(c, FENCE_EINVAL, "internal: too many script arguments");
-    }
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    for (int i = 0; i < nargs; i++) {
-        argv[3 + i] = args[i];
-        argvlen[3 + i] = lens ? lens[i] : strlen(args[i]);
-    }
-    argv[2] = nk;
-    argvlen[2] = strlen(nk);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int use_sha = attempt == 0 && c->sha[script][0] != '\0';
-        if (use_sha) {
-            argv[0] = "EVALSHA";
-            argv[1] = c->sha[script];
-            argvlen[1] = 40;
-        } else {
-            argv[0] = "EVAL";
-            argv[1] = fence__script_body(script);
-            argvlen[1] = fence__script_len(script);
-        }
-        argvlen[0] = strlen(argv[0]);
-        errno = 0;
-        redisReply *r = redisCommandArgv(*rcp, nargs + 3, argv, argvlen);
-        if (r == NULL) {
-            /* hiredis 0.14 reports a timeout as an I/O error with EAGAIN. */
-            if (timed_out != NULL && (*rcp)->err == REDIS_ERR_IO &&
-                (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                *timed_out = 1;
-            }
-            fence_status st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
-                                 (*rcp)->errstr);
-            fence__conn_drop(rcp);
-            return st;
-        }
-        if (use_sha && is_noscript(r)) {
-            freeReplyObject(r); /* Redis restarted or SCRIPT FLUSH: send the body */
-            continue;
-        }
-        if (r->type == REDIS_REPLY_ERROR) {
-            fence_status st = is_auth_error(r->str)
-                         ? fence__fail(c, FENCE_EAUTH, "%s: %.200s", c->url.display, r->str)
-                         : fence__fail(c, FENCE_EPROTO, "%s: script error: %.300s",
-                                       c->url.display, r->str);
-            freeReplyObject(r);
-            return st;
-        }
-        *reply = r;
-        return FENCE_OK;
-    }
-    return fence__fail(c, FENCE_EPROTO, "%s: NOSCRIPT after EVAL", c->url.display);
-}
-
-fence_status fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs,
-                             const char **args, int64_t bound_ms, int *retried, void **reply)
-{
-    int64_t io = c->io_timeout_ms;
-    if (bound_ms > 0 && bound_ms < io) {
-        io = bound_ms;
-    }
-    if (retried != NULL) {
-        *retried = 0;
-    }
-    pthread_mutex_lock(&c->cmd_lock);
-    fence_status st = FENCE_ECONN;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fresh = c->cmd == NULL || c->cmd->err != 0;
-        st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, bound_ms);
-        if (st != FENCE_OK) {
-            break;
-        }
-        fence__conn_timeout(c->cmd, io);
-        int timed_out = 0;
-        st = fence__eval(c, &c->cmd, script, nkeys, nargs, args, NULL, &timed_out, reply);
-        /* A connection that had been idle may have been closed by a Redis
-         * restart: retry once on a new one.  Every script is safe to
-         * repeat (acquire recognises its own owner id; the caller of a
-         * retried release is told, since its answer is then ambiguous).
-         * A timeout is not retried: Redis is there but not answering, and
-         * a second wait would only double the caller's. */
-        if (st != FENCE_ECONN || fresh || timed_out) {
-            break;
-        }
-        if (retried != NULL) {
-            *retried = 1;
-        }
-    }
-    if (c->cmd != NULL && io != c->io_timeout_ms) {
-        fence__conn_timeout(c->cmd, c->io_timeout_ms);
-    }
-    pthread_mutex_unlock(&c->cmd_lock);
-    return st;
 }

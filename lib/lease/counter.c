@@ -1,5 +1,5 @@
 /* counter.c -- a name's token counter: raising it, reading it, and
- * inspecting the lease without taking it. */
+ * inspecting the lease without taking it; what the server says of itself. */
 #include "lease_internal.h"
 
 #include <hiredis/hiredis.h>
@@ -35,7 +35,7 @@ fence_status fence_token_raise(fence_client *c, const char *name, uint64_t floor
     snprintf(f, sizeof f, "%" PRIu64, floor);
     const char *args[2] = {counter, f};
     redisReply *r = NULL;
-    st = fence__eval_cmd(c, FENCE__TOKEN_RAISE, 1, 2, args, 0, NULL, (void **)&r);
+    st = fence__eval_cmd(c, FENCE__TOKEN_RAISE, 1, 2, args, 0, NULL, NULL, (void **)&r);
     free(counter);
     if (st != FENCE_OK) {
         return st;
@@ -71,7 +71,7 @@ fence_status fence_lease_inspect(fence_client *c, const char *name, int *held, i
     }
     const char *args[2] = {owner, counter};
     redisReply *r = NULL;
-    st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, (void **)&r);
+    st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, NULL, (void **)&r);
     free(owner);
     free(counter);
     if (st != FENCE_OK) {
@@ -116,4 +116,20 @@ fence_status fence_token_last(fence_client *c, const char *name, uint64_t *token
         return fence__fail(c, FENCE_EINVAL, "fence_token_last: token_out is NULL");
     }
     return fence_lease_inspect(c, name, NULL, NULL, NULL, token_out);
+}
+
+fence_status fence_client_server_info(fence_client *c, fence_server_info *out)
+{
+    fence_status st = fence__check_client(c, "fence_client_server_info");
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if (out == NULL) {
+        return fence__fail(c, FENCE_EINVAL, "fence_client_server_info: out is NULL");
+    }
+    st = fence__cmd_server_info(c, out);
+    if (st == FENCE_OK) {
+        fence__clear(c);
+    }
+    return st;
 }

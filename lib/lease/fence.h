@@ -2,8 +2,9 @@
  * fence.h -- Redis leases that carry a monotonic fencing token (libfence).
  *
  * Each acquisition returns a token strictly greater than every token issued
- * before for that lease name; the storage libraries reject writes with an
- * older one.  Status codes, limits and fence_strerror() are in
+ * before for that lease name (clock tokens: also across a lost counter,
+ * under the clock assumption of docs/redis.md); the storage libraries
+ * reject writes with an older one.  Status codes, limits and fence_strerror() are in
  * fence_common.h.  How it works, the Redis key contract and the thread and
  * process rules in full: docs/redis.md.
  *
@@ -42,6 +43,27 @@ extern "C" {
 typedef struct fence_client fence_client;
 typedef struct fence_lease fence_lease;
 
+/* How tokens are issued (docs/redis.md, "Tokens"). */
+enum fence_token_mode {
+    /* Default: max(last + 1, the Redis server's clock in microseconds), plus
+     * token_jump_ms when the counter is missing or was written by another
+     * server incarnation (failover, restart, flush, eviction).  Tokens
+     * never repeat or go back while successive servers' clocks differ by
+     * less than the time between their tokens plus the jump. */
+    FENCE_TOKENS_CLOCK = 0,
+    /* 1, 2, 3, ...: last + 1, no floor, no jump.  RISK: a lost counter
+     * (failover to a lagging replica, restart without persistence, DEL,
+     * FLUSHALL, eviction) starts again lower: tokens REPEAT, and a store
+     * admits a second holder with an equal token. */
+    FENCE_TOKENS_DENSE = 1
+};
+
+#define FENCE_TOKEN_JUMP_DEFAULT_MS 10000       /* 10 s */
+#define FENCE_TOKEN_JUMP_MAX_MS (86400000LL)    /* 1 day */
+#define FENCE_MIN_REPLICAS_MAX 64
+#define FENCE_REPLICA_TIMEOUT_DEFAULT_MS 100
+#define FENCE_REPLICA_TIMEOUT_MAX_MS 60000
+
 enum fence_heartbeat_mode {
     FENCE_HEARTBEAT_THREAD = 0, /* one background thread per client (default) */
     FENCE_HEARTBEAT_MANUAL = 1  /* no threads: call fence_heartbeat_run() */
@@ -69,6 +91,20 @@ typedef struct fence_client_options {
     /* Leases renewed in one script call by the heartbeat (default 500);
      * all batches of a pass go out in one pipelined round trip. */
     int renew_batch;
+    int token_mode;        /* enum fence_token_mode; default CLOCK */
+    /* CLOCK only: the jump after a lost counter, 1..FENCE_TOKEN_JUMP_MAX_MS
+     * (default FENCE_TOKEN_JUMP_DEFAULT_MS). */
+    int64_t token_jump_ms;
+    /* 0 (default): before the first token on each connection, refuse a
+     * server whose maxmemory-policy is allkeys-* (FENCE_ECONFIG): it may
+     * evict owner keys and counters.  1: issue anyway. */
+    int allow_eviction;
+    /* 0 (default): off.  1..FENCE_MIN_REPLICAS_MAX: acquire pipelines
+     * WAIT min_replicas replica_timeout_ms behind its script; fewer acks:
+     * the lease is released and acquire returns FENCE_EREPLICAS. */
+    int min_replicas;
+    /* 1..FENCE_REPLICA_TIMEOUT_MAX_MS, default 100; only with min_replicas. */
+    int64_t replica_timeout_ms;
 } fence_client_options;
 
 FENCE_API void fence_client_options_init(fence_client_options *opts);
@@ -179,8 +215,30 @@ FENCE_API uint64_t fence_lease_token(const fence_lease *lease);
 /* The lease's name (owned by the lease). */
 FENCE_API const char *fence_lease_name(const fence_lease *lease);
 
-/* The owner value stored in Redis for this lease, "<32 hex>:<token>". */
+/* The owner value stored in Redis for this lease, "<32 hex>:<token>".
+ * Changes with fence_lease_reissue(). */
 FENCE_API const char *fence_lease_owner(const fence_lease *lease);
+
+/* The lease's holder id: its 128-bit owner id as FENCE_HOLDER_LEN (32)
+ * lowercase hex digits (the owner value before ':'); what the stores
+ * record with a token.  Owned by the lease; never changes. */
+FENCE_API const char *fence_lease_holder(const fence_lease *lease);
+
+/*
+ * Self-healing after a regression: a store rejected this holder's write
+ * because it has seen store_highest (> this lease's token) although the
+ * lease is still held -- the counter fell behind the store.  In one script
+ * call, only while Redis still holds this lease's owner value: raise the
+ * counter to at least store_highest (0..FENCE_TOKEN_MAX-1), issue a fresh
+ * token (the acquire rule: > store_highest), and make the owner value
+ * "<holder>:<new token>" keeping the key's TTL.  FENCE_OK with *new_token
+ * (optional) = fence_lease_token(lease); FENCE_LOST when the lease is no
+ * longer held (it becomes lost; on_lost fires); errors as acquire
+ * (FENCE_ECONFIG included).  Counted in the token_regressions metric.  Do
+ * not call it concurrently with other calls on the same lease.
+ */
+FENCE_API fence_status fence_lease_reissue(fence_lease *lease, uint64_t store_highest,
+                                           uint64_t *new_token);
 
 /* Nonzero once the lease is lost (renewal refused or validity ran out). */
 FENCE_API int fence_lease_lost(const fence_lease *lease);
@@ -210,7 +268,8 @@ FENCE_API fence_status fence_heartbeat_run(fence_client *c, int64_t *next_ms);
  * Raise NAME's token counter to at least `floor` (never lowers it), so
  * that the next token is > floor.  For retrofitting a store whose version
  * column already holds numbers.  *token_out (optional) gets the counter's
- * value afterwards.
+ * value afterwards.  Raised past the clock, clock tokens are dense (last
+ * + 1) until the clock passes them (docs/redis.md, "Tokens").
  */
 FENCE_API fence_status fence_token_raise(fence_client *c, const char *name, uint64_t floor,
                                 uint64_t *token_out);
@@ -226,6 +285,27 @@ FENCE_API fence_status fence_token_last(fence_client *c, const char *name, uint6
 FENCE_API fence_status fence_lease_inspect(fence_client *c, const char *name, int *held,
                                   int64_t *pttl_ms, uint64_t *holder_token,
                                   uint64_t *last_token);
+
+/* What a Redis server says about its ability to keep fencing state. */
+enum fence_persistence {
+    FENCE_PERSIST_UNKNOWN = -1, /* AOF off and CONFIG GET save refused */
+    FENCE_PERSIST_OFF = 0,      /* no AOF, no RDB snapshots: a restart loses counters */
+    FENCE_PERSIST_RDB = 1,
+    FENCE_PERSIST_AOF = 2,
+    FENCE_PERSIST_AOF_RDB = 3
+};
+
+typedef struct fence_server_info {
+    char maxmemory_policy[32]; /* INFO memory; "" when it could not be read */
+    int persistence;           /* enum fence_persistence */
+} fence_server_info;
+
+/* Ask the client's Redis (INFO memory, INFO persistence, CONFIG GET
+ * save; one round trip).  Fields it refused to tell stay ""/unknown. */
+FENCE_API fence_status fence_client_server_info(fence_client *c, fence_server_info *out);
+
+/* "off", "rdb", "aof", "aof+rdb" or "unknown". */
+FENCE_API const char *fence_persistence_name(int persistence);
 
 /* ------------------------------------------------------------------ */
 /* Metrics                                                              */
@@ -249,6 +329,10 @@ typedef struct fence_metrics {
     uint64_t renew_failed;      /* renewals refused or not answered */
     uint64_t reconnects;        /* connections re-established */
     uint64_t leases_held;       /* gauge: leases currently held */
+    uint64_t token_regressions; /* fence_lease_reissue() calls that succeeded */
+    /* gauge: the server's persistence when last checked (before the first
+     * token on a connection): 1 on, 0 off, -1 unknown or not yet asked. */
+    int64_t redis_persistence;
     /* heartbeat_latency: the round-trip time of each heartbeat pass. */
     uint64_t heartbeat_latency_bucket[FENCE_LATENCY_NBUCKETS]; /* not cumulative */
     uint64_t heartbeat_latency_count;

@@ -79,6 +79,7 @@ static void publish(fence_lease *l, const char *owner, uint64_t token, int64_t s
 {
     fence_client *c = l->c;
     l->token = token;
+    memcpy(l->holder, owner, FENCE_HOLDER_LEN + 1);
     snprintf(l->value, sizeof l->value, "%s:%" PRIu64, owner, token);
     l->state = FENCE__HELD;
     l->valid_until_us = fence__valid_until(l, sent_us);
@@ -99,6 +100,38 @@ static void publish(fence_lease *l, const char *owner, uint64_t token, int64_t s
     }
 }
 
+void fence__issue_init(const fence_client *c, fence__issue *io)
+{
+    io->check = 1;
+    io->min_replicas = c->min_replicas;
+    io->replica_timeout_ms = c->replica_timeout_ms;
+    io->acked = -1;
+}
+
+const char *fence__mode_args(const fence_client *c, char *jump_us)
+{
+    snprintf(jump_us, 24, "%" PRId64, c->token_jump_ms * 1000);
+    return c->token_mode == FENCE_TOKENS_DENSE ? "dense" : "clock";
+}
+
+/* Fewer replicas than asked acknowledged the acquisition of l: give it
+ * back (compare-and-delete) and say how many did. */
+static fence_status too_few_replicas(fence_lease *l, long long acked)
+{
+    fence_client *c = l->c;
+    const char *args[3] = {l->owner_key, l->value, l->channel};
+    void *r = NULL;
+    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, 0, NULL, NULL, &r);
+    if (r != NULL) {
+        freeReplyObject(r);
+    }
+    return fence__fail(c, FENCE_EREPLICAS, "%lld of %d replicas acknowledged lease '%s' "
+                       "within %" PRId64 " ms; %s", acked < 0 ? 0 : acked, c->min_replicas,
+                       l->name, c->replica_timeout_ms,
+                       st == FENCE_OK ? "it was released" : "it could not be released "
+                       "(it expires by its TTL)");
+}
+
 fence_status fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
                              int64_t bound_ms, fence_lease **out, int64_t *pttl_ms)
 {
@@ -110,17 +143,24 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     if (st != FENCE_OK) {
         return st;
     }
-    char ttl[24];
+    char ttl[24], jump[24];
     snprintf(ttl, sizeof ttl, "%" PRId64, o->ttl_ms);
-    const char *args[4] = {l->owner_key, counter, owner, ttl};
+    const char *mode = fence__mode_args(c, jump);
+    const char *args[7] = {l->owner_key, counter, "a", owner, ttl, mode, jump};
+    fence__issue io;
+    fence__issue_init(c, &io);
     redisReply *r = NULL;
     atomic_fetch_add(&c->m.acquire_attempts, 1);
     int64_t sent = fence__now_us();
-    st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 4, args, bound_ms, NULL, (void **)&r);
+    st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 7, args, bound_ms, NULL, &io, (void **)&r);
     free(counter);
     uint64_t token = 0;
     if (st == FENCE_OK) {
         st = acquire_reply(c, name, r, &token, pttl_ms);
+    }
+    if (st == FENCE_OK && c->min_replicas > 0 && io.acked < c->min_replicas) {
+        snprintf(l->value, sizeof l->value, "%s:%" PRIu64, owner, token);
+        st = too_few_replicas(l, io.acked);
     }
     if (st != FENCE_OK) {
         fence__lease_free(l);
@@ -164,13 +204,16 @@ static fence_status renew_check(fence_lease *l, char *msg, size_t msgsize)
 static fence_status renew_send(fence_lease *l, int64_t *sent, int *ok)
 {
     fence_client *c = l->c;
-    char ttl[24];
+    char ttl[24], value[sizeof l->value];
     snprintf(ttl, sizeof ttl, "%" PRId64, l->ttl_ms);
-    const char *args[3] = {l->owner_key, l->value, ttl};
+    pthread_mutex_lock(&c->lock);
+    memcpy(value, l->value, sizeof value);
+    pthread_mutex_unlock(&c->lock);
+    const char *args[3] = {l->owner_key, value, ttl};
     redisReply *r = NULL;
     *ok = 0;
     *sent = fence__now_us();
-    fence_status st = fence__eval_cmd(c, FENCE__RENEW, 1, 3, args, 0, NULL, (void **)&r);
+    fence_status st = fence__eval_cmd(c, FENCE__RENEW, 1, 3, args, 0, NULL, NULL, (void **)&r);
     if (st == FENCE_OK) {
         int proto = r->type != REDIS_REPLY_INTEGER;
         *ok = !proto && r->integer == 1;
@@ -244,7 +287,7 @@ static fence_status release_in_redis(fence_lease *l, int was_held)
     const char *args[3] = {l->owner_key, l->value, l->channel};
     redisReply *r = NULL;
     int retried = 0;
-    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, 0, &retried, (void **)&r);
+    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, 0, &retried, NULL, (void **)&r);
     if (st != FENCE_OK) {
         return st;
     }
@@ -336,7 +379,18 @@ fence_status fence_release(fence_lease *l)
 
 uint64_t fence_lease_token(const fence_lease *l)
 {
-    return l != NULL ? l->token : 0;
+    if (l == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&l->c->lock);
+    uint64_t t = l->token;
+    pthread_mutex_unlock(&l->c->lock);
+    return t;
+}
+
+const char *fence_lease_holder(const fence_lease *l)
+{
+    return l != NULL ? l->holder : "";
 }
 
 const char *fence_lease_name(const fence_lease *l)

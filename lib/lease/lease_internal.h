@@ -5,12 +5,14 @@
  * level, never a higher one (no call cycles between files):
  *
  *   0  jitter.c owner.c scripts.c url.c errmsg.c     (and lib/common)
- *   1  metrics.c conn.c                 connections, EVALSHA, counters
+ *   1  metrics.c srvinfo.c conn.c eval.c   counters, what the server says
+ *                    of itself, connections, running scripts
  *   2  state.c       what a lease knows: keys, checks, validity, the
  *                    lost transition and its callback, a renewal's effect
  *   3  heartbeat.c   the renewal passes, its thread, fence_heartbeat_run
  *   4  lease.c       one acquire attempt, renew, release, accessors
- *      counter.c     token_raise, token_last, lease_inspect
+ *      counter.c     token_raise, token_last, lease_inspect, server info
+ *      reissue.c     fence_lease_reissue (self-healing)
  *   5  wait.c        acquiring with a deadline (pub/sub, polling)
  *   6  acquire.c     fence_acquire: check, start the heartbeat, once or wait
  *   7  client.c      open and close
@@ -88,6 +90,8 @@ typedef struct fence__metrics {
     atomic_uint_fast64_t acquire_attempts, acquire_contended, acquire_timeouts;
     atomic_uint_fast64_t renew_ok, renew_failed, reconnects;
     atomic_int_fast64_t leases_held;
+    atomic_uint_fast64_t token_regressions;
+    atomic_int persistence; /* gauge: 1 on, 0 off, -1 unknown */
     atomic_uint_fast64_t hb_bucket[FENCE_LATENCY_NBUCKETS];
     atomic_uint_fast64_t hb_count, hb_sum_ns;
 } fence__metrics;
@@ -99,6 +103,9 @@ struct fence_lease {
     char *name;
     char *owner_key; /* "<prefix>{NAME}" */
     char *channel;   /* "<prefix>{NAME}:released" */
+    char holder[FENCE_HOLDER_LEN + 1]; /* the owner id, "<hex>" */
+    /* value and token change only under c->lock with in_pass set
+     * (fence_lease_reissue), so the heartbeat never reads them then. */
     char value[2 * FENCE_OWNER_BYTES + 1 + 21]; /* "<hex>:<token>" */
     uint64_t token;
     int64_t ttl_ms;
@@ -127,6 +134,11 @@ struct fence_client {
     int io_timeout_ms;
     int heartbeat_mode;
     int renew_batch;
+    int token_mode;       /* enum fence_token_mode */
+    int64_t token_jump_ms;
+    int allow_eviction;
+    int min_replicas;     /* 0: no WAIT */
+    int64_t replica_timeout_ms;
     int ready;   /* options were valid: the handle may be used */
     int offline; /* closing with Redis unreachable: stop contacting it */
     char sha[FENCE__NSCRIPTS][41]; /* "" until SCRIPT LOAD told us */
@@ -135,6 +147,7 @@ struct fence_client {
     pthread_mutex_t cmd_lock;
     redisContext *cmd;
     int cmd_ever; /* it had connected before: a new connection is a reconnect */
+    int cmd_checked; /* the server of this connection passed fence__srv_refuse */
 
     /* Leases and heartbeat state. */
     pthread_mutex_t lock;
@@ -158,7 +171,20 @@ struct fence_client {
 /* ---- metrics.c ---------------------------------------------------------- */
 void fence__metrics_latency(fence__metrics *m, int64_t us);
 
+/* ---- srvinfo.c ------------------------------------------------------- */
+/* INFO memory, INFO persistence and CONFIG GET save in one round trip on
+ * rc; records the persistence gauge.  FENCE_ECONN on an I/O error (the
+ * caller drops rc); a refused command leaves its fields unknown. */
+fence_status fence__srv_read(fence_client *c, redisContext *rc, fence_server_info *out);
+/* FENCE_ECONFIG (with a message naming the policy) unless the server may
+ * hold tokens: not allkeys-*, or the client allows eviction. */
+fence_status fence__srv_refuse(fence_client *c, const fence_server_info *si);
+/* The metrics gauge for a fence_persistence value: 1, 0 or -1. */
+int fence__persistence_gauge(int p);
+
 /* ---- conn.c ---------------------------------------------------------- */
+/* Whether an error reply means "who are you?" (NOAUTH, WRONGPASS, ...). */
+int fence__is_auth_error(const char *s);
 /* Open a connection: connect (within timeout_ms), set I/O timeouts, AUTH,
  * SELECT.  FENCE_ECONN / FENCE_EAUTH / FENCE_EPROTO with a message. */
 fence_status fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms);
@@ -172,17 +198,31 @@ void fence__conn_drop(redisContext **rc);
 void fence__conn_timeout(redisContext *rc, int64_t ms);
 /* Load every script, pipelined, and remember the SHAs (best effort). */
 void fence__scripts_load(fence_client *c, redisContext *rc);
+
+/* ---- eval.c ---------------------------------------------------------- */
+/* The extras of a script call that issues a token. */
+typedef struct fence__issue {
+    int check;                  /* check the server before the first token on a connection */
+    int min_replicas;           /* > 0: WAIT min_replicas replica_timeout_ms behind it */
+    int64_t replica_timeout_ms;
+    long long acked;            /* out: WAIT's answer (-1 unknown) */
+} fence__issue;
 /* Run a script on *rc: EVALSHA, falling back to EVAL on NOSCRIPT.  On an
  * I/O error the connection is dropped.  *reply is the reply (owned by the
- * caller: freeReplyObject) on FENCE_OK; an error reply is FENCE_EPROTO. */
+ * caller: freeReplyObject) on FENCE_OK; an error reply is FENCE_EPROTO.
+ * io (optional): WAIT pipelined behind the script. */
 fence_status fence__eval(fence_client *c, redisContext **rc, int script, int nkeys, int nargs,
-                         const char **args, const size_t *lens, int *timed_out, void **reply);
+                         const char **args, int *timed_out, fence__issue *io, void **reply);
 /* Run a script on the command connection with one retry after a
  * reconnect when a connection that had been idle failed.  Takes cmd_lock.
  * bound_ms > 0 caps each attempt's connect and I/O time below the client's
- * timeouts.  *retried (optional) tells whether the retry happened. */
+ * timeouts.  *retried (optional) tells whether the retry happened.  io
+ * (optional): the server check and the WAIT of a token-issuing call. */
 fence_status fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs,
-                             const char **args, int64_t bound_ms, int *retried, void **reply);
+                             const char **args, int64_t bound_ms, int *retried,
+                             fence__issue *io, void **reply);
+/* fence__srv_read() on the command connection (takes cmd_lock). */
+fence_status fence__cmd_server_info(fence_client *c, fence_server_info *out);
 
 /* ==== level 2: state.c =================================================== */
 /* FENCE_EINVAL for NULL, FENCE_ESTATE for a handle whose open failed on
@@ -247,6 +287,12 @@ fence_status fence__heartbeat_pass(fence_client *c, int64_t *next_ms);
 /* One acquire attempt.  FENCE_OK (*out set), FENCE_BUSY (*pttl_ms set). */
 fence_status fence__try_once(fence_client *c, const char *name, const fence_lease_options *o,
                              int64_t bound_ms, fence_lease **out, int64_t *pttl_ms);
+
+/* Fill the token-issuing extras of a script call from c's options. */
+void fence__issue_init(const fence_client *c, fence__issue *io);
+/* The token mode and jump as script arguments: mode "clock"/"dense", and
+ * jump_us (room for 24 bytes). */
+const char *fence__mode_args(const fence_client *c, char *jump_us);
 
 /* ==== level 5: wait.c ==================================================== */
 fence_status fence__acquire_wait(fence_client *c, const char *name,

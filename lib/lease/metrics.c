@@ -40,6 +40,8 @@ fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
     out->reconnects = atomic_load(&m->reconnects);
     int64_t held = atomic_load(&m->leases_held);
     out->leases_held = held > 0 ? (uint64_t)held : 0;
+    out->token_regressions = atomic_load(&m->token_regressions);
+    out->redis_persistence = atomic_load(&m->persistence);
     for (int i = 0; i < FENCE_LATENCY_NBUCKETS; i++) {
         out->heartbeat_latency_bucket[i] = atomic_load(&m->hb_bucket[i]);
     }
@@ -95,8 +97,13 @@ int fence_metrics_prometheus(const fence_metrics *m, char *buf, size_t size)
     counter(&s, "renew_failed_total", "Lease renewals refused or not answered.",
             m->renew_failed);
     counter(&s, "reconnects_total", "Connections to Redis re-established.", m->reconnects);
+    counter(&s, "token_regressions_total", "Leases given a fresh token after a store had "
+            "seen a higher one (fence_lease_reissue).", m->token_regressions);
     put(&s, "# HELP fence_leases_held Leases currently held.\n# TYPE fence_leases_held gauge\n"
             "fence_leases_held %" PRIu64 "\n", m->leases_held);
+    put(&s, "# HELP fence_redis_persistence Redis persistence when last checked: 1 on (AOF "
+            "or RDB), 0 off, -1 unknown.\n# TYPE fence_redis_persistence gauge\n"
+            "fence_redis_persistence %" PRId64 "\n", m->redis_persistence);
     put(&s, "# HELP fence_heartbeat_latency_seconds Round-trip time of heartbeat passes.\n"
             "# TYPE fence_heartbeat_latency_seconds histogram\n");
     uint64_t cum = 0;

@@ -37,6 +37,9 @@ redis_up() { [ "$(rcli ping 2>/dev/null)" = PONG ]; }
 cleanup() {
   local p
   for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null; done
+  # Leave the shared Redis as we found it.
+  redis_up && rcli config set maxmemory-policy noeviction > /dev/null 2>&1
+  redis_up && rcli config set appendonly no > /dev/null 2>&1
   # Always leave Redis running for the suites after us.
   redis_up || $FENCE_TEST_REDIS_CTL start >/dev/null 2>&1
   rm -rf "$T"
@@ -88,19 +91,32 @@ check "run --help exits 0 and documents exit codes and the pdeathsig limit" \
 
 # ---- the environment and tokens ----------------------------------------------------
 n=$(name)
-FENCE_TOKEN=999999 FENCE_NAME=wrong "$F" run --ttl 300ms "$n" -- \
-  sh -c 'echo "$FENCE_TOKEN $FENCE_NAME" > "$1"' sh "$T/env1"; rc1=$?
-"$F" run --ttl 300ms "$n" -- sh -c 'echo "$FENCE_TOKEN $FENCE_NAME" > "$1"' sh "$T/env2"; rc2=$?
-read -r t1 n1 < "$T/env1"; read -r t2 n2 < "$T/env2"
-check "FENCE_TOKEN and FENCE_NAME set (inherited ones replaced)" \
-  test "$rc1" = 0 -a "$n1" = "$n" -a "$n2" = "$n" -a "$t1" != 999999
+FENCE_TOKEN=999999 FENCE_NAME=wrong FENCE_HOLDER=nobody "$F" run --ttl 300ms "$n" -- \
+  sh -c 'echo "$FENCE_TOKEN $FENCE_NAME $FENCE_HOLDER" > "$1"' sh "$T/env1"; rc1=$?
+"$F" run --ttl 300ms "$n" -- sh -c 'echo "$FENCE_TOKEN $FENCE_NAME $FENCE_HOLDER" > "$1"' sh "$T/env2"; rc2=$?
+read -r t1 n1 h1 < "$T/env1"; read -r t2 n2 h2 < "$T/env2"
+check "FENCE_TOKEN, FENCE_NAME and FENCE_HOLDER set (inherited ones replaced)" \
+  test "$rc1" = 0 -a "$n1" = "$n" -a "$n2" = "$n" -a "$t1" != 999999 -a "$h1" != nobody
+check "FENCE_HOLDER is 32 lowercase hex, a new one per run" \
+  bash -c "[[ '$h1' =~ ^[0-9a-f]{32}\$ ]] && [[ '$h2' =~ ^[0-9a-f]{32}\$ ]] && [ '$h1' != '$h2' ]"
 check "tokens increase across runs ($t1 < $t2)" test "$t1" -ge 1 -a "$t2" -gt "$t1"
+# Clock tokens: microseconds of Redis's clock (~1.7e15), below 2^53.
+rnow=$(rcli time | head -n 1)
+check "clock tokens come from Redis's clock ($t1 >= ${rnow}000000 - 60 s)" \
+  test "$t1" -ge $(( rnow * 1000000 - 60000000 )) -a "$t2" -lt 9007199254740992
 check "fence token prints the last token issued" test "$("$F" token "$n")" = "$t2"
 check "fence token of an unused name is 0" test "$("$F" token "$(name)")" = 0
+check "fence token --raise never lowers the clock counter" test "$("$F" token --raise 1000 "$n")" = "$t2"
+# Dense tokens, where the exact value is the point.
+n=$(name)
+"$F" run --token-mode dense "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1"' sh "$T/envd"
+check "--token-mode dense: the first token is 1" test "$(cat "$T/envd")" = 1
 check "fence token --raise raises the counter" test "$("$F" token --raise 1000 "$n")" = 1000
 check "fence token --raise never lowers it" test "$("$F" token --raise=5 "$n")" = 1000
-"$F" run "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1"' sh "$T/env3"
-check "the next run after --raise 1000 gets token 1001" test "$(cat "$T/env3")" = 1001
+"$F" run --token-mode=dense "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1"' sh "$T/env3"
+check "the next dense run after --raise 1000 gets token 1001" test "$(cat "$T/env3")" = 1001
+"$F" run "$n" -- sh -c 'echo "$FENCE_TOKEN" > "$1"' sh "$T/env4"
+check "a clock run after it jumps to the clock (> 1001)" test "$(cat "$T/env4")" -gt "$rnow"000000
 
 # The command inherits fence's own descriptors (here 0-2 and 7), never the
 # Redis sockets or pipes fence opened.
@@ -156,6 +172,16 @@ usage_case "NAME with a control character" run "$(printf 'a\tb')" -- true
 usage_case "status without NAME" status
 usage_case "status with two names" status a b
 usage_case "token --raise junk" token --raise 12x a
+usage_case "--min-replicas -1" run --min-replicas -1 x -- true
+usage_case "--min-replicas junk" run --min-replicas two x -- true
+usage_case "--min-replicas 65 (above the maximum)" run --min-replicas 65 x -- true
+usage_case "--min-replicas 01 (leading zero)" run --min-replicas 01 x -- true
+usage_case "--replica-timeout without --min-replicas" run --replica-timeout 1s x -- true
+usage_case "--replica-timeout 0" run --min-replicas 1 --replica-timeout 0 x -- true
+usage_case "--replica-timeout junk" run --min-replicas 1 --replica-timeout soon x -- true
+usage_case "--replica-timeout 2m (above the maximum)" run --min-replicas 1 --replica-timeout 2m x -- true
+usage_case "--token-mode bogus" run --token-mode fast x -- true
+usage_case "--token-mode without a value" run x --token-mode
 # Durations that are fine: none of these may be a usage error.
 "$F" run --ttl 1.5s --wait 0 --kill-after 0 "$(name)" -- true; rc1=$?
 "$F" run --ttl=2 --wait=250ms --kill-after=1m "$(name)" -- true; rc2=$?
@@ -177,6 +203,38 @@ if [ -n "${FENCE_TEST_REDIS_AUTH_URL:-}" ]; then
 else
   nok "FENCE_TEST_REDIS_AUTH_URL not set"
 fi
+
+# ---- the server's configuration (issue 8) ------------------------------------------------
+"$F" status --json "$(name)" > "$T/srv.json"
+check "status --json shows persistence off and the policy (save \"\", no AOF)" \
+  test "$(json_field "$T/srv.json" persistence)" = '"off"' -a \
+       "$(json_field "$T/srv.json" maxmemory_policy)" = '"noeviction"'
+"$F" status "$(name)" > "$T/srv.txt"
+check "status (text) shows persistence and maxmemory_policy" \
+  bash -c "grep -q '^persistence: *off' '$T/srv.txt' && grep -q '^maxmemory_policy: noeviction' '$T/srv.txt'"
+rcli config set appendonly yes > /dev/null
+"$F" status --json "$(name)" > "$T/srv2.json"
+rcli config set appendonly no > /dev/null
+check "status --json shows aof when AOF is on" test "$(json_field "$T/srv2.json" persistence)" = '"aof"'
+n=$(name)
+rcli config set maxmemory-policy allkeys-lru > /dev/null
+"$F" run "$n" -- touch "$T/evict-ran" 2> "$T/err"; rc=$?
+"$F" run --allow-eviction "$n" -- sh -c 'echo ok > "$1"' sh "$T/evict-ok"; rc2=$?
+rcli config set maxmemory-policy volatile-lru > /dev/null
+"$F" run "$n" -- sh -c 'echo ok > "$1"' sh "$T/volatile-ok"; rc3=$?
+rcli config set maxmemory-policy noeviction > /dev/null
+check "allkeys-lru: exit 78 naming the policy, the command never runs" \
+  bash -c "[ $rc = 78 ] && grep -q 'allkeys-lru' '$T/err' && [ ! -e '$T/evict-ran' ]"
+check "allkeys-lru with --allow-eviction: runs" test "$rc2" = 0 -a -s "$T/evict-ok"
+check "volatile-lru: runs (counters have no TTL)" test "$rc3" = 0 -a -s "$T/volatile-ok"
+n=$(name)
+s=$(now); "$F" run --min-replicas 1 --replica-timeout 150ms "$n" -- touch "$T/wait-ran" 2> "$T/err"; rc=$?; e=$(now)
+check "--min-replicas 1 without replicas: exit 69, '0 of 1 replicas acknowledged'" \
+  bash -c "[ $rc = 69 ] && grep -q '0 of 1 replicas acknowledged' '$T/err' && [ ! -e '$T/wait-ran' ]"
+check "... after the replica timeout (150ms)" elapsed_ge "$s" "$e" 0.14
+check "... and the lease was given back (key gone)" key_gone "$n"
+"$F" run --min-replicas 0 "$n" -- true; rc=$?
+check "--min-replicas 0 is off" test "$rc" = 0
 
 # ---- status ------------------------------------------------------------------------
 n=$(name)

@@ -36,6 +36,50 @@ fence_client *lu_open_client_mode(int mode)
     return c;
 }
 
+fence_client *lu_open_opts(const fence_client_options *o)
+{
+    fence_client *c = NULL;
+    int rc = fence_client_open(&c, o);
+    ck_assert_msg(rc == FENCE_OK, "fence_client_open: %s (%s)", fence_status_name(rc),
+                  c != NULL ? fence_client_errmsg(c) : "no handle");
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+fence_client *lu_open_dense_url(const char *url)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = url;
+    o.token_mode = FENCE_TOKENS_DENSE;
+    return lu_open_opts(&o);
+}
+
+fence_client *lu_open_dense(void)
+{
+    return lu_open_dense_url(tu_env("FENCE_TEST_REDIS_URL"));
+}
+
+char *lu_counter(redisContext *r, const char *key)
+{
+    redisReply *rep = redisCommand(r, "HGET %s n", key);
+    ck_assert_msg(rep != NULL, "HGET %s n: %s", key, r->errstr);
+    ck_assert_msg(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL,
+                  "HGET %s n: unexpected reply type %d (%s)", key, rep->type,
+                  rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    char *v = rep->type == REDIS_REPLY_STRING ? strdup(rep->str) : NULL;
+    freeReplyObject(rep);
+    return v;
+}
+
+void lu_expect_counter(redisContext *r, const char *key, const char *want)
+{
+    char *v = lu_counter(r, key);
+    ck_assert_msg(v != NULL, "counter %s is missing (wanted n = %s)", key, want);
+    ck_assert_msg(strcmp(v, want) == 0, "counter %s: n = %s, wanted %s", key, v, want);
+    free(v);
+}
+
 const char *lu_hostport(const char *env)
 {
     const char *url = tu_env(env);

@@ -33,6 +33,21 @@ fence_client *lu_open_client(void);
 /* A client on the test Redis with heartbeat_mode MODE. */
 fence_client *lu_open_client_mode(int mode);
 
+/* A client with these options; fails the test unless it opens. */
+fence_client *lu_open_opts(const fence_client_options *o);
+
+/* A client with token_mode FENCE_TOKENS_DENSE (1, 2, 3 ...) on URL, or on
+ * the test Redis: for the tests where the exact token is the point. */
+fence_client *lu_open_dense_url(const char *url);
+fence_client *lu_open_dense(void);
+
+/* The counter's field n (HGET KEY n) as a malloc'd string, NULL when
+ * missing; anything but a string or nil fails the test. */
+char *lu_counter(redisContext *r, const char *key);
+
+/* Assert that the counter KEY's field n is exactly WANT. */
+void lu_expect_counter(redisContext *r, const char *key, const char *want);
+
 /* What follows "://" in the URL held by the environment variable ENV
  * ("host:port" for the test servers); points into the environment. */
 const char *lu_hostport(const char *env);

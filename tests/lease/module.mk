@@ -1,9 +1,11 @@
 # Tests of the Redis lease library (libfence).
-LEASE_TESTS := lease client heartbeat badinput
+LEASE_TESTS := lease client heartbeat badinput tokens failover
 LEASE_TEST_BINS := $(LEASE_TESTS:%=$(B)/tests/lease/test_%)
 TEST_BINS += $(LEASE_TEST_BINS) $(B)/tests/lease/holder
 $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease
+# setutil: servers of a test's own (a replica, a Sentinel) via scripts/redis-set.
 $(LEASE_TEST_BINS): $(B)/tests/lease/test_%: $(B)/tests/lease/test_%.o $(LEASEUTIL_OBJ) \
+		$(B)/tests/lease/setutil.o \
 		$(TESTUTIL_OBJ) $(LIBFENCE) | $(B)/tests/lease/holder
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS)
 # holder: a lease holder in a process of its own, spawned by the lease

@@ -263,7 +263,11 @@ START_TEST(unix_socket_url)
     int rc = -1, rc2 = -1, rt_ok = 0, db_ok = 0;
     char msg[512] = "", msg2[512] = "";
     if (up) {
-        rc = fence_client_open_url(&c, url);
+        fence_client_options o; /* dense: token 1 is a fresh counter's first */
+        fence_client_options_init(&o);
+        o.url = url;
+        o.token_mode = FENCE_TOKENS_DENSE;
+        rc = fence_client_open(&c, &o);
         snprintf(msg, sizeof msg, "%s", c != NULL ? fence_client_errmsg(c) : "no handle");
         if (rc == FENCE_OK) {
             fence_lease *l = NULL;

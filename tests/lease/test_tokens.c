@@ -1,0 +1,378 @@
+/*
+ * test_tokens.c -- issuance (issue 8): clock tokens that never repeat or
+ * go back when the counter is lost (DEL, FLUSHALL, a restart without
+ * persistence, eviction), dense tokens that do (the mechanism, shown), the
+ * migration of a fence 0.1 string counter, the eviction-policy check, the
+ * holder id, and every new option's bad values.  Real redis-server: the
+ * shared one, or one of the test's own (setutil.h) where the test
+ * reconfigures, flushes or restarts it.
+ */
+#include "setutil.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TWO53 9007199254740992ULL
+
+static fence_client *open_on(const char *url, int mode, int64_t jump_ms, int allow_eviction)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = url;
+    o.token_mode = mode;
+    o.token_jump_ms = jump_ms;
+    o.allow_eviction = allow_eviction;
+    return lu_open_opts(&o);
+}
+
+static uint64_t take(fence_client *c, const char *name)
+{
+    fence_lease *l = lu_acquire_ok(c, name, 5000, 0);
+    uint64_t t = fence_lease_token(l);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    return t;
+}
+
+/* Clock tokens: microseconds of Redis's clock; the first on a new counter
+ * is at least the clock plus the jump; the counter records the server's
+ * run_id; the next one (same server, within the jump) is last + 1. */
+START_TEST(clock_tokens_from_server_clock)
+{
+    redisContext *r = tu_redis();
+    fence_client *c = open_on(tu_env("FENCE_TEST_REDIS_URL"), FENCE_TOKENS_CLOCK, 3000, 0);
+    const char *nm = tu_name("clock");
+    char tk[600], run[41];
+    lu_token_key(tk, sizeof tk, nm);
+    lu_run_id(r, run);
+    uint64_t before = lu_server_time_us(r);
+    uint64_t t1 = take(c, nm);
+    uint64_t after = lu_server_time_us(r);
+    ck_assert_msg(t1 >= before + 3000000 && t1 <= after + 3000000,
+                  "first token %" PRIu64 " not clock+jump (%" PRIu64 "..%" PRIu64 ")", t1,
+                  before + 3000000, after + 3000000);
+    ck_assert_uint_lt(t1, TWO53);
+    redisReply *h = redisCommand(r, "HGET %s run", tk);
+    ck_assert_msg(h != NULL && h->type == REDIS_REPLY_STRING && strcmp(h->str, run) == 0,
+                  "counter's run is not the server's run_id %s", run);
+    freeReplyObject(h);
+    ck_assert_uint_eq(take(c, nm), t1 + 1); /* ahead of the clock: last + 1, no jump */
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
+START_TEST(dense_tokens_are_consecutive)
+{
+    redisContext *r = tu_redis();
+    fence_client *c = lu_open_dense();
+    const char *nm = tu_name("dense");
+    char tk[600];
+    lu_token_key(tk, sizeof tk, nm);
+    for (uint64_t i = 1; i <= 3; i++) {
+        ck_assert_uint_eq(take(c, nm), i);
+    }
+    lu_expect_counter(r, tk, "3");
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
+/* The counter deleted behind our back: clock tokens jump past the clock;
+ * dense tokens start again at 1 (the repeat this issue is about). */
+START_TEST(counter_deleted)
+{
+    redisContext *r = tu_redis();
+    fence_client *c = open_on(tu_env("FENCE_TEST_REDIS_URL"), FENCE_TOKENS_CLOCK, 2000, 0);
+    fence_client *d = lu_open_dense();
+    char nm[256], dn[256], tk[600], dk[600];
+    snprintf(nm, sizeof nm, "%s", tu_name("del"));
+    snprintf(dn, sizeof dn, "%s", tu_name("deld"));
+    lu_token_key(tk, sizeof tk, nm);
+    lu_token_key(dk, sizeof dk, dn);
+    uint64_t t1 = take(c, nm);
+    ck_assert_int_eq(lu_rdel(r, tk), 1);
+    uint64_t now = lu_server_time_us(r);
+    uint64_t t2 = take(c, nm);
+    ck_assert_msg(t2 > t1 && t2 >= now + 2000000, "after DEL: %" PRIu64 " (before %" PRIu64
+                  ", clock %" PRIu64 ")", t2, t1, now);
+    ck_assert_uint_eq(take(d, dn), 1);
+    ck_assert_uint_eq(take(d, dn), 2);
+    ck_assert_int_eq(lu_rdel(r, dk), 1);
+    ck_assert_uint_eq(take(d, dn), 1); /* dense: the repeat */
+    redisFree(r);
+    fence_client_close(c);
+    fence_client_close(d);
+}
+END_TEST
+
+/* FLUSHALL and a restart without persistence, on a Redis of our own. */
+START_TEST(flushall_and_restart)
+{
+    lu_set s;
+    lu_set_start(&s, "solo", NULL);
+    fence_client *c = open_on(s.master_url, FENCE_TOKENS_CLOCK, 0, 0);
+    fence_client *d = lu_open_dense_url(s.master_url);
+    redisContext *r = lu_connect(s.master);
+    uint64_t t1 = take(c, "n");
+    ck_assert_uint_eq(take(d, "dn"), 1);
+    lu_cmd_ok(r, "FLUSHALL");
+    uint64_t t2 = take(c, "n");
+    ck_assert_msg(t2 > t1, "after FLUSHALL %" PRIu64 " <= %" PRIu64, t2, t1);
+    ck_assert_uint_eq(take(d, "dn"), 1); /* dense: repeated */
+    redisFree(r);
+    lu_set_ctl(&s, "master", "restart"); /* save "", appendonly no: all lost */
+    fence_lease *l = lu_acquire_after_restart(c, "n", 5000);
+    uint64_t t3 = fence_lease_token(l);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    ck_assert_msg(t3 > t2, "after a restart %" PRIu64 " <= %" PRIu64, t3, t2);
+    l = lu_acquire_after_restart(d, "dn", 5000);
+    ck_assert_uint_eq(fence_lease_token(l), 1); /* dense: repeated */
+    EXPECT_RC(fence_release(l), FENCE_OK, d);
+    fence_client_close(c);
+    fence_client_close(d);
+    lu_set_stop(&s);
+}
+END_TEST
+
+/* Fill r's Redis until KEY is evicted (allkeys-lru, a small maxmemory). */
+static void evict(redisContext *r, const char *key)
+{
+    lu_cmd_ok(r, "CONFIG SET maxmemory 3mb");
+    char val[1024];
+    memset(val, 'x', sizeof val - 1);
+    val[sizeof val - 1] = '\0';
+    for (int batch = 0; batch < 200 && lu_rexists(r, key); batch++) {
+        for (int i = 0; i < 500; i++) {
+            redisAppendCommand(r, "SET filler:%d:%d %s", batch, i, val);
+        }
+        for (int i = 0; i < 500; i++) {
+            redisReply *rep = NULL;
+            ck_assert_int_eq(redisGetReply(r, (void **)&rep), REDIS_OK);
+            freeReplyObject(rep);
+        }
+    }
+    ck_assert_msg(!lu_rexists(r, key), "%s was never evicted", key);
+    lu_cmd_ok(r, "CONFIG SET maxmemory 0");
+}
+
+/* allkeys-lru: refused (FENCE_ECONFIG naming the policy, nothing written);
+ * with allow_eviction the counter can be evicted and clock tokens still go
+ * up; volatile-lru is fine (the counter has no TTL). */
+START_TEST(eviction_policy)
+{
+    lu_set s;
+    lu_set_start(&s, "solo", "maxmemory-policy allkeys-lru");
+    redisContext *r = lu_connect(s.master);
+    fence_client *c = open_on(s.master_url, FENCE_TOKENS_CLOCK, 0, 0);
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_try_acquire(c, "e", 5000, &l), FENCE_ECONFIG, c);
+    ck_assert_ptr_null(l);
+    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), "allkeys-lru"));
+    ck_assert_int_eq(lu_rexists(r, "fence:{e}"), 0);
+    ck_assert_int_eq(lu_rexists(r, "fence:{e}:token"), 0);
+
+    fence_client *a = open_on(s.master_url, FENCE_TOKENS_CLOCK, 0, 1);
+    uint64_t t1 = take(a, "e");
+    evict(r, "fence:{e}:token");
+    uint64_t t2 = take(a, "e");
+    ck_assert_msg(t2 > t1, "after eviction %" PRIu64 " <= %" PRIu64, t2, t1);
+
+    lu_cmd_ok(r, "CONFIG SET maxmemory-policy volatile-lru");
+    ck_assert_uint_gt(take(c, "e"), t2); /* refused before: checked again, fine now */
+    fence_metrics m = lu_metrics(c);
+    ck_assert_int_eq(m.redis_persistence, 0); /* save "", no AOF */
+    redisFree(r);
+    fence_client_close(a);
+    fence_client_close(c);
+    lu_set_stop(&s);
+}
+END_TEST
+
+/* What fence 0.1's acquire.lua did: INCR the counter. */
+static const char old_acquire[] =
+    "local v = redis.call('GET', KEYS[1]) if v then return {0, 0} end "
+    "local n = redis.call('INCR', KEYS[2]) "
+    "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. n, 'PX', ARGV[2]) return {1, n}";
+
+/* A fence 0.1 string counter is migrated to the hash, atomically, by the
+ * first acquire or raise; inspect reads it as it is; a 0.1 client then
+ * fails on the hash (WRONGTYPE) instead of issuing a token. */
+START_TEST(migrate_string_counter)
+{
+    redisContext *r = tu_redis();
+    fence_client *c = lu_open_client();
+    fence_client *d = lu_open_dense();
+    char nm[256], dn[256], rn[256], tk[600], dk[600], rk[600], ok[600];
+    snprintf(nm, sizeof nm, "%s", tu_name("mig"));
+    snprintf(dn, sizeof dn, "%s", tu_name("migd"));
+    snprintf(rn, sizeof rn, "%s", tu_name("migr"));
+    lu_token_key(tk, sizeof tk, nm);
+    lu_token_key(dk, sizeof dk, dn);
+    lu_token_key(rk, sizeof rk, rn);
+    lu_owner_key(ok, sizeof ok, nm);
+    lu_cmd_ok(r, "SET %s 41", tk);
+    lu_cmd_ok(r, "SET %s 41", dk);
+    lu_cmd_ok(r, "SET %s 41", rk);
+    uint64_t last = 0;
+    EXPECT_RC(fence_token_last(c, nm, &last), FENCE_OK, c);
+    ck_assert_uint_eq(last, 41);
+    uint64_t now = lu_server_time_us(r);
+    uint64_t t = take(c, nm);
+    ck_assert_msg(t >= now + FENCE_TOKEN_JUMP_DEFAULT_MS * 1000ULL, "migrated: %" PRIu64, t);
+    ck_assert_uint_eq(take(d, dn), 42);
+    EXPECT_RC(fence_token_raise(c, rn, 7, &last), FENCE_OK, c);
+    ck_assert_uint_eq(last, 41);
+    ck_assert_int_eq(lu_rint(r, "HLEN", rk), 2); /* n and run: a hash now */
+    redisReply *rep = redisCommand(r, "EVAL %s 2 %s %s %s %s", old_acquire, ok, tk,
+                                   "0123456789abcdef0123456789abcdef", "5000");
+    ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+                  strstr(rep->str, "WRONGTYPE") != NULL, "a 0.1 client was not refused");
+    freeReplyObject(rep);
+    ck_assert_int_eq(lu_rexists(r, ok), 0);
+    lu_cmd_ok(r, "SET %s junk", dk);
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_try_acquire(d, dn, 1000, &l), FENCE_EPROTO, d);
+    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(d), "not a fence token counter"));
+    redisFree(r);
+    fence_client_close(c);
+    fence_client_close(d);
+}
+END_TEST
+
+/* fence_token_raise with clock tokens: below the clock it changes nothing
+ * that matters (the next token is from the clock); past the clock tokens
+ * are dense from there. */
+START_TEST(raise_with_clock_tokens)
+{
+    redisContext *r = tu_redis();
+    fence_client *c = lu_open_client();
+    const char *nm = tu_name("raise");
+    uint64_t got = 0;
+    EXPECT_RC(fence_token_raise(c, nm, 1000, &got), FENCE_OK, c);
+    ck_assert_uint_eq(got, 1000);
+    uint64_t now = lu_server_time_us(r);
+    ck_assert_uint_ge(take(c, nm), now);
+    uint64_t far = now + 1000000000000ULL; /* ~11 days ahead */
+    EXPECT_RC(fence_token_raise(c, nm, far, &got), FENCE_OK, c);
+    ck_assert_uint_eq(take(c, nm), far + 1);
+    ck_assert_uint_eq(take(c, nm), far + 2);
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
+START_TEST(holder_id)
+{
+    fence_client *c = lu_open_client();
+    fence_lease *a = lu_acquire_ok(c, tu_name("ha"), 5000, 0);
+    fence_lease *b = lu_acquire_ok(c, tu_name("hb"), 5000, 0); /* a new name: tu_name's buffer */
+    const char *h = fence_lease_holder(a);
+    ck_assert_uint_eq(strlen(h), FENCE_HOLDER_LEN);
+    ck_assert_uint_eq(strspn(h, "0123456789abcdef"), FENCE_HOLDER_LEN);
+    ck_assert_int_eq(strncmp(fence_lease_owner(a), h, FENCE_HOLDER_LEN), 0);
+    ck_assert_int_eq(fence_lease_owner(a)[FENCE_HOLDER_LEN], ':');
+    ck_assert_str_ne(h, fence_lease_holder(b));
+    ck_assert_str_eq(fence_lease_holder(NULL), "");
+    EXPECT_RC(fence_release(a), FENCE_OK, c);
+    EXPECT_RC(fence_release(b), FENCE_OK, c);
+    fence_client_close(c);
+}
+END_TEST
+
+/* Every new client option's bad values: FENCE_EINVAL naming it, and the
+ * handle then answers FENCE_ESTATE. */
+START_TEST(bad_options)
+{
+    static const struct {
+        int mode;
+        int64_t jump;
+        int evict, minr;
+        int64_t rto;
+        const char *says;
+    } bad[] = {
+        {2, 0, 0, 0, 0, "token_mode"},        {-1, 0, 0, 0, 0, "token_mode"},
+        {0, -1, 0, 0, 0, "token_jump_ms"},    {0, FENCE_TOKEN_JUMP_MAX_MS + 1, 0, 0, 0, "token_jump_ms"},
+        {1, 5000, 0, 0, 0, "token_jump_ms"},  {0, 0, 2, 0, 0, "allow_eviction"},
+        {0, 0, -1, 0, 0, "allow_eviction"},   {0, 0, 0, -1, 0, "min_replicas"},
+        {0, 0, 0, FENCE_MIN_REPLICAS_MAX + 1, 0, "min_replicas"},
+        {0, 0, 0, 1, -1, "replica_timeout_ms"},
+        {0, 0, 0, 1, FENCE_REPLICA_TIMEOUT_MAX_MS + 1, "replica_timeout_ms"},
+        {0, 0, 0, 0, 100, "replica_timeout_ms"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fence_client_options o;
+        fence_client_options_init(&o);
+        o.url = tu_env("FENCE_TEST_REDIS_URL");
+        o.token_mode = bad[i].mode;
+        o.token_jump_ms = bad[i].jump;
+        o.allow_eviction = bad[i].evict;
+        o.min_replicas = bad[i].minr;
+        o.replica_timeout_ms = bad[i].rto;
+        fence_client *c = NULL;
+        EXPECT_RC(fence_client_open(&c, &o), FENCE_EINVAL, c);
+        ck_assert_msg(strstr(fence_client_errmsg(c), bad[i].says) != NULL, "case %zu: \"%s\"",
+                      i, fence_client_errmsg(c));
+        fence_lease *l = NULL;
+        EXPECT_RC(fence_try_acquire(c, "x", 1000, &l), FENCE_ESTATE, c);
+        fence_client_close(c);
+    }
+    fence_client *c = lu_open_client();
+    uint64_t t = 0;
+    EXPECT_RC(fence_lease_reissue(NULL, 1, &t), FENCE_EINVAL, (fence_client *)NULL);
+    fence_lease *l = lu_acquire_ok(c, tu_name("reiss"), 5000, 0);
+    EXPECT_RC(fence_lease_reissue(l, FENCE_TOKEN_MAX, &t), FENCE_EINVAL, c);
+    EXPECT_RC(fence_lease_reissue(l, UINT64_MAX, &t), FENCE_EINVAL, c);
+    EXPECT_RC(fence_client_server_info(c, NULL), FENCE_EINVAL, c);
+    EXPECT_RC(fence_client_server_info(NULL, NULL), FENCE_EINVAL, (fence_client *)NULL);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    fence_client_close(c);
+}
+END_TEST
+
+/* What the server says of itself, and the metrics that show it. */
+START_TEST(server_info_and_metrics)
+{
+    fence_client *c = lu_open_client();
+    ck_assert_int_eq(lu_metrics(c).redis_persistence, -1); /* not asked yet */
+    fence_server_info si;
+    EXPECT_RC(fence_client_server_info(c, &si), FENCE_OK, c);
+    ck_assert_str_eq(si.maxmemory_policy, "noeviction");
+    ck_assert_int_eq(si.persistence, FENCE_PERSIST_OFF);
+    ck_assert_str_eq(fence_persistence_name(si.persistence), "off");
+    ck_assert_str_eq(fence_persistence_name(FENCE_PERSIST_AOF_RDB), "aof+rdb");
+    ck_assert_str_eq(fence_persistence_name(42), "unknown");
+    take(c, tu_name("m"));
+    fence_metrics m = lu_metrics(c);
+    ck_assert_int_eq(m.redis_persistence, 0);
+    char buf[8192];
+    ck_assert_int_gt(fence_metrics_prometheus(&m, buf, sizeof buf), 0);
+    ck_assert_ptr_nonnull(strstr(buf, "\nfence_redis_persistence 0\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\nfence_token_regressions_total 0\n"));
+    fence_client_close(c);
+}
+END_TEST
+
+static Suite *tokens_suite(void)
+{
+    Suite *s = suite_create("tokens");
+    TCase *tc = tcase_create("issuance");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, clock_tokens_from_server_clock);
+    tcase_add_test(tc, dense_tokens_are_consecutive);
+    tcase_add_test(tc, counter_deleted);
+    tcase_add_test(tc, flushall_and_restart);
+    tcase_add_test(tc, eviction_policy);
+    tcase_add_test(tc, migrate_string_counter);
+    tcase_add_test(tc, raise_with_clock_tokens);
+    tcase_add_test(tc, holder_id);
+    tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, server_info_and_metrics);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(tokens_suite());
+}
