@@ -136,15 +136,16 @@ static int setup_schema(PGconn *conn, const char *table)
 }
 
 /* One invoice, in one transaction carrying the token, which also advances
- * the job's resource.  Returns a fence status; *stale describes a stale
- * rejection, fence_pg_errmsg(conn) any failure. */
-static int write_invoice(PGconn *conn, const char *table, uint64_t token, const char *resource,
-                         const char *run, int number, fence_stale *stale)
+ * the job's resource (recorded with the lease's holder id, so that a token
+ * issued twice cannot pass as this job's).  Returns a fence status; *stale
+ * describes a stale rejection, fence_pg_errmsg(conn) any failure. */
+static int write_invoice(PGconn *conn, const char *table, uint64_t token, const char *holder,
+                         const char *resource, const char *run, int number, fence_stale *stale)
 {
     int rc = exec_ok(conn, "BEGIN");
     if (rc != FENCE_OK)
         return rc;
-    rc = fence_pg_set_token(conn, token, NULL /* no holder yet */, resource, stale);
+    rc = fence_pg_set_token(conn, token, holder, resource, stale);
     if (rc == FENCE_OK) {
         char *t = PQescapeIdentifier(conn, table, strlen(table));
         char sql[512], num[16], customer[32], amount[32];
@@ -300,7 +301,7 @@ int main(int argc, char **argv)
             break;
         }
         fence_stale e;
-        rc = write_invoice(conn, table, token, lease_name, run, n, &e);
+        rc = write_invoice(conn, table, token, fence_lease_holder(l), lease_name, run, n, &e);
         if (rc == FENCE_STALE) {
             printf("invoice %d/%lld REJECTED: token %" PRIu64 " is stale (a newer holder wrote "
                    "with %" PRIu64 ")\n",

@@ -285,7 +285,7 @@ __attribute__((noreturn)) static void run_child(const child_args *a)
     m.kind = MSG_WROTE;
     m.token = fence_lease_token(l);
     m.balance = row.balance + a->delta;
-    ph_store_write(s, m.balance, a->who, m.token, &m.outcome);
+    ph_store_write(s, m.balance, a->who, m.token, fence_lease_holder(l), &m.outcome);
     child_send(a, &m);
 
 out:

@@ -131,7 +131,7 @@ static int gt_read(void *impl, ph_row *row, char *err, size_t errlen)
 }
 
 static int gt_write(void *impl, long long balance, const char *writer, uint64_t token,
-                    ph_outcome *out)
+                    const char *holder, ph_outcome *out)
 {
     struct ph_gate *s = impl;
     if (s->gate == NULL) { /* not fenced: the bare write */
@@ -140,7 +140,7 @@ static int gt_write(void *impl, long long balance, const char *writer, uint64_t 
     }
     fence_gate_txn *t = NULL;
     fence_stale stale;
-    int rc = fence_gate_begin(s->gate, PH_GATE_RESOURCE, token, NULL, &t, &stale);
+    int rc = fence_gate_begin(s->gate, PH_GATE_RESOURCE, token, holder, &t, &stale);
     if (rc != FENCE_OK) {
         out->status = rc;
         if (rc == FENCE_STALE) {

@@ -134,7 +134,7 @@ static int pg_read(void *impl, ph_row *row, char *err, size_t errlen)
 }
 
 static int pg_write(void *impl, long long balance, const char *writer, uint64_t token,
-                    ph_outcome *out)
+                    const char *holder, ph_outcome *out)
 {
     struct ph_pg *s = impl;
     fence_stale stale;
@@ -166,7 +166,7 @@ static int pg_write(void *impl, long long balance, const char *writer, uint64_t 
         out->status = rc;
         return rc;
     }
-    rc = fence_pg_set_token(s->conn, token, NULL, NULL, &stale);
+    rc = fence_pg_set_token(s->conn, token, holder, NULL, &stale);
     if (rc == FENCE_OK) {
         snprintf(sql, sizeof sql, "UPDATE %s SET balance = $1, written_by = $2 WHERE id = 1",
                  s->table);

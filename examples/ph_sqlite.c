@@ -144,7 +144,7 @@ static int sq_refused(struct ph_sqlite *s, sqlite3_stmt *st, const char *what, p
 }
 
 static int sq_write(void *impl, long long balance, const char *writer, uint64_t token,
-                    ph_outcome *out)
+                    const char *holder, ph_outcome *out)
 {
     struct ph_sqlite *s = impl;
     /* Fenced: the write carries the token and the triggers stamp it into
@@ -153,7 +153,7 @@ static int sq_write(void *impl, long long balance, const char *writer, uint64_t 
         ? "UPDATE account SET balance = ?1, written_by = ?2 WHERE id = 1"
         : "UPDATE account SET balance = ?1, written_by = ?2, fence_token = ?3 WHERE id = 1";
     if (s->fenced) {
-        int rc = fence_sqlite_set_token(s->db, token, NULL); /* no holder id here */
+        int rc = fence_sqlite_set_token(s->db, token, holder);
         if (rc != FENCE_OK) {
             out->status = rc;
             snprintf(out->message, sizeof out->message, "fence_sqlite_set_token: %s",

@@ -72,10 +72,10 @@ int ph_store_read(ph_store *s, ph_row *row, char *err, size_t errlen)
 }
 
 int ph_store_write(ph_store *s, long long balance, const char *writer, uint64_t token,
-                   ph_outcome *out)
+                   const char *holder, ph_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    return s->ops->write(s->impl, balance, writer, token, out);
+    return s->ops->write(s->impl, balance, writer, token, holder, out);
 }
 
 void ph_store_close(ph_store *s)

@@ -64,10 +64,11 @@ int ph_store_open(const ph_config *cfg, int fenced, ph_store **out, char *err,
 /* Read the account row as committed in the store. */
 int ph_store_read(ph_store *s, ph_row *row, char *err, size_t errlen);
 
-/* Write the account row: balance and writer, with token.  Fenced stores
- * reject a stale token (FENCE_STALE, offered/highest set). */
+/* Write the account row: balance and writer, with token and the lease's
+ * holder id (NULL: none).  Fenced stores reject a stale token (FENCE_STALE,
+ * offered/highest set). */
 int ph_store_write(ph_store *s, long long balance, const char *writer, uint64_t token,
-                   ph_outcome *out);
+                   const char *holder, ph_outcome *out);
 
 void ph_store_close(ph_store *s);
 

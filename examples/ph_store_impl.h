@@ -14,7 +14,7 @@ typedef struct ph_ops {
     int (*open)(const ph_config *cfg, int fenced, void **out, char *err, size_t errlen);
     int (*read)(void *impl, ph_row *row, char *err, size_t errlen);
     int (*write)(void *impl, long long balance, const char *writer, uint64_t token,
-                 ph_outcome *out);
+                 const char *holder, ph_outcome *out);
     void (*close)(void *impl);
     void (*teardown)(const ph_config *cfg);
 } ph_ops;
