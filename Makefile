@@ -72,7 +72,7 @@ LIBFENCE_GATE   := $(B)/libfence_gate.a
 TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
 LEASEUTIL_OBJ := $(B)/tests/lease/leaseutil.o
 
-.PHONY: all test check valgrind bench demo examples install uninstall clean deps fuzz tests-build
+.PHONY: all test check valgrind bench demo examples install uninstall clean deps fuzz torture tests-build
 all:
 
 # Turn a .pc.in into a .pc with this build's paths.
@@ -155,6 +155,17 @@ bench:
 fuzz:
 	@scripts/install-deps --if-missing
 	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),10) scripts/run-fuzz
+
+# make torture: a bounded fault run (scripts/torture): workers under
+# `fence run` advance a counter on PostgreSQL and SQLite while holders are
+# stopped and killed, Redis is restarted and failed over (Sentinel) and
+# PostgreSQL restarted; any lost or doubled update is a violation (exit 1).
+# TORTURE_SECONDS sets its length (150).  Not part of make test (which runs
+# a 20-second one, tests/torture/test_torture.sh).
+torture:
+	@scripts/install-deps --if-missing
+	@$(MAKE) --no-print-directory all
+	@TORTURE_SECONDS=$(or $(TORTURE_SECONDS),150) scripts/torture $(B)
 
 demo:
 	@scripts/install-deps --if-missing
