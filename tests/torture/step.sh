@@ -86,7 +86,7 @@ psql_run() { # SQL on stdin; the tagged lines on stdout
   "$TORTURE_PSQL" -X -q -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose "$TORTURE_PG" 2>"$errf"
 }
 sqlite_run() {
-  sqlite3 -bail "$TORTURE_DB" 2>"$errf"
+  LD_PRELOAD="${SQ_PRELOAD:-}" sqlite3 -bail "$TORTURE_DB" 2>"$errf"
 }
 
 # PostgreSQL: claim, pause, write in one psql session (two transactions).
