@@ -6,7 +6,10 @@
 #   make valgrind            the core suites under valgrind memcheck
 #   make bench               the benchmarks (never part of make test)
 #   make demo                the paused-holder race, shown and defeated
-#   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR
+#   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR,
+#                            PKGCONFIGDIR, MANDIR, BASHCOMPDIR (given at install time:
+#                            the .pc files are written then, from lib/*/*.pc.in)
+#   make help                every target, one line each
 #
 # Your CFLAGS/LDFLAGS add to the project's flags; they never replace them.
 
@@ -18,6 +21,8 @@ INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 DATADIR    ?= $(PREFIX)/share/fence
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR     ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR    ?=
 CC         ?= cc
 
@@ -72,14 +77,22 @@ LIBFENCE_GATE   := $(B)/libfence_gate.a
 TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
 LEASEUTIL_OBJ := $(B)/tests/lease/leaseutil.o
 
-.PHONY: all test check valgrind bench demo examples install uninstall clean deps fuzz torture tests-build
+.PHONY: all test check valgrind bench demo examples install uninstall clean deps fuzz torture tests-build help
 all:
 
-# Turn a .pc.in into a .pc with this build's paths.
+# Turn a .pc.in into a .pc.  The sed program is the one `make install`
+# uses with the install-time variables: the installed .pc files are always
+# written at install time (a build made with one PREFIX installs correctly
+# with another); $(B)/*.pc are only this build's copies, never installed.
+# libdir and includedir are written relative to ${prefix} when they lie
+# under it.
+PC_LIBDIR     = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
+PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
+PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(PC_LIBDIR)|g' \
+             -e 's|@INCLUDEDIR@|$(PC_INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
 define make_pc
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	$(PC_SED) $< > $@
 endef
 
 # Embed Lua or SQL files as C strings (scripts/embed), written once:
@@ -172,32 +185,81 @@ demo:
 	@$(MAKE) --no-print-directory -s all examples
 	@scripts/demo $(B)
 
+# What make install puts where, and exactly what make uninstall removes.
+# The source lists are the same for both, so uninstall removes the files
+# install wrote and nothing else (no globs, no rm -r); of the folders only
+# fence's own ($(LIBDIR)/fence, the sql folders under $(DATADIR), and
+# $(DATADIR) itself when it is named "fence"), each only when empty.
+PC_IN      := $(foreach p,$(notdir $(PC_FILES)),$(firstword $(wildcard lib/*/$(p).in)))
+MAN1       := $(sort $(wildcard man/*.1))
+MAN3       := $(sort $(wildcard man/*.3))
+COMPLETION := completion/fence.bash
+SQL_PARTS  := postgres sqlite gate
+
 install: all
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR)
-	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 $(LIBS_STATIC) $(DESTDIR)$(LIBDIR)/
+	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(BINDIR)'
+	install -m 644 $(HEADERS) '$(DESTDIR)$(INCLUDEDIR)/'
+	install -m 644 $(LIBS_STATIC) '$(DESTDIR)$(LIBDIR)/'
 	for so in $(LIBS_SHARED); do \
 	  base=$$(basename $$so); \
-	  install -m 755 $$so.$(VERSION) $(DESTDIR)$(LIBDIR)/ && \
-	  ln -sf $$base.$(VERSION) $(DESTDIR)$(LIBDIR)/$$base.$(SOVERSION) && \
-	  ln -sf $$base.$(VERSION) $(DESTDIR)$(LIBDIR)/$$base; \
+	  install -m 755 $$so.$(VERSION) '$(DESTDIR)$(LIBDIR)/' && \
+	  ln -sf $$base.$(VERSION) '$(DESTDIR)$(LIBDIR)/'$$base.$(SOVERSION) && \
+	  ln -sf $$base.$(VERSION) '$(DESTDIR)$(LIBDIR)/'$$base || exit 1; \
 	done
-	install -m 644 $(PC_FILES) $(DESTDIR)$(PKGCONFIGDIR)/
-	$(if $(BINS),install -m 755 $(BINS) $(DESTDIR)$(BINDIR)/)
-	$(if $(EXTENSIONS),install -d $(DESTDIR)$(LIBDIR)/fence && install -m 755 $(EXTENSIONS) $(DESTDIR)$(LIBDIR)/fence/)
-	install -d $(DESTDIR)$(DATADIR)/postgres $(DESTDIR)$(DATADIR)/sqlite
-	install -m 644 sql/postgres/*.sql $(DESTDIR)$(DATADIR)/postgres/
-	install -m 644 sql/sqlite/*.sql $(DESTDIR)$(DATADIR)/sqlite/
-	install -d $(DESTDIR)$(DATADIR)/gate
-	install -m 644 sql/gate/*.sql $(DESTDIR)$(DATADIR)/gate/
+	for src in $(PC_IN); do \
+	  pc=$$(basename $$src .in); \
+	  $(PC_SED) $$src > '$(DESTDIR)$(PKGCONFIGDIR)/'$$pc.tmp && \
+	  chmod 644 '$(DESTDIR)$(PKGCONFIGDIR)/'$$pc.tmp && \
+	  mv -f '$(DESTDIR)$(PKGCONFIGDIR)/'$$pc.tmp '$(DESTDIR)$(PKGCONFIGDIR)/'$$pc || exit 1; \
+	done
+	$(if $(BINS),install -m 755 $(BINS) '$(DESTDIR)$(BINDIR)/')
+	$(if $(EXTENSIONS),install -d '$(DESTDIR)$(LIBDIR)/fence' && install -m 755 $(EXTENSIONS) '$(DESTDIR)$(LIBDIR)/fence/')
+	for d in $(SQL_PARTS); do \
+	  install -d '$(DESTDIR)$(DATADIR)/'$$d && install -m 644 sql/$$d/*.sql '$(DESTDIR)$(DATADIR)/'$$d/ || exit 1; \
+	done
+	$(if $(MAN1),install -d '$(DESTDIR)$(MANDIR)/man1' && install -m 644 $(MAN1) '$(DESTDIR)$(MANDIR)/man1/')
+	$(if $(MAN3),install -d '$(DESTDIR)$(MANDIR)/man3' && install -m 644 $(MAN3) '$(DESTDIR)$(MANDIR)/man3/')
+	install -d '$(DESTDIR)$(BASHCOMPDIR)'
+	install -m 644 $(COMPLETION) '$(DESTDIR)$(BASHCOMPDIR)/fence'
 
 uninstall:
-	for h in $(notdir $(HEADERS)); do rm -f $(DESTDIR)$(INCLUDEDIR)/$$h; done
-	for l in $(notdir $(LIBS_STATIC) $(LIBS_SHARED)); do rm -f $(DESTDIR)$(LIBDIR)/$$l $(DESTDIR)$(LIBDIR)/$$l.*; done
-	for p in $(notdir $(PC_FILES)); do rm -f $(DESTDIR)$(PKGCONFIGDIR)/$$p; done
-	for b in $(notdir $(BINS)); do rm -f $(DESTDIR)$(BINDIR)/$$b; done
-	for e in $(notdir $(EXTENSIONS)); do rm -f $(DESTDIR)$(LIBDIR)/fence/$$e; done
-	rm -rf $(DESTDIR)$(DATADIR)
+	for f in $(notdir $(HEADERS)); do rm -f '$(DESTDIR)$(INCLUDEDIR)/'$$f; done
+	for f in $(notdir $(LIBS_STATIC)); do rm -f '$(DESTDIR)$(LIBDIR)/'$$f; done
+	for f in $(notdir $(LIBS_SHARED)); do \
+	  rm -f '$(DESTDIR)$(LIBDIR)/'$$f '$(DESTDIR)$(LIBDIR)/'$$f.$(SOVERSION) '$(DESTDIR)$(LIBDIR)/'$$f.$(VERSION); \
+	done
+	for f in $(notdir $(PC_FILES)); do rm -f '$(DESTDIR)$(PKGCONFIGDIR)/'$$f; done
+	for f in $(notdir $(BINS)); do rm -f '$(DESTDIR)$(BINDIR)/'$$f; done
+	for f in $(notdir $(EXTENSIONS)); do rm -f '$(DESTDIR)$(LIBDIR)/fence/'$$f; done
+	$(if $(EXTENSIONS),rmdir '$(DESTDIR)$(LIBDIR)/fence' 2>/dev/null || true)
+	for d in $(SQL_PARTS); do \
+	  for f in sql/$$d/*.sql; do rm -f '$(DESTDIR)$(DATADIR)/'$$d/$${f##*/}; done; \
+	  rmdir '$(DESTDIR)$(DATADIR)/'$$d 2>/dev/null || true; \
+	done
+	$(if $(filter fence,$(notdir $(DATADIR))),rmdir '$(DESTDIR)$(DATADIR)' 2>/dev/null || true)
+	for f in $(notdir $(MAN1)); do rm -f '$(DESTDIR)$(MANDIR)/man1/'$$f; done
+	for f in $(notdir $(MAN3)); do rm -f '$(DESTDIR)$(MANDIR)/man3/'$$f; done
+	rm -f '$(DESTDIR)$(BASHCOMPDIR)/fence'
+
+# make help: one line per target.
+help:
+	@echo 'make [all]        the four libraries (static, shared with SONAME), their .pc files, the fence CLI'
+	@echo 'make examples     the example programs (examples/)'
+	@echo 'make test         every test suite against throwaway Redis and PostgreSQL (installs deps if missing)'
+	@echo 'make check SANITIZER=address|undefined|thread   the same suites under a sanitizer'
+	@echo 'make valgrind     the core suites under valgrind memcheck'
+	@echo 'make bench        the benchmarks (never part of make test)'
+	@echo 'make demo         the paused-holder race, shown and defeated'
+	@echo 'make fuzz         the libFuzzer targets, FUZZ_SECONDS each (clang, build/fuzz)'
+	@echo 'make torture      a bounded fault run, TORTURE_SECONDS long (150)'
+	@echo 'make tests-build  the test binaries, the CLI, the examples and the SQLite extension, without running'
+	@echo 'make deps         install the Debian packages needed to build and test (scripts/install-deps)'
+	@echo 'make install      libraries, headers, .pc, fence, SQLite extension, SQL, man pages, bash completion'
+	@echo '                  (PREFIX=$(PREFIX) DESTDIR LIBDIR INCLUDEDIR BINDIR DATADIR PKGCONFIGDIR MANDIR BASHCOMPDIR)'
+	@echo 'make uninstall    remove exactly what make install put there (same variables)'
+	@echo 'make clean        remove build/'
+	@echo 'make help         this list'
+	@echo 'Variables: B=DIR (build folder), SANITIZER, OPT, CC, CFLAGS, LDFLAGS (added to the project flags).'
 
 clean:
 	rm -rf build

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# test_pkg.sh -- packaging: a DESTDIR install with PREFIX=/usr and a custom
+# LIBDIR (the .pc files, pkg-config --validate, one program per library
+# built with exactly `cc x.c $(pkg-config --cflags --libs fence_X)` against
+# the staged tree and run), uninstall (no file left, nothing outside
+# removed), the man pages (mandoc -T lint, every subcommand), the bash
+# completion.  Needs no server.  Run by scripts/run-suites from the repo
+# root with FENCE_BUILD set; reuses that build (make install rebuilds
+# nothing that is up to date).
+set -u
+cd "$(dirname "$0")/../.."
+
+B=${FENCE_BUILD:-build}
+pass=0; fail=0
+ok() { echo "ok - $*"; pass=$((pass + 1)); }
+nok() { echo "not ok - $*"; fail=$((fail + 1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else nok "$what"; fi; }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/fence-pkg.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+S=$T/stage
+LIB=/usr/lib/fence-multiarch     # a LIBDIR that is not $(PREFIX)/lib
+PCDIR=$S$LIB/pkgconfig
+SAN=()
+[ -n "${FENCE_SANITIZER:-}" ] && SAN=(-fsanitize="$FENCE_SANITIZER")
+VARS=(B="$B" DESTDIR="$S" PREFIX=/usr LIBDIR="$LIB")
+# FENCE_PKG_NO_BUILD=1: install the build as it is, without bringing it up
+# to date first (while others' sources are mid-change).
+[ "${FENCE_PKG_NO_BUILD:-0}" = 1 ] && VARS+=(-o all)
+
+# --- install ------------------------------------------------------------
+mkdir -p "$S/usr/share"
+echo keep > "$S/usr/share/sentinel"          # not ours: must survive uninstall
+if make -s --no-print-directory "${VARS[@]}" install > "$T/install.log" 2>&1; then
+  ok "make install DESTDIR PREFIX=/usr LIBDIR=$LIB"
+else
+  nok "make install"; sed 's/^/# /' "$T/install.log"; exit 1
+fi
+for f in usr/bin/fence usr/include/fence.h usr/include/fence_common.h usr/include/fence_pg.h \
+         usr/include/fence_sqlite.h usr/include/fence_gate.h "${LIB#/}/fence/fence_sqlite_ext.so" \
+         usr/share/fence/postgres/fence.sql usr/share/man/man1/fence.1 usr/share/man/man3/fence.3 \
+         usr/share/man/man3/fence_pg.3 usr/share/man/man3/fence_sqlite.3 \
+         usr/share/man/man3/fence_gate.3 usr/share/man/man3/fence_common.3 \
+         usr/share/bash-completion/completions/fence; do
+  check "installed /$f" test -f "$S/$f"
+done
+for l in fence fence_pg fence_sqlite fence_gate; do
+  check "lib$l.so -> .so.0 -> .so.0.2.0 and lib$l.a in LIBDIR" \
+    test -L "$S$LIB/lib$l.so" -a -L "$S$LIB/lib$l.so.0" -a -f "$S$LIB/lib$l.so.0.2.0" -a -f "$S$LIB/lib$l.a"
+done
+
+# --- .pc files ----------------------------------------------------------
+pc() { PKG_CONFIG_PATH=$PCDIR pkg-config "$@" 2>/dev/null; }
+for p in fence fence_pg fence_sqlite fence_gate; do
+  f=$PCDIR/$p.pc
+  check "$p.pc: prefix=/usr" grep -qx 'prefix=/usr' "$f"
+  check "$p.pc: libdir is $LIB" test "$(pc --variable=libdir "$p")" = "$LIB"
+  check "$p.pc: includedir is /usr/include" test "$(pc --variable=includedir "$p")" = /usr/include
+  check "$p.pc: Version 0.2.0" test "$(pc --modversion "$p")" = 0.2.0
+  check "$p.pc: no @VARIABLE@ left" bash -c "! grep -q @ '$f'"
+  check "$p.pc: pkg-config --validate" pc --validate "$p"
+  check "$p.pc: no Requires: fence (the checkers never link libfence)" \
+    bash -c "! PKG_CONFIG_PATH='$PCDIR' pkg-config --print-requires '$p' 2>/dev/null | grep -qx fence"
+done
+check "fence_pg.pc: Requires libpq (fence_pg.h exposes PGconn)" \
+  bash -c "PKG_CONFIG_PATH='$PCDIR' pkg-config --print-requires fence_pg 2>/dev/null | grep -q '^libpq'"
+check "fence_sqlite.pc: Requires sqlite3 (fence_sqlite.h exposes sqlite3)" \
+  bash -c "PKG_CONFIG_PATH='$PCDIR' pkg-config --print-requires fence_sqlite 2>/dev/null | grep -q '^sqlite3'"
+
+# --- one program per library, built against the staged tree ---------------
+cat > "$T/x_fence.c" <<'C'
+#include <fence.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    fence_client_options o;
+    fence_client_options_init(&o);
+    return strcmp(fence_status_name(FENCE_LOST), "FENCE_LOST") != 0;
+}
+C
+cat > "$T/x_fence_pg.c" <<'C'
+#include <fence_pg.h>
+#include <string.h>
+int main(void) {
+    size_t len = 0;
+    const char *sql = fence_pg_install_sql(&len);
+    PGconn *conn = NULL;   /* the header exposes libpq's types */
+    return !(len > 0 && strlen(sql) == len && fence_pg_errmsg(conn) != NULL);
+}
+C
+cat > "$T/x_fence_sqlite.c" <<'C'
+#include <fence_sqlite.h>
+int main(void) {
+    sqlite3 *db;
+    uint64_t t = 0;
+    if (sqlite3_open(":memory:", &db) != SQLITE_OK) return 1;
+    int bad = fence_sqlite_attach(db) != FENCE_OK ||
+              fence_sqlite_set_token(db, 42, NULL) != FENCE_OK ||
+              fence_sqlite_token(db, &t) != FENCE_OK || t != 42;
+    sqlite3_close(db);
+    return bad;
+}
+C
+cat > "$T/x_fence_gate.c" <<'C'
+#include <fence_gate.h>
+int main(void) {
+    fence_gate *g;
+    fence_gate_txn *t;
+    uint64_t mark = 0;
+    if (fence_gate_open(&g, NULL) != FENCE_OK) return 1;
+    int bad = fence_gate_begin(g, "r", 7, NULL, &t, NULL) != FENCE_OK ||
+              fence_gate_commit(t) != FENCE_OK ||
+              fence_gate_begin(g, "r", 6, NULL, &t, NULL) != FENCE_STALE ||
+              fence_gate_mark(g, "r", &mark) != FENCE_OK || mark != 7;
+    fence_gate_close(g);
+    return bad;
+}
+C
+# PKG_CONFIG_SYSROOT_DIR puts the staged root before every -I/-L, the
+# dependencies' too (libpq's /usr/include/postgresql, hiredis): a sysroot
+# holds its -dev packages, so link the ones the flags name into the stage
+# for the build, and take them away before uninstall.
+links=()
+for p in fence fence_pg fence_sqlite fence_gate; do
+  for fl in $(PKG_CONFIG_SYSROOT_DIR=$S pc --cflags "$p"); do
+    case "$fl" in -I"$S"/*) d=${fl#-I"$S"} ;; *) continue ;; esac
+    if [ ! -e "$S$d" ] && [ -d "$d" ]; then ln -s "$d" "$S$d" && links+=("$S$d"); fi
+  done
+done
+for p in fence fence_pg fence_sqlite fence_gate; do
+  flags=$(PKG_CONFIG_SYSROOT_DIR=$S PKG_CONFIG_PATH=$PCDIR pkg-config --cflags --libs "$p" 2>/dev/null)
+  # shellcheck disable=SC2086 # the flags are words
+  if cc "${SAN[@]}" -o "$T/x_$p" "$T/x_$p.c" $flags 2> "$T/cc.log"; then
+    ok "cc x_$p.c \$(pkg-config --cflags --libs $p) against the staged install"
+    check "x_$p runs against the staged lib$p.so" env LD_LIBRARY_PATH="$S$LIB" "$T/x_$p"
+    check "x_$p is linked to the staged lib$p.so.0" \
+      bash -c "LD_LIBRARY_PATH='$S$LIB' ldd '$T/x_$p' | grep -q '$S$LIB/lib$p.so.0'"
+  else
+    nok "cc x_$p.c \$(pkg-config --cflags --libs $p): $flags"; sed 's/^/# /' "$T/cc.log"
+  fi
+done
+for l in "${links[@]}"; do rm -f "$l"; done
+
+# --- man pages and completion --------------------------------------------
+M=$S/usr/share/man
+for page in "$M"/man1/*.1 "$M"/man3/*.3; do
+  # References to pages this machine lacks (and its mandoc.db) are the
+  # machine's business; the fence pages are looked up in the stage.
+  # (Debian's mandoc looks Xr up in the system manpath only, -M or not:
+  # a reference to a fence page counts as found when the stage has it.)
+  out=$(mandoc -T lint -W all "$page" 2>&1 | grep -v 'outdated mandoc.db' |
+        grep -v -E 'referenced manual not found: Xr (redis-cli|c_rehash|ps|flock|nohup|setsid|fork|snprintf|sqlite3) ' |
+        while IFS= read -r line; do
+          if [[ "$line" =~ referenced\ manual\ not\ found:\ Xr\ (fence[a-z_]*)\ ([13]) ]] &&
+             [ -f "$M/man${BASH_REMATCH[2]}/${BASH_REMATCH[1]}.${BASH_REMATCH[2]}" ]; then continue; fi
+          echo "$line"
+        done)
+  check "mandoc -T lint ${page#"$M"/}${out:+: $out}" test -z "$out"
+done
+for cmd in run status token help; do
+  check "fence(1) documents subcommand $cmd" grep -q "^\.It Cm $cmd" "$M/man1/fence.1"
+done
+# Every option the CLI's help texts name is in fence(1).
+opts=$( { "$S/usr/bin/fence" --help; for c in run status token; do "$S/usr/bin/fence" help "$c"; done; } 2>&1 |
+        grep -o -E '(^|[ ,])--?[a-zA-Z][-a-zA-Z]*' | sed 's/^[ ,]//' | grep -v -x -e -c | sort -u)
+for o in $opts; do
+  check "fence(1) documents $o" grep -q -e "Fl \\\\${o#-}\\b" -e "Fl ${o#-}\\b" "$M/man1/fence.1"
+done
+for h in fence fence_pg fence_sqlite fence_gate fence_common; do
+  check "$h(3): thread and ownership rule" grep -q '^\.Sh THREADS AND OWNERSHIP' "$M/man3/$h.3"
+done
+C=$S/usr/share/bash-completion/completions/fence
+check "completion: bash -n" bash -n "$C"
+check "completion: fence r<TAB> -> run" \
+  test "$(bash -c 'source "$1"; COMP_WORDS=(fence r); COMP_CWORD=1; _fence; echo "${COMPREPLY[*]}"' _ "$C")" = run
+check "completion: fence run --tt<TAB> -> --ttl" \
+  test "$(bash -c 'source "$1"; COMP_WORDS=(fence run --tt); COMP_CWORD=2; _fence; echo "${COMPREPLY[*]}"' _ "$C")" = --ttl
+check "completion: fence status --j<TAB> -> --json" \
+  test "$(bash -c 'source "$1"; COMP_WORDS=(fence status --j); COMP_CWORD=2; _fence; echo "${COMPREPLY[*]}"' _ "$C")" = --json
+
+# --- uninstall ------------------------------------------------------------
+if make -s --no-print-directory "${VARS[@]}" uninstall > "$T/uninstall.log" 2>&1; then
+  ok "make uninstall"
+else
+  nok "make uninstall"; sed 's/^/# /' "$T/uninstall.log"
+fi
+left=$(find "$S" ! -type d ! -path "$S/usr/share/sentinel")
+check "uninstall leaves no file in the DESTDIR tree${left:+: $left}" test -z "$left"
+check "uninstall keeps a file it did not install (share/sentinel)" grep -qx keep "$S/usr/share/sentinel"
+check "uninstall removes fence's own empty folders (LIBDIR/fence, share/fence)" \
+  test ! -e "$S$LIB/fence" -a ! -e "$S/usr/share/fence"
+
+# The issue's case: DATADIR=/usr/share must never take /usr/share with it.
+VARS2=("${VARS[@]}" DATADIR=/usr/share)
+make -s --no-print-directory "${VARS2[@]}" install > "$T/install2.log" 2>&1 &&
+  make -s --no-print-directory "${VARS2[@]}" uninstall > "$T/uninstall2.log" 2>&1
+check "install + uninstall with DATADIR=/usr/share" test $? -eq 0
+check "... /usr/share and its sentinel survive" grep -qx keep "$S/usr/share/sentinel"
+left=$(find "$S" ! -type d ! -path "$S/usr/share/sentinel")
+check "... and no installed file is left${left:+: $left}" test -z "$left"
+check "no rm -r in the Makefile's install/uninstall" \
+  bash -c "! sed -n '/^install:/,/^help:/p' Makefile | grep -q 'rm -[a-z]*r'"
+help=$(make -s --no-print-directory help 2>&1)
+for t in all examples test check valgrind bench demo fuzz torture deps install uninstall clean help; do
+  check "make help lists $t" grep -q -E "^make (\[)?$t" <<< "$help"
+done
+
+echo "# test_pkg: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
