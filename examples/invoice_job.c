@@ -17,11 +17,15 @@
  *     newer holder's token has advanced the resource and PostgreSQL
  *     rejects the write with FENCE_STALE;
  *   - releases the lease at the end.
- * The invoices table is protected per row (fence.protect), so every row
- * carries the token that wrote it.
+ * Its table (default invoice_job_demo, not the README's own `invoices`,
+ * so that running the example never touches a table of that name) is
+ * protected per row (fence.protect), so every row carries the token that
+ * wrote it.
  *
  * Usage: invoice_job [--redis URL] [--pg CONNINFO] [--ttl MS] [--invoices N]
  *                    [--step-ms MS] [--lease NAME] [--table NAME] [--run ID]
+ *   --table     the table it creates and writes, default invoice_job_demo
+ *   --lease     the lease (and fenced resource) name, default invoice-job
  *   --ttl       lease TTL, default 10000 ms (renewed every TTL/3)
  *   --invoices  how many invoices this run writes, default 5
  *   --step-ms   the work per invoice, default 1000 ms
@@ -96,7 +100,7 @@ static int exec_ok(PGconn *conn, const char *sql)
     return rc;
 }
 
-/* Schema "fence" and the protected invoices table (idempotent; in real
+/* Schema "fence" and the protected invoice table (idempotent; in real
  * life a migration does this once). */
 static int setup_schema(PGconn *conn, const char *table)
 {
@@ -192,7 +196,7 @@ static int parse_num(const char *opt, const char *v, long long lo, long long hi,
 int main(int argc, char **argv)
 {
     const char *url = NULL, *conninfo = NULL;
-    const char *lease_name = "invoice-job", *table = "invoices";
+    const char *lease_name = "invoice-job", *table = "invoice_job_demo";
     char run_buf[64];
     const char *run = NULL;
     long long ttl = 10000, count = 5, step = 1000;

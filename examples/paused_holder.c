@@ -78,6 +78,7 @@ typedef struct msg {
     int64_t valid_ms;   /* READY: fence_lease_valid_ms() */
     long long balance;  /* READY: balance read; WROTE: balance written */
     ph_outcome outcome; /* WROTE */
+    int64_t at_us;      /* READY: when acquired; WROTE: when the write returned */
     char text[600];     /* ERROR */
 } msg;
 
@@ -90,6 +91,41 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* --events FILE: one machine-readable line per event, for the timeline
+ * picture (scripts/demo draws it):
+ *   EVENT t_us=N run=off|on who=A|B|- what=WHAT [key=value ...]
+ * t_us is CLOCK_MONOTONIC in microseconds since the program started (the
+ * children's clock is the same clock).  WHAT: start (ttl_ms, store),
+ * acquire (token, valid_ms), pause, expired, write (token, balance,
+ * result=accepted|rejected|failed, highest), release, resume, final
+ * (balance, writer, token, intact=yes|no). */
+static FILE *g_events;
+static int64_t g_t0_us;
+
+__attribute__((format(printf, 5, 6))) static void event(int fenced, const char *who,
+                                                        const char *what, int64_t at_us,
+                                                        const char *fmt, ...)
+{
+    if (g_events == NULL)
+        return;
+    fprintf(g_events, "EVENT t_us=%" PRId64 " run=%s who=%s what=%s", at_us - g_t0_us,
+            fenced ? "on" : "off", who, what);
+    char rest[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rest, sizeof rest, fmt, ap);
+    va_end(ap);
+    fprintf(g_events, "%s%s\n", rest[0] != '\0' ? " " : "", rest);
+    fflush(g_events);
 }
 
 static void sleep_ms(int64_t ms)
@@ -265,6 +301,7 @@ __attribute__((noreturn)) static void run_child(const child_args *a)
     }
     memset(&m, 0, sizeof m);
     m.kind = MSG_READY;
+    m.at_us = now_us();
     m.token = fence_lease_token(l);
     m.valid_ms = valid;
     m.balance = row.balance;
@@ -286,6 +323,7 @@ __attribute__((noreturn)) static void run_child(const child_args *a)
     m.token = fence_lease_token(l);
     m.balance = row.balance + a->delta;
     ph_store_write(s, m.balance, a->who, m.token, fence_lease_holder(l), &m.outcome);
+    m.at_us = now_us();
     child_send(a, &m);
 
 out:
@@ -457,6 +495,7 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
         complain("setting up the %s store: %s", store, err);
         return -1;
     }
+    event(fenced, "-", "start", now_us(), "store=%s ttl_ms=%" PRId64 " balance=100", store, ttl_ms);
     say("the account starts at balance = 100 (%s%s)", store,
         fenced ? ", fenced: writes must carry a token" : ", not fenced: writes are not checked");
 
@@ -476,6 +515,8 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
         goto out;
     res->token_a = m.token;
     long long a_read = m.balance;
+    event(fenced, "A", "acquire", m.at_us, "token=%" PRIu64 " valid_ms=%" PRId64, m.token,
+          m.valid_ms);
     say("A (pid %ld) acquired the lease: token %" PRIu64 " (valid for %" PRId64 " ms)",
         (long)g_kids[0], m.token, m.valid_ms);
     say("A read balance = %lld; it will add 50 and write %lld", a_read, a_read + 50);
@@ -485,6 +526,7 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
     if (kill(g_kids[0], SIGSTOP) != 0 || wait_stopped(0, 2000) != 0)
         goto out;
     int64_t stopped_at = now_ms();
+    event(fenced, "A", "pause", now_us(), "signal=SIGSTOP");
 
     /* Wait (bounded) for Redis to expire A's lease. */
     int64_t deadline = stopped_at + ttl_ms + 5000;
@@ -504,6 +546,7 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
         }
         sleep_ms(10);
     }
+    event(fenced, "-", "expired", now_us(), "%s", "");
     say("the lease expired in Redis while A was paused (%" PRId64 " ms after SIGSTOP)",
         now_ms() - stopped_at);
 
@@ -520,6 +563,8 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
     if (get_msg(rep_b[0], "B", MSG_READY, &m) != 0)
         goto out;
     res->token_b = m.token;
+    event(fenced, "B", "acquire", m.at_us, "token=%" PRIu64 " valid_ms=%" PRId64, m.token,
+          m.valid_ms);
     say("B (pid %ld) acquired the lease: token %" PRIu64, (long)g_kids[1], m.token);
     if (get_msg(rep_b[0], "B", MSG_WROTE, &m) != 0)
         goto out;
@@ -527,17 +572,27 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
         complain("B's write failed: %s: %s", fence_status_name(m.outcome.status), m.outcome.message);
         goto out;
     }
+    event(fenced, "B", "write", m.at_us, "token=%" PRIu64 " balance=%lld result=accepted",
+          m.token, m.balance);
     say("B wrote: balance = %lld (token %" PRIu64 "), and released the lease", m.balance, m.token);
     if (wait_exit(1, CHILD_REPLY_MS) != 0)
         goto out;
+    event(fenced, "B", "release", now_us(), "%s", "");
 
     /* Wake A: it goes on with the write it was about to make. */
     if (write_all(go_a[1], "go\n", 3) != 0 || kill(g_kids[0], SIGCONT) != 0) {
         complain("waking A: %s", strerror(errno));
         goto out;
     }
+    event(fenced, "A", "resume", now_us(), "signal=SIGCONT");
     if (get_msg(rep_a[0], "A", MSG_WROTE, &m) != 0)
         goto out;
+    event(fenced, "A", "write", m.at_us,
+          "token=%" PRIu64 " balance=%lld result=%s highest=%" PRIu64, m.token, m.balance,
+          m.outcome.status == FENCE_OK      ? "accepted"
+          : m.outcome.status == FENCE_STALE ? "rejected"
+                                            : "failed",
+          m.outcome.status == FENCE_STALE ? m.outcome.highest : m.token);
     if (m.outcome.status == FENCE_OK) {
         res->stale_write = "landed";
         say("A woke up (SIGCONT) and wrote balance = %lld with token %" PRIu64
@@ -561,6 +616,7 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
     }
     if (wait_exit(0, CHILD_REPLY_MS) != 0)
         goto out;
+    event(fenced, "A", "release", now_us(), "%s", "");
 
     /* The verdict comes from the store itself. */
     ph_store *s = NULL;
@@ -576,6 +632,8 @@ static int play(const ph_config *cfg, int fenced, fence_client *pc, const char *
     snprintf(res->final_writer, sizeof res->final_writer, "%s", row.writer);
     res->final_balance = row.balance;
     int corrupted = strcmp(row.writer, "B") != 0 || row.balance != a_read + 100;
+    event(fenced, "-", "final", now_us(), "balance=%lld writer=%s token=%" PRIu64 " intact=%s",
+          row.balance, row.writer, row.token, corrupted ? "no" : "yes");
     say("final row: balance = %lld, written by %s (token %" PRIu64 ")   %s", row.balance,
         row.writer, row.token, corrupted ? "CORRUPTED" : "intact");
     ret = 0;
@@ -643,7 +701,8 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 static int usage(FILE *f)
 {
     fputs("usage: paused_holder [--store sqlite|postgres|gate] [--fencing off|on|both]\n"
-          "                     [--redis URL] [--pg CONNINFO] [--ttl MS]\n"
+          "                     [--redis URL] [--pg CONNINFO] [--ttl MS] [--events FILE]\n"
+          "  --events FILE: also write one EVENT line per step (monotonic times) to FILE\n"
           "  Redis: --redis, $FENCE_REDIS_URL or $FENCE_TEST_REDIS_URL\n"
           "  PostgreSQL: --pg, $FENCE_TEST_PG_CONNINFO or libpq's PG* variables\n",
           f);
@@ -658,6 +717,8 @@ int main(int argc, char **argv)
     const char *url = NULL;
     const char *fencing = "both";
     int64_t ttl_ms = DEFAULT_TTL_MS;
+    const char *events_path = NULL;
+    g_t0_us = now_us();
 
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -697,6 +758,8 @@ int main(int argc, char **argv)
                 return usage(stderr);
             }
             ttl_ms = t;
+        } else if (strcmp(o, "--events") == 0) {
+            events_path = v;
         } else {
             fprintf(stderr, "paused_holder: unknown option %s\n", o);
             return usage(stderr);
@@ -719,6 +782,15 @@ int main(int argc, char **argv)
     if (mkdtemp(cfg.dir) == NULL) {
         fprintf(stderr, "paused_holder: mkdtemp %s: %s\n", cfg.dir, strerror(errno));
         return 2;
+    }
+
+    if (events_path != NULL) {
+        g_events = fopen(events_path, "we");
+        if (g_events == NULL) {
+            fprintf(stderr, "paused_holder: --events %s: %s\n", events_path, strerror(errno));
+            nftw(cfg.dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+            return 2;
+        }
     }
 
     signal(SIGPIPE, SIG_IGN);
@@ -754,6 +826,11 @@ int main(int argc, char **argv)
         }
     }
     fence_client_close(pc);
+    if (g_events != NULL && fclose(g_events) != 0) {
+        fprintf(stderr, "paused_holder: --events %s: %s\n", events_path, strerror(errno));
+        if (status == 0)
+            status = 2;
+    }
     nftw(cfg.dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
     return status;
 }
