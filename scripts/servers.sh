@@ -51,12 +51,13 @@ fence_start_redis_in() {
   return 1
 }
 
-# fence_start_sentinel DIR MASTER_PORT: a Sentinel (redis-server --sentinel;
-# Debian has no separate redis-sentinel) monitoring 127.0.0.1:MASTER_PORT as
-# "fence-m" with quorum 1, down-after-milliseconds 200 and failover-timeout
-# 1000, in DIR (a file "sentinel" there tells scripts/redis-ctl); prints the port.
+# fence_start_sentinel DIR MASTER_PORT [QUORUM]: a Sentinel (redis-server
+# --sentinel; Debian has no separate redis-sentinel) monitoring
+# 127.0.0.1:MASTER_PORT as "fence-m" with quorum QUORUM (default 1),
+# down-after-milliseconds 200 and failover-timeout 1000, in DIR (a file
+# "sentinel" there tells scripts/redis-ctl); prints the port.
 fence_start_sentinel() {
-  local dir=$1 mport=$2 port try
+  local dir=$1 mport=$2 quorum=${3:-1} port try
   : > "$dir/sentinel"
   for try in 1 2 3 4 5; do
     port=$(fence_free_port) || fence_die "no free port"
@@ -68,7 +69,7 @@ fence_start_sentinel() {
       echo "pidfile $dir/redis.pid"
       echo "logfile $dir/redis.log"
       echo "protected-mode no"
-      echo "sentinel monitor fence-m 127.0.0.1 $mport 1"
+      echo "sentinel monitor fence-m 127.0.0.1 $mport $quorum"
       echo "sentinel down-after-milliseconds fence-m 200"
       echo "sentinel failover-timeout fence-m 1000"
     } > "$dir/redis.conf"
@@ -82,6 +83,19 @@ fence_start_sentinel() {
   done
   cat "$dir/redis.log" >&2 2>/dev/null || true
   return 1
+}
+
+# fence_tls_conf CERTDIR TLS_PORT: the redis.conf lines of a TLS listener
+# on 127.0.0.1:TLS_PORT (beside the plain port, which scripts/redis-ctl
+# uses) with CERTDIR/{ca.crt,server.crt,server.key}; clients need no
+# certificate unless a later line says "tls-auth-clients yes".
+fence_tls_conf() {
+  echo "tls-port $2"
+  echo "tls-cert-file $1/server.crt"
+  echo "tls-key-file $1/server.key"
+  echo "tls-ca-cert-file $1/ca.crt"
+  echo "tls-auth-clients no"
+  echo "tls-replication no"
 }
 
 # fence_start_redis VAR_PREFIX [extra redis.conf lines...]

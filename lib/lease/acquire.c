@@ -13,6 +13,28 @@ void fence_lease_options_init(fence_lease_options *o, int64_t ttl_ms)
     }
 }
 
+/* NULL or "" (none), or 1..FENCE_HOLDER_INFO_MAX bytes of printable ASCII. */
+static fence_status check_holder_info(fence_client *c, const char *info)
+{
+    if (info == NULL) {
+        return FENCE_OK;
+    }
+    size_t n = strnlen(info, FENCE_HOLDER_INFO_MAX + 1);
+    if (n > FENCE_HOLDER_INFO_MAX) {
+        return fence__fail(c, FENCE_EINVAL, "holder_info is longer than %d bytes",
+                           FENCE_HOLDER_INFO_MAX);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)info[i];
+        if (ch < 0x20 || ch > 0x7e) {
+            return fence__fail(c, FENCE_EINVAL, "holder_info: byte %zu is 0x%02x; only "
+                               "printable ASCII (0x20-0x7e) is allowed, no control "
+                               "characters", i, ch);
+        }
+    }
+    return FENCE_OK;
+}
+
 static fence_status check_opts(fence_client *c, const fence_lease_options *o)
 {
     if (o->ttl_ms < FENCE_TTL_MIN_MS || o->ttl_ms > FENCE_TTL_MAX_MS) {
@@ -31,7 +53,7 @@ static fence_status check_opts(fence_client *c, const fence_lease_options *o)
     if (o->no_heartbeat != 0 && o->no_heartbeat != 1) {
         return fence__fail(c, FENCE_EINVAL, "no_heartbeat must be 0 or 1");
     }
-    return FENCE_OK;
+    return check_holder_info(c, o->holder_info);
 }
 
 fence_status fence_acquire(fence_client *c, const char *name, const fence_lease_options *o,

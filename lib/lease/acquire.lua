@@ -7,6 +7,10 @@
 -- ARGV[2] owner id (32 hex), ARGV[3] ttl ms ('a') or owner value ('r'),
 -- ARGV[4] 'clock' or 'dense', ARGV[5] the jump in microseconds (clock),
 -- ARGV[6] floor ('r'; decimal).
+-- 'a' with ARGV[6], a holder description: "<owner key>:info" (the same
+-- {NAME} hash slot; derived here, like renew.lua and release.lua do) is set
+-- to "<owner id>:<description>" with the owner key's TTL, in this same
+-- call.  'r' leaves it alone: the owner id does not change.
 -- Returns {1, token} (token as a decimal string), {0, pttl} when another
 -- owner holds it ('a'), {0} when ARGV[3] no longer holds it ('r').
 --
@@ -87,4 +91,7 @@ if v then
 end
 local token = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), nil)
 redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])
+if ARGV[6] then
+  redis.call('SET', KEYS[1] .. ':info', ARGV[2] .. ':' .. ARGV[6], 'PX', ARGV[3])
+end
 return {1, token}

@@ -97,6 +97,10 @@ static fence_status setup(fence_client *c, const fence_client_options *o)
         return fence__fail(c, st == FENCE_ENOMEM ? FENCE_ENOMEM : FENCE_EINVAL, "%s",
                            st == FENCE_ENOMEM ? "out of memory" : err);
     }
+    st = fence__conn_config(c, o); /* TLS, the Sentinels' credentials */
+    if (st != FENCE_OK) {
+        return st;
+    }
     int nomem = 0;
     if (o->username != NULL) {
         fence__wipe_free(c->url.user);
@@ -195,6 +199,10 @@ fence_status fence_client_open_url(fence_client **out, const char *url)
 {
     fence_client_options o;
     fence_client_options_init(&o);
+    if (url == NULL) {
+        const char *env = getenv("FENCE_REDIS_URL");
+        url = env != NULL && env[0] != '\0' ? env : "redis://127.0.0.1:6379";
+    }
     o.url = url;
     return fence_client_open(out, &o);
 }

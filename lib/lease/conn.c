@@ -1,35 +1,22 @@
-/* conn.c -- connections to Redis: connect with timeouts, AUTH, SELECT,
- * and script loading (running scripts: eval.c). */
+/* conn.c -- connections to Redis: the transport options, connect (through
+ * the Sentinels for a redis-sentinel:// URL, then ROLE), AUTH, SELECT, and
+ * script loading (running scripts: eval.c). */
 #include "lease_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static struct timeval tv_ms(int64_t ms)
+void fence__conn_timeout(fence__conn *rc, int64_t ms)
 {
-    if (ms < 1) {
-        ms = 1;
-    }
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
+    fence__tr_timeout(rc, ms);
 }
 
-void fence__conn_timeout(redisContext *rc, int64_t ms)
+void fence__conn_drop(fence__conn **rc)
 {
-    if (rc != NULL) {
-        redisSetTimeout(rc, tv_ms(ms));
-    }
-}
-
-void fence__conn_drop(redisContext **rc)
-{
-    if (*rc != NULL) {
-        redisFree(*rc);
-        *rc = NULL;
-    }
+    fence__tr_close(rc);
 }
 
 /* An error reply that means "who are you?": map it to FENCE_EAUTH. */
@@ -40,9 +27,9 @@ int fence__is_auth_error(const char *s)
            strncmp(s, "ERR AUTH", 8) == 0 || strncmp(s, "NOPERM", 6) == 0;
 }
 
-static fence_status simple(fence_client *c, redisContext *rc, int argc, const char **argv, int is_auth)
+static fence_status simple(fence_client *c, fence__conn *rc, int argc, const char **argv, int is_auth)
 {
-    redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
+    redisReply *r = fence__tr_command(rc, argc, argv, NULL);
     if (r == NULL) {
         return fence__fail(c, FENCE_ECONN, "%s: %s failed: %s", c->url.display,
                            is_auth ? "AUTH" : argv[0], rc->errstr);
@@ -62,38 +49,113 @@ static fence_status simple(fence_client *c, redisContext *rc, int argc, const ch
     return st;
 }
 
-fence_status fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms)
+static char *dup_opt(const char *s, int *nomem)
 {
-    *out = NULL;
-    int64_t ct = c->connect_timeout_ms;
-    if (timeout_ms > 0 && timeout_ms < ct) {
-        ct = timeout_ms;
+    char *d = s != NULL ? strdup(s) : NULL;
+    *nomem |= s != NULL && d == NULL;
+    return d;
+}
+
+/* A path option: NULL, or a non-empty string without control characters. */
+static fence_status check_path(fence_client *c, const char *v, const char *name)
+{
+    if (v == NULL) {
+        return FENCE_OK;
     }
-    redisContext *rc = c->url.is_unix ? redisConnectUnixWithTimeout(c->url.path, tv_ms(ct))
-                                      : redisConnectWithTimeout(c->url.host, c->url.port, tv_ms(ct));
-    if (rc == NULL) {
-        return fence__fail(c, FENCE_ENOMEM, "out of memory connecting to %s", c->url.display);
+    if (v[0] == '\0' || strlen(v) > 4096) {
+        return fence__fail(c, FENCE_EINVAL, "%s must be a non-empty path (at most 4096 bytes)",
+                           name);
     }
-    if (rc->err) {
-        fence_status st = fence__fail(c, FENCE_ECONN, "cannot connect to %s: %s", c->url.display,
-                             rc->errstr);
-        redisFree(rc);
+    for (const char *p = v; *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            return fence__fail(c, FENCE_EINVAL, "%s holds a control character", name);
+        }
+    }
+    return FENCE_OK;
+}
+
+static fence_status check_tls_opts(fence_client *c, const fence_client_options *o)
+{
+    if (o->tls != 0 && o->tls != 1) {
+        return fence__fail(c, FENCE_EINVAL, "tls must be 0 or 1");
+    }
+    if (o->tls_insecure != 0 && o->tls_insecure != 1) {
+        return fence__fail(c, FENCE_EINVAL, "tls_insecure must be 0 or 1");
+    }
+    fence_status st = check_path(c, o->tls_ca_file, "tls_ca_file");
+    st = st ? st : check_path(c, o->tls_ca_dir, "tls_ca_dir");
+    st = st ? st : check_path(c, o->tls_cert_file, "tls_cert_file");
+    st = st ? st : check_path(c, o->tls_key_file, "tls_key_file");
+    if (st != FENCE_OK) {
         return st;
     }
-    /* hiredis 0.14 opens its socket without SOCK_CLOEXEC: a program that
-     * forks and execs must not hand our connections to its children. */
-    int fl = fcntl(rc->fd, F_GETFD);
-    if (fl >= 0) {
-        fcntl(rc->fd, F_SETFD, fl | FD_CLOEXEC);
+    const char *sn = o->tls_server_name;
+    if (sn != NULL && (sn[0] == '\0' || strlen(sn) > 255 || strspn(sn,
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:*") != strlen(sn))) {
+        return fence__fail(c, FENCE_EINVAL, "tls_server_name must be a host name or IP address "
+                           "(at most 255 bytes)");
     }
-    int64_t io = c->io_timeout_ms;
-    if (timeout_ms > 0 && timeout_ms < io) {
-        io = timeout_ms;
+    if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL)) {
+        return fence__fail(c, FENCE_EINVAL, "tls_cert_file and tls_key_file go together "
+                           "(mutual TLS needs both)");
     }
-    redisSetTimeout(rc, tv_ms(io));
-    if (!c->url.is_unix) {
-        redisEnableKeepAlive(rc);
+    int any = o->tls_ca_file || o->tls_ca_dir || o->tls_cert_file || sn || o->tls_insecure;
+    if (any && !c->url.tls) {
+        return fence__fail(c, FENCE_EINVAL, "TLS options given but TLS is off: use a rediss:// "
+                           "URL or set tls = 1");
     }
+    if (c->url.tls && c->url.is_unix) {
+        return fence__fail(c, FENCE_EINVAL, "TLS over a unix socket is not supported");
+    }
+    if (o->tls_insecure && (o->tls_ca_file || o->tls_ca_dir || sn)) {
+        return fence__fail(c, FENCE_EINVAL, "tls_insecure turns verification off: it cannot "
+                           "be combined with tls_ca_file, tls_ca_dir or tls_server_name");
+    }
+    return FENCE_OK;
+}
+
+fence_status fence__conn_config(fence_client *c, const fence_client_options *o)
+{
+    c->url.tls |= o->tls == 1;
+    fence_status st = check_tls_opts(c, o);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if ((o->sentinel_password != NULL || o->sentinel_username != NULL) && !c->url.sentinel) {
+        return fence__fail(c, FENCE_EINVAL, "sentinel_username / sentinel_password need a "
+                           "redis-sentinel:// URL");
+    }
+    if (o->sentinel_username != NULL && o->sentinel_password == NULL) {
+        return fence__fail(c, FENCE_EINVAL, "sentinel_username needs sentinel_password");
+    }
+    if ((o->sentinel_password != NULL && o->sentinel_password[0] == '\0') ||
+        (o->sentinel_username != NULL && o->sentinel_username[0] == '\0')) {
+        return fence__fail(c, FENCE_EINVAL, "sentinel_username / sentinel_password must not "
+                           "be empty");
+    }
+    int nomem = 0;
+    c->url.sentinel_user = dup_opt(o->sentinel_username, &nomem);
+    c->url.sentinel_password = dup_opt(o->sentinel_password, &nomem);
+    c->url.tls_server_name = dup_opt(o->tls_server_name, &nomem);
+    if (nomem) {
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    c->url.tls_insecure = o->tls_insecure;
+    if (c->url.tls) {
+        char err[300];
+        fence__tls_opts to = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file, o->tls_key_file};
+        c->url.tls_ctx = fence__tls_ctx_new(&to, o->tls_insecure, err, sizeof err);
+        c->url.tls_ctx_free = fence__tls_ctx_free;
+        if (c->url.tls_ctx == NULL) {
+            return fence__fail(c, FENCE_EINVAL, "%s", err);
+        }
+    }
+    return FENCE_OK;
+}
+
+/* AUTH and SELECT on a new connection. */
+static fence_status login(fence_client *c, fence__conn *rc)
+{
     fence_status st = FENCE_OK;
     if (c->url.password != NULL) {
         const char *argv[3] = {"AUTH", c->url.user, c->url.password};
@@ -110,15 +172,91 @@ fence_status fence__conn_open(fence_client *c, redisContext **out, int64_t timeo
         const char *argv[2] = {"SELECT", db};
         st = simple(c, rc, 2, argv, 0);
     }
-    if (st != FENCE_OK) {
-        redisFree(rc);
-        return st;
-    }
-    *out = rc;
-    return FENCE_OK;
+    return st;
 }
 
-fence_status fence__conn_ensure(fence_client *c, redisContext **rc, int *ever,
+/* ROLE on the node a Sentinel named: FENCE_OK only if it is a master. */
+static fence_status check_role(fence_client *c, fence__conn *rc, const char *where)
+{
+    const char *argv[1] = {"ROLE"};
+    redisReply *r = fence__tr_command(rc, 1, argv, NULL);
+    if (r == NULL) {
+        return fence__fail(c, FENCE_ECONN, "%s: ROLE failed at %s: %s", c->url.display, where,
+                           rc->errstr);
+    }
+    int master = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                 r->element[0]->type == REDIS_REPLY_STRING &&
+                 strcmp(r->element[0]->str, "master") == 0;
+    fence_status st = master ? FENCE_OK
+                             : fence__fail(c, FENCE_ECONN, "%s: %s, named master by the "
+                                           "Sentinels, is no master (ROLE: %.40s)",
+                                           c->url.display, where,
+                                           r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                                                   r->element[0]->type == REDIS_REPLY_STRING
+                                               ? r->element[0]->str : "?");
+    freeReplyObject(r);
+    return st;
+}
+
+/* One attempt: resolve (Sentinel), connect, log in, check the role. */
+static fence_status open_once(fence_client *c, fence__conn **out, int64_t ct, int64_t io)
+{
+    char host[256], err[600], where[300];
+    int port = c->url.port;
+    snprintf(host, sizeof host, "%s", c->url.host);
+    if (c->url.sentinel) {
+        fence_status st = fence__sentinel_master(&c->url, ct, host, sizeof host, &port, err,
+                                                 sizeof err);
+        if (st != FENCE_OK) {
+            return fence__fail(c, st, "%s: %s", c->url.display, err);
+        }
+    }
+    snprintf(where, sizeof where, "%s:%d", host, port);
+    fence__target t = {c->url.is_unix ? c->url.path : NULL, host, port, c->url.tls_ctx,
+                       c->url.tls_server_name, c->url.tls_insecure};
+    fence_status st = fence__tr_open(&t, ct, io, out, err, sizeof err);
+    if (st != FENCE_OK) {
+        return fence__fail(c, st, "cannot connect to %s%s%s: %s", c->url.display,
+                           c->url.sentinel ? " at " : "", c->url.sentinel ? where : "", err);
+    }
+    (*out)->failover = c->url.sentinel;
+    st = login(c, *out);
+    if (st == FENCE_OK && c->url.sentinel) {
+        st = check_role(c, *out, where);
+    }
+    if (st != FENCE_OK) {
+        fence__tr_close(out);
+    }
+    return st;
+}
+
+fence_status fence__conn_open(fence_client *c, fence__conn **out, int64_t timeout_ms)
+{
+    *out = NULL;
+    int64_t ct = c->connect_timeout_ms;
+    if (timeout_ms > 0 && timeout_ms < ct) {
+        ct = timeout_ms;
+    }
+    int64_t io = c->io_timeout_ms;
+    if (timeout_ms > 0 && timeout_ms < io) {
+        io = timeout_ms;
+    }
+    /* During a failover the Sentinels name the old master (down, or no
+     * master any more) until they switch: ask again, every 100 ms, until
+     * the connect timeout runs out. */
+    int64_t end = fence__now_us() + ct * 1000;
+    for (;;) {
+        int64_t left = (end - fence__now_us()) / 1000;
+        fence_status st = open_once(c, out, left > 1 ? left : 1, io);
+        left = (end - fence__now_us()) / 1000;
+        if (st != FENCE_ECONN || !c->url.sentinel || left <= 100) {
+            return st;
+        }
+        fence__sleep_us(100000);
+    }
+}
+
+fence_status fence__conn_ensure(fence_client *c, fence__conn **rc, int *ever,
                                 int64_t timeout_ms)
 {
     if (*rc != NULL && (*rc)->err == 0) {
@@ -135,16 +273,18 @@ fence_status fence__conn_ensure(fence_client *c, redisContext **rc, int *ever,
     return st;
 }
 
-void fence__scripts_load(fence_client *c, redisContext *rc)
+void fence__scripts_load(fence_client *c, fence__conn *rc)
 {
     for (int s = 0; s < FENCE__NSCRIPTS; s++) {
         const char *argv[3] = {"SCRIPT", "LOAD", fence__script_body(s)};
         size_t lens[3] = {6, 4, fence__script_len(s)};
-        redisAppendCommandArgv(rc, 3, argv, lens);
+        if (fence__tr_append(rc, 3, argv, lens) != 0) {
+            return;
+        }
     }
     for (int s = 0; s < FENCE__NSCRIPTS; s++) {
         redisReply *r = NULL;
-        if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+        if (fence__tr_reply(rc, (void **)&r) != 0) {
             return; /* the caller sees rc->err */
         }
         if (r->type == REDIS_REPLY_STRING && r->len == 40) {

@@ -51,10 +51,46 @@ fence_status fence_token_raise(fence_client *c, const char *name, uint64_t floor
     return st;
 }
 
-fence_status fence_lease_inspect(fence_client *c, const char *name, int *held, int64_t *pttl_ms,
-                                 uint64_t *holder_token, uint64_t *last_token)
+/* The reply to inspect.lua: owner value, PTTL, n (and the holder
+ * description with want_info) into *out, already zeroed. */
+static fence_status inspect_reply(fence_client *c, const redisReply *r, int want_info,
+                                  fence_lease_info *out)
 {
-    fence_status st = fence__check_client(c, "fence_lease_inspect");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < (want_info ? 4u : 2u)) {
+        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to inspect", c->url.display);
+    }
+    const redisReply *v = r->element[0];
+    out->held = v->type == REDIS_REPLY_STRING;
+    out->pttl_ms = out->held && r->element[1]->type == REDIS_REPLY_INTEGER
+                       ? r->element[1]->integer : -1;
+    const char *colon = out->held ? memchr(v->str, ':', v->len) : NULL;
+    if (colon != NULL) {
+        parse_u64(colon + 1, v->len - (size_t)(colon + 1 - v->str), &out->holder_token);
+        if (colon - v->str == FENCE_HOLDER_LEN) {
+            memcpy(out->holder, v->str, FENCE_HOLDER_LEN);
+        }
+    }
+    if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING) {
+        parse_u64(r->element[2]->str, r->element[2]->len, &out->last_token);
+    }
+    /* "<holder id>:<text>", shown only when it is the current holder's:
+     * a stale one of a crashed holder (or under an owner that set none)
+     * is not this holder's description. */
+    const redisReply *d = want_info ? r->element[3] : NULL;
+    if (d != NULL && d->type == REDIS_REPLY_STRING && out->holder[0] != '\0' &&
+        d->len > FENCE_HOLDER_LEN && d->len <= FENCE_HOLDER_LEN + 1 + FENCE_HOLDER_INFO_MAX &&
+        memcmp(d->str, out->holder, FENCE_HOLDER_LEN) == 0 && d->str[FENCE_HOLDER_LEN] == ':') {
+        memcpy(out->holder_info, d->str + FENCE_HOLDER_LEN + 1, d->len - FENCE_HOLDER_LEN - 1);
+    }
+    return FENCE_OK;
+}
+
+/* One inspect.lua call for name; with want_info also its ":info" key. */
+static fence_status inspect(fence_client *c, const char *fn, const char *name, int want_info,
+                            fence_lease_info *out)
+{
+    memset(out, 0, sizeof *out);
+    fence_status st = fence__check_client(c, fn);
     if (st != FENCE_OK) {
         return st;
     }
@@ -62,52 +98,57 @@ fence_status fence_lease_inspect(fence_client *c, const char *name, int *held, i
     if (st != FENCE_OK) {
         return st;
     }
-    char *owner = fence__key(c, name, "");
-    char *counter = fence__key(c, name, ":token");
-    if (owner == NULL || counter == NULL) {
-        free(owner);
-        free(counter);
-        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    char *keys[3] = {fence__key(c, name, ""), fence__key(c, name, ":token"),
+                     want_info ? fence__key(c, name, ":info") : NULL};
+    if (keys[0] == NULL || keys[1] == NULL || (want_info && keys[2] == NULL)) {
+        st = fence__fail(c, FENCE_ENOMEM, "out of memory");
+    } else {
+        const char *args[3] = {keys[0], keys[1], keys[2]};
+        redisReply *r = NULL;
+        st = fence__eval_cmd(c, FENCE__INSPECT, want_info ? 3 : 2, want_info ? 3 : 2, args, 0,
+                             NULL, NULL, (void **)&r);
+        if (st == FENCE_OK) {
+            st = inspect_reply(c, r, want_info, out);
+            freeReplyObject(r);
+        }
     }
-    const char *args[2] = {owner, counter};
-    redisReply *r = NULL;
-    st = fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, NULL, (void **)&r);
-    free(owner);
-    free(counter);
+    for (int i = 0; i < 3; i++) {
+        free(keys[i]);
+    }
+    return st;
+}
+
+fence_status fence_lease_inspect(fence_client *c, const char *name, int *held, int64_t *pttl_ms,
+                                 uint64_t *holder_token, uint64_t *last_token)
+{
+    fence_lease_info info;
+    fence_status st = inspect(c, "fence_lease_inspect", name, 0, &info);
     if (st != FENCE_OK) {
         return st;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
-        freeReplyObject(r);
-        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to inspect", c->url.display);
-    }
-    redisReply *v = r->element[0];
-    int is_held = v->type == REDIS_REPLY_STRING;
-    uint64_t ht = 0, lt = 0;
-    if (is_held) {
-        const char *colon = memchr(v->str, ':', v->len);
-        if (colon != NULL) {
-            parse_u64(colon + 1, v->len - (size_t)(colon + 1 - v->str), &ht);
-        }
-    }
-    if (r->elements > 2 && r->element[2]->type == REDIS_REPLY_STRING) {
-        parse_u64(r->element[2]->str, r->element[2]->len, &lt);
-    }
     if (held != NULL) {
-        *held = is_held;
+        *held = info.held;
     }
     if (pttl_ms != NULL) {
-        *pttl_ms = is_held && r->element[1]->type == REDIS_REPLY_INTEGER ? r->element[1]->integer
-                                                                          : -1;
+        *pttl_ms = info.pttl_ms;
     }
     if (holder_token != NULL) {
-        *holder_token = ht;
+        *holder_token = info.holder_token;
     }
     if (last_token != NULL) {
-        *last_token = lt;
+        *last_token = info.last_token;
     }
-    freeReplyObject(r);
     return FENCE_OK;
+}
+
+fence_status fence_lease_inspect_info(fence_client *c, const char *name, fence_lease_info *out)
+{
+    if (out == NULL) {
+        fence_status st = fence__check_client(c, "fence_lease_inspect_info");
+        return st != FENCE_OK ? st : fence__fail(c, FENCE_EINVAL,
+                                                 "fence_lease_inspect_info: out is NULL");
+    }
+    return inspect(c, "fence_lease_inspect_info", name, 1, out);
 }
 
 fence_status fence_token_last(fence_client *c, const char *name, uint64_t *token_out)

@@ -16,10 +16,10 @@ static int is_noscript(const redisReply *r)
 }
 
 /* Read WAIT's reply (appended after the script): *acked, or -1. */
-static int read_wait(redisContext *rc, long long *acked)
+static int read_wait(fence__conn *rc, long long *acked)
 {
     redisReply *w = NULL;
-    if (redisGetReply(rc, (void **)&w) != REDIS_OK) {
+    if (fence__tr_reply(rc, (void **)&w) != 0) {
         return -1;
     }
     *acked = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
@@ -29,17 +29,17 @@ static int read_wait(redisContext *rc, long long *acked)
 
 /* Send argv (the script call), and WAIT behind it when io asks; read the
  * script's reply into *r (NULL on an I/O error). */
-static void send_script(redisContext *rc, int argc, const char **argv, const size_t *lens,
+static void send_script(fence__conn *rc, int argc, const char **argv, const size_t *lens,
                         fence__issue *io, redisReply **r)
 {
     *r = NULL;
-    redisAppendCommandArgv(rc, argc, argv, lens);
     int wait = io != NULL && io->min_replicas > 0;
-    if (wait) {
-        redisAppendCommand(rc, "WAIT %d %lld", io->min_replicas,
-                           (long long)io->replica_timeout_ms);
+    if (fence__tr_append(rc, argc, argv, lens) != 0 ||
+        (wait && fence__tr_appendf(rc, "WAIT %d %lld", io->min_replicas,
+                                   (long long)io->replica_timeout_ms) != 0)) {
+        return;
     }
-    if (redisGetReply(rc, (void **)r) != REDIS_OK) {
+    if (fence__tr_reply(rc, (void **)r) != 0) {
         *r = NULL;
         return;
     }
@@ -50,11 +50,9 @@ static void send_script(redisContext *rc, int argc, const char **argv, const siz
 }
 
 /* The I/O failure of a script call on *rcp: message, drop, FENCE_ECONN. */
-static fence_status io_failed(fence_client *c, redisContext **rcp, int *timed_out)
+static fence_status io_failed(fence_client *c, fence__conn **rcp, int *timed_out)
 {
-    /* hiredis 0.14 reports a timeout as an I/O error with EAGAIN. */
-    if (timed_out != NULL && (*rcp)->err == REDIS_ERR_IO &&
-        (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    if (timed_out != NULL && (*rcp)->timed_out) {
         *timed_out = 1;
     }
     fence_status st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
@@ -63,7 +61,7 @@ static fence_status io_failed(fence_client *c, redisContext **rcp, int *timed_ou
     return st;
 }
 
-fence_status fence__eval(fence_client *c, redisContext **rcp, int script, int nkeys, int nargs,
+fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nkeys, int nargs,
                          const char **args, int *timed_out, fence__issue *io, void **reply)
 {
     if (timed_out != NULL) {
@@ -99,6 +97,13 @@ fence_status fence__eval(fence_client *c, redisContext **rcp, int script, int nk
         if (use_sha && is_noscript(r)) {
             freeReplyObject(r); /* Redis restarted or SCRIPT FLUSH: send the body */
             continue;
+        }
+        if (r->type == REDIS_REPLY_ERROR && (*rcp)->err) {
+            /* READONLY / LOADING / MASTERDOWN from a Sentinel-managed
+             * node: a failover; the connection is dropped (a new one asks
+             * the Sentinels again). */
+            freeReplyObject(r);
+            return io_failed(c, rcp, NULL);
         }
         if (r->type == REDIS_REPLY_ERROR) {
             fence_status st = fence__is_auth_error(r->str)

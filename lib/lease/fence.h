@@ -75,8 +75,12 @@ enum fence_heartbeat_mode {
  * default" for every numeric field.
  */
 typedef struct fence_client_options {
-    /* redis://[user:password@]host[:port][/db] or unix:///path[?db=N].
-     * Required.  Percent-escapes are decoded in user and password. */
+    /* redis://[user:password@]host[:port][/db], rediss://... (TLS),
+     * unix:///path[?db=N], or
+     * redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master
+     * (Sentinel port default 26379; the credentials are the data nodes').
+     * Required.  Percent-escapes are decoded in user and password.
+     * Transports, TLS and Sentinel: docs/redis.md. */
     const char *url;
     /* Overrides for the URL's credentials (NULL: take them from the URL).
      * Credentials never appear in messages. */
@@ -105,6 +109,16 @@ typedef struct fence_client_options {
     int min_replicas;
     /* 1..FENCE_REPLICA_TIMEOUT_MAX_MS, default 100; only with min_replicas. */
     int64_t replica_timeout_ms;
+    int tls;                      /* 1: TLS (also implied by rediss://) */
+    const char *tls_ca_file;      /* CA bundle (PEM); NULL: the system default */
+    const char *tls_ca_dir;       /* CA directory (c_rehash'ed) */
+    const char *tls_cert_file;    /* client certificate (PEM), for mutual TLS */
+    const char *tls_key_file;     /* its private key (PEM) */
+    const char *tls_server_name;  /* SNI and the name verified; default: the URL's host */
+    int tls_insecure;             /* 1: do not verify the server's certificate (say so loudly) */
+    const char *sentinel_password;/* the Sentinels' own password (data-node credentials come
+                                     from the URL / username / password) */
+    const char *sentinel_username;
 } fence_client_options;
 
 FENCE_API void fence_client_options_init(fence_client_options *opts);
@@ -120,7 +134,9 @@ FENCE_API void fence_client_options_init(fence_client_options *opts);
  */
 FENCE_API fence_status fence_client_open(fence_client **out, const fence_client_options *opts);
 
-/* fence_client_open() with default options and the given URL. */
+/* fence_client_open() with default options and the given URL.  url NULL:
+ * the environment variable FENCE_REDIS_URL when it is set and not empty,
+ * else "redis://127.0.0.1:6379" (as the fence CLI does). */
 FENCE_API fence_status fence_client_open_url(fence_client **out, const char *url);
 
 /* Stop the heartbeat thread, release every lease still open on the client
@@ -167,7 +183,18 @@ typedef struct fence_lease_options {
     int no_heartbeat;
     fence_lost_cb on_lost; /* optional */
     void *user;            /* handed to on_lost */
+    /* Optional description of the holder, e.g. "host=web1 pid=42
+     * since=2024-05-01T10:00:00Z": 1..FENCE_HOLDER_INFO_MAX bytes of
+     * printable ASCII (0x20-0x7e), else FENCE_EINVAL; NULL or "": none.
+     * Stored in Redis with the lease (key "<prefix>{NAME}:info", same TTL,
+     * written by the acquire itself, kept by renewals and
+     * fence_lease_reissue(), deleted by release); read it back with
+     * fence_lease_inspect_info().  Not a secret: anyone who can read the
+     * Redis can read it.  Copied: need not outlive the call. */
+    const char *holder_info;
 } fence_lease_options;
+
+#define FENCE_HOLDER_INFO_MAX 256 /* bytes in fence_lease_options.holder_info */
 
 FENCE_API void fence_lease_options_init(fence_lease_options *opts, int64_t ttl_ms);
 
@@ -285,6 +312,27 @@ FENCE_API fence_status fence_token_last(fence_client *c, const char *name, uint6
 FENCE_API fence_status fence_lease_inspect(fence_client *c, const char *name, int *held,
                                   int64_t *pttl_ms, uint64_t *holder_token,
                                   uint64_t *last_token);
+
+/* What fence_lease_inspect_info() reads about a lease (one snapshot). */
+typedef struct fence_lease_info {
+    int held;              /* 1 if the owner key exists */
+    int64_t pttl_ms;       /* its remaining TTL in ms; -1 when free */
+    uint64_t holder_token; /* the current holder's token; 0 when free */
+    uint64_t last_token;   /* the last token issued for NAME; 0 if none */
+    /* The holder id (fence_lease_holder() of the lease that holds it);
+     * "" when free or when the owner value is not "<32 hex>:<token>". */
+    char holder[FENCE_HOLDER_LEN + 1];
+    /* The holder's fence_lease_options.holder_info; "" when free, when it
+     * gave none, or when the stored one belongs to another holder. */
+    char holder_info[FENCE_HOLDER_INFO_MAX + 1];
+} fence_lease_info;
+
+/*
+ * fence_lease_inspect() plus who holds NAME: fills *out (zeroed first)
+ * from one read-only script call.  FENCE_EINVAL when out is NULL.
+ */
+FENCE_API fence_status fence_lease_inspect_info(fence_client *c, const char *name,
+                                                fence_lease_info *out);
 
 /* What a Redis server says about its ability to keep fencing state. */
 enum fence_persistence {

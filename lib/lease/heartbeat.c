@@ -95,7 +95,7 @@ static fence_status send_batches(fence_client *c, fence_lease **ls, size_t n, in
                 lens[i] = strlen(argv[i]);
             }
         }
-        if (redisAppendCommandArgv(c->hb, (int)argc, argv, lens) != REDIS_OK) {
+        if (fence__tr_append(c->hb, (int)argc, argv, lens) != 0) {
             /* The batches already appended must never be sent: their
              * replies would be taken for later ones. */
             fence__conn_drop(&c->hb);
@@ -114,7 +114,7 @@ static fence_status read_replies(fence_client *c, size_t n, int *results, int *n
     for (size_t b = 0; b < (n + per - 1) / per; b++) {
         size_t k, lo = batch_range(c, n, b, &k);
         redisReply *r = NULL;
-        if (redisGetReply(c->hb, (void **)&r) != REDIS_OK) {
+        if (fence__tr_reply(c->hb, (void **)&r) != 0) {
             st = fence__fail(c, FENCE_ECONN, "%s: heartbeat connection failed: %s",
                              c->url.display, c->hb->errstr);
             fence__conn_drop(&c->hb);

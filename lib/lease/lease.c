@@ -146,13 +146,16 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     char ttl[24], jump[24];
     snprintf(ttl, sizeof ttl, "%" PRId64, o->ttl_ms);
     const char *mode = fence__mode_args(c, jump);
-    const char *args[7] = {l->owner_key, counter, "a", owner, ttl, mode, jump};
+    /* A holder description goes as ARGV[6] (the script derives its key). */
+    int has_info = o->holder_info != NULL && o->holder_info[0] != '\0';
+    const char *args[8] = {l->owner_key, counter, "a", owner, ttl, mode, jump, o->holder_info};
     fence__issue io;
     fence__issue_init(c, &io);
     redisReply *r = NULL;
     atomic_fetch_add(&c->m.acquire_attempts, 1);
     int64_t sent = fence__now_us();
-    st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 7, args, bound_ms, NULL, &io, (void **)&r);
+    st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, has_info ? 8 : 7, args, bound_ms, NULL, &io,
+                         (void **)&r);
     free(counter);
     uint64_t token = 0;
     if (st == FENCE_OK) {

@@ -4,9 +4,15 @@
  * Layering: a file calls only files on its own level's left or on a lower
  * level, never a higher one (no call cycles between files):
  *
- *   0  jitter.c owner.c scripts.c url.c errmsg.c     (and lib/common)
- *   1  metrics.c srvinfo.c conn.c eval.c   counters, what the server says
- *                    of itself, connections, running scripts
+ *   0  jitter.c owner.c scripts.c tls.c url.c errmsg.c  (and lib/common;
+ *                    tls.c: OpenSSL contexts, handshakes, its socket BIO;
+ *                    url.c frees a URL's SSL_CTX through a pointer)
+ *   1  metrics.c transport.c srvinfo.c sentinel.c conn.c eval.c
+ *                    counters; the one transport (socket, poll timeouts,
+ *                    TCP / unix / TLS, RESP through hiredis's encoder and
+ *                    reader); what the server says of itself; asking the
+ *                    Sentinels for the master; connections (AUTH, SELECT,
+ *                    ROLE); running scripts
  *   2  state.c       what a lease knows: keys, checks, validity, the
  *                    lost transition and its callback, a renewal's effect
  *   3  heartbeat.c   the renewal passes, its thread, fence_heartbeat_run
@@ -30,7 +36,21 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-typedef struct redisContext redisContext;
+/* One connection to a Redis server or Sentinel, over any transport
+ * (transport.c).  err != 0: unusable, errstr says why (no secrets). */
+typedef struct fence__conn {
+    int err;
+    char errstr[256];
+    int timed_out;  /* the last failure was a timeout */
+    int fd;
+    void *ssl;      /* SSL *, or NULL for plain TCP / unix */
+    void *reader;   /* hiredis redisReader * */
+    char *obuf;     /* RESP appended, not yet sent */
+    size_t olen, ocap;
+    int64_t io_ms;  /* per call: the time a reply may take */
+    int failover;   /* Sentinel-managed: READONLY / LOADING / MASTERDOWN
+                     * replies make the connection unusable (re-resolve) */
+} fence__conn;
 
 /* ==== level 0 ============================================================ */
 
@@ -43,7 +63,36 @@ int64_t fence__jitter(int64_t lo, int64_t hi);
  * hex (2 * FENCE_OWNER_BYTES + 1 bytes).  FENCE_ESYS if getrandom fails. */
 fence_status fence__owner_id(char *hex);
 
+/* ---- tls.c: OpenSSL, below the transport ---------------------------- */
+typedef struct fence__tls_opts {
+    const char *ca_file, *ca_dir, *cert_file, *key_file;
+} fence__tls_opts;
+/* A client SSL_CTX (TLS 1.2+; verification on unless insecure; the CA file
+ * and/or directory, else the system default; the client certificate and
+ * key for mutual TLS).  NULL with why in err. */
+void *fence__tls_ctx_new(const fence__tls_opts *o, int insecure, char *err, size_t errlen);
+void fence__tls_ctx_free(void *ctx);
+/* Handshake on the connected non-blocking socket fd before deadline_us
+ * (monotonic): SNI and the verified name are name (a host name, or an IP
+ * address checked as one; NULL: none).  0 and *ssl; -1 with why in err
+ * (*timed_out set when the deadline passed). */
+int fence__tls_connect(void *ctx, int fd, const char *name, int insecure, int64_t deadline_us,
+                       void **ssl, int *timed_out, char *err, size_t errlen);
+/* Non-blocking I/O on ssl: > 0 bytes; 0 the peer closed; -1 fatal (err);
+ * -2 wants to read, -3 wants to write (poll, then call again). */
+long fence__tls_write(void *ssl, const char *buf, size_t n, char *err, size_t errlen);
+long fence__tls_read(void *ssl, char *buf, size_t n, char *err, size_t errlen);
+/* Bytes already decrypted and waiting in ssl. */
+int fence__tls_pending(void *ssl);
+void fence__tls_free(void *ssl);
+
 /* ---- url.c ---------------------------------------------------------- */
+#define FENCE__MAX_SENTINELS 16
+typedef struct fence__hostport {
+    char host[256];
+    int port;
+} fence__hostport;
+
 typedef struct fence__url {
     int is_unix;
     char host[256];
@@ -53,6 +102,21 @@ typedef struct fence__url {
     char *user;     /* NULL or heap, wiped on free */
     char *password; /* NULL or heap, wiped on free */
     char display[400];
+    /* TLS: rediss://, or the tls option (also for the Sentinels). */
+    int tls;
+    int tls_insecure;
+    char *tls_server_name; /* NULL: the host connected to */
+    void *tls_ctx;         /* SSL_CTX *, freed with the URL by ... */
+    void (*tls_ctx_free)(void *); /* ... this (set with it, so url.c,
+                                   * which the URL fuzzer links alone,
+                                   * needs no OpenSSL) */
+    /* redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master */
+    int sentinel;
+    int nsentinels;
+    fence__hostport sentinels[FENCE__MAX_SENTINELS];
+    char master[128];
+    char *sentinel_user;     /* the Sentinels' own credentials (options) */
+    char *sentinel_password;
 } fence__url;
 
 /* Parse a URL into *u (which it first clears).  FENCE_OK; FENCE_EINVAL
@@ -145,7 +209,7 @@ struct fence_client {
 
     /* The command connection, used by calling threads. */
     pthread_mutex_t cmd_lock;
-    redisContext *cmd;
+    fence__conn *cmd;
     int cmd_ever; /* it had connected before: a new connection is a reconnect */
     int cmd_checked; /* the server of this connection passed fence__srv_refuse */
 
@@ -160,7 +224,7 @@ struct fence_client {
 
     /* The heartbeat connection; one pass at a time. */
     pthread_mutex_t hb_lock;
-    redisContext *hb;
+    fence__conn *hb;
     int hb_ever;
 
     fence__metrics m;
@@ -171,33 +235,78 @@ struct fence_client {
 /* ---- metrics.c ---------------------------------------------------------- */
 void fence__metrics_latency(fence__metrics *m, int64_t us);
 
+/* ---- transport.c: the one code path for TCP, unix sockets and TLS ---- */
+/* Where to connect: a unix socket path, or host:port (TLS when tls_ctx). */
+typedef struct fence__target {
+    const char *path; /* non-NULL: a unix socket */
+    const char *host;
+    int port;
+    void *tls_ctx;           /* SSL_CTX *, or NULL: plain */
+    const char *tls_name;    /* SNI and verified name; NULL: host */
+    int tls_insecure;
+} fence__target;
+/* Connect (within connect_ms: DNS, TCP, TLS handshake), close-on-exec,
+ * keep-alive on TCP.  FENCE_OK and *out (I/O calls then take up to io_ms
+ * each); FENCE_ECONN / FENCE_ENOMEM with why in err. */
+fence_status fence__tr_open(const fence__target *t, int64_t connect_ms, int64_t io_ms,
+                            fence__conn **out, char *err, size_t errlen);
+/* Close and NULL *cp (NULL: no-op). */
+void fence__tr_close(fence__conn **cp);
+/* Queue a command (RESP through redisFormatCommandArgv / redisvFormatCommand);
+ * nothing is sent until a reply is asked for.  0, or -1 out of memory
+ * (the connection is then unusable: queued commands must not go out). */
+int fence__tr_append(fence__conn *cn, int argc, const char **argv, const size_t *lens);
+int fence__tr_appendf(fence__conn *cn, const char *fmt, ...);
+/* Send what is queued and read the next reply into *reply (a redisReply,
+ * freeReplyObject).  0, or -1 with cn->err set (timeout: cn->timed_out). */
+int fence__tr_reply(fence__conn *cn, void **reply);
+/* fence__tr_append + fence__tr_reply; NULL on failure. */
+void *fence__tr_command(fence__conn *cn, int argc, const char **argv, const size_t *lens);
+/* Wait up to us for a reply (pub/sub): 1 *reply set, 0 none yet, -1 failed. */
+int fence__tr_wait(fence__conn *cn, int64_t us, void **reply);
+/* The time each later I/O call may take. */
+void fence__tr_timeout(fence__conn *cn, int64_t ms);
+/* Whether an error reply says this node is no master (now): READONLY,
+ * LOADING, MASTERDOWN. */
+int fence__is_failover_error(const char *s);
+
 /* ---- srvinfo.c ------------------------------------------------------- */
 /* INFO memory, INFO persistence and CONFIG GET save in one round trip on
  * rc; records the persistence gauge.  FENCE_ECONN on an I/O error (the
  * caller drops rc); a refused command leaves its fields unknown. */
-fence_status fence__srv_read(fence_client *c, redisContext *rc, fence_server_info *out);
+fence_status fence__srv_read(fence_client *c, fence__conn *rc, fence_server_info *out);
 /* FENCE_ECONFIG (with a message naming the policy) unless the server may
  * hold tokens: not allkeys-*, or the client allows eviction. */
 fence_status fence__srv_refuse(fence_client *c, const fence_server_info *si);
 /* The metrics gauge for a fence_persistence value: 1, 0 or -1. */
 int fence__persistence_gauge(int p);
 
+/* ---- sentinel.c ------------------------------------------------------ */
+/* Ask the URL's Sentinels in turn (SENTINEL get-master-addr-by-name) for
+ * the master's address, within timeout_ms.  FENCE_OK and host/port;
+ * FENCE_ECONN / FENCE_EAUTH with why in err (each Sentinel's answer). */
+fence_status fence__sentinel_master(const fence__url *u, int64_t timeout_ms, char *host,
+                                    size_t hostlen, int *port, char *err, size_t errlen);
+
 /* ---- conn.c ---------------------------------------------------------- */
+/* Check and take the transport options (TLS, the Sentinels' credentials)
+ * after the URL was parsed into c->url; FENCE_EINVAL with a message. */
+fence_status fence__conn_config(fence_client *c, const fence_client_options *o);
 /* Whether an error reply means "who are you?" (NOAUTH, WRONGPASS, ...). */
 int fence__is_auth_error(const char *s);
 /* Open a connection: connect (within timeout_ms), set I/O timeouts, AUTH,
  * SELECT.  FENCE_ECONN / FENCE_EAUTH / FENCE_EPROTO with a message. */
-fence_status fence__conn_open(fence_client *c, redisContext **out, int64_t timeout_ms);
+fence_status fence__conn_open(fence_client *c, fence__conn **out, int64_t timeout_ms);
 /* Make sure *rc is open, reconnecting if needed.  *ever says whether this
  * slot was ever connected: a new connection then counts as a reconnect. */
-fence_status fence__conn_ensure(fence_client *c, redisContext **rc, int *ever,
+fence_status fence__conn_ensure(fence_client *c, fence__conn **rc, int *ever,
                                 int64_t timeout_ms);
 /* Close and NULL *rc. */
-void fence__conn_drop(redisContext **rc);
+void fence__conn_drop(fence__conn **rc);
 /* Set both I/O timeouts on an open connection. */
-void fence__conn_timeout(redisContext *rc, int64_t ms);
+void fence__conn_timeout(fence__conn *rc, int64_t ms);
 /* Load every script, pipelined, and remember the SHAs (best effort). */
-void fence__scripts_load(fence_client *c, redisContext *rc);
+void fence__scripts_load(fence_client *c, fence__conn *rc);
 
 /* ---- eval.c ---------------------------------------------------------- */
 /* The extras of a script call that issues a token. */
@@ -211,7 +320,7 @@ typedef struct fence__issue {
  * I/O error the connection is dropped.  *reply is the reply (owned by the
  * caller: freeReplyObject) on FENCE_OK; an error reply is FENCE_EPROTO.
  * io (optional): WAIT pipelined behind the script. */
-fence_status fence__eval(fence_client *c, redisContext **rc, int script, int nkeys, int nargs,
+fence_status fence__eval(fence_client *c, fence__conn **rc, int script, int nkeys, int nargs,
                          const char **args, int *timed_out, fence__issue *io, void **reply);
 /* Run a script on the command connection with one retry after a
  * reconnect when a connection that had been idle failed.  Takes cmd_lock.

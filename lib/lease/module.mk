@@ -1,5 +1,9 @@
 # libfence: the Redis lease library (the token issuer).  Links hiredis
-# only (never libpq or SQLite).  Its Lua lives in lib/lease/*.lua.
+# (RESP encoding and parsing) and OpenSSL (TLS) only, never libpq or
+# SQLite.  Its Lua lives in lib/lease/*.lua.  Whatever links libfence
+# links $(HIREDIS_LIBS), which therefore carries OpenSSL too.
+SSL_LIBS := $(or $(shell pkg-config --libs openssl 2>/dev/null),-lssl -lcrypto)
+HIREDIS_LIBS += $(SSL_LIBS)
 LEASE_SRC := $(sort $(wildcard lib/lease/*.c))
 LEASE_LUA := $(sort $(wildcard lib/lease/*.lua))
 LEASE_OBJ := $(LEASE_SRC:%.c=$(B)/%.o) $(B)/lib/lease/lua_embed.o $(COMMON_OBJ)

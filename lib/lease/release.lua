@@ -1,9 +1,12 @@
 -- release.lua: compare-and-delete, then wake the waiters.
 -- KEYS[1] owner key; ARGV[1] owner value, ARGV[2] release channel
 -- Returns 1 when deleted, 0 when the key is gone or holds another owner
--- (which is then left untouched).  The counter is never touched.
+-- (which is then left untouched).  The counter is never touched.  The
+-- holder description "<owner key>:info" (same hash slot; acquire.lua) goes
+-- with the owner key: it is this holder's, or a stale one of a crashed
+-- holder.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[1] .. ':info')
   redis.call('PUBLISH', ARGV[2], '1')
   return 1
 end

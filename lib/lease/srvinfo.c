@@ -77,17 +77,17 @@ static void fill(fence_server_info *out, redisReply *mem, redisReply *per, redis
     out->persistence = persistence_of(aof, rdb_from(save));
 }
 
-fence_status fence__srv_read(fence_client *c, redisContext *rc, fence_server_info *out)
+fence_status fence__srv_read(fence_client *c, fence__conn *rc, fence_server_info *out)
 {
     memset(out, 0, sizeof *out);
     out->persistence = FENCE_PERSIST_UNKNOWN;
-    redisAppendCommand(rc, "INFO memory");
-    redisAppendCommand(rc, "INFO persistence");
-    redisAppendCommand(rc, "CONFIG GET save");
+    fence__tr_appendf(rc, "INFO memory");
+    fence__tr_appendf(rc, "INFO persistence");
+    fence__tr_appendf(rc, "CONFIG GET save");
     redisReply *r[3] = {NULL, NULL, NULL};
     fence_status st = FENCE_OK;
     for (int i = 0; i < 3; i++) {
-        if (redisGetReply(rc, (void **)&r[i]) != REDIS_OK) {
+        if (fence__tr_reply(rc, (void **)&r[i]) != 0) {
             r[i] = NULL;
             st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
                              rc->errstr);

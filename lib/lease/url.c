@@ -1,4 +1,6 @@
-/* url.c -- redis://[user:password@]host[:port][/db] and unix:///path[?db=N].
+/* url.c -- redis:// and rediss://[user:password@]host[:port][/db],
+ * unix:///path[?db=N] and
+ * redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master.
  * Messages about a URL never quote its credentials. */
 #include "lease_internal.h"
 
@@ -25,8 +27,18 @@ void fence__url_free(fence__url *u)
     }
     fence__wipe_free(u->user);
     fence__wipe_free(u->password);
+    fence__wipe_free(u->sentinel_user);
+    fence__wipe_free(u->sentinel_password);
+    free(u->tls_server_name);
+    if (u->tls_ctx != NULL && u->tls_ctx_free != NULL) {
+        u->tls_ctx_free(u->tls_ctx);
+    }
     u->user = NULL;
     u->password = NULL;
+    u->sentinel_user = NULL;
+    u->sentinel_password = NULL;
+    u->tls_server_name = NULL;
+    u->tls_ctx = NULL;
 }
 
 static int hexval(int ch)
@@ -231,8 +243,21 @@ static int parse_hostport_db(parser *ps, const char *p, const char *end)
     return FENCE_OK;
 }
 
-/* redis://[user:password@]host[:port][/db]: p is what follows "redis://". */
-static int parse_redis(parser *ps, const char *p)
+/* The last '@' in p[0..end), or NULL. */
+static const char *last_at(const char *p, const char *end)
+{
+    const char *at = NULL;
+    for (const char *s = p; s < end; s++) {
+        if (*s == '@') {
+            at = s;
+        }
+    }
+    return at;
+}
+
+/* redis:// or rediss://[user:password@]host[:port][/db]: p follows the
+ * scheme. */
+static int parse_redis(parser *ps, const char *p, const char *scheme)
 {
     fence__url *u = ps->u;
     const char *end = p + strcspn(p, "/?#");
@@ -240,12 +265,7 @@ static int parse_redis(parser *ps, const char *p)
         return bad(ps, "redis URL: query strings and fragments are not supported");
     }
     /* userinfo: up to the last '@' before the path */
-    const char *at = NULL;
-    for (const char *s = p; s < end; s++) {
-        if (*s == '@') {
-            at = s;
-        }
-    }
+    const char *at = last_at(p, end);
     int st = at != NULL ? parse_userinfo(ps, p, at) : FENCE_OK;
     if (st == FENCE_OK) {
         st = parse_hostport_db(ps, at != NULL ? at + 1 : p, end);
@@ -254,9 +274,100 @@ static int parse_redis(parser *ps, const char *p)
         return st;
     }
     int v6 = strchr(u->host, ':') != NULL;
-    snprintf(u->display, sizeof u->display, "redis://%s%s%s%s:%d/%d",
+    snprintf(u->display, sizeof u->display, "%s%s%s%s%s:%d/%d", scheme,
              (u->user || u->password) ? "***@" : "", v6 ? "[" : "", u->host, v6 ? "]" : "",
              u->port, u->db);
+    return FENCE_OK;
+}
+
+/* One Sentinel's host[:port] in p[0..end) into u->sentinels. */
+static int parse_sentinel_addr(parser *ps, const char *p, const char *end)
+{
+    fence__url *u = ps->u;
+    if (u->nsentinels >= FENCE__MAX_SENTINELS) {
+        return bad(ps, "redis-sentinel URL: more than %d Sentinels", FENCE__MAX_SENTINELS);
+    }
+    const char *portp = NULL;
+    int st = p < end && *p == '[' ? parse_host_v6(ps, p, end, &portp)
+                                  : parse_host_name(ps, p, end, &portp);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    fence__hostport *h = &u->sentinels[u->nsentinels++];
+    memcpy(h->host, u->host, sizeof h->host);
+    h->port = 26379;
+    if (portp != NULL) {
+        long port = parse_num(portp, (size_t)(end - portp), 1, 65535);
+        if (port < 0) {
+            return bad(ps, "redis-sentinel URL: port must be a number from 1 to 65535");
+        }
+        h->port = (int)port;
+    }
+    return FENCE_OK;
+}
+
+/* #master: letters, digits, - _ . :, 1..127 bytes. */
+static int parse_master(parser *ps, const char *hash)
+{
+    fence__url *u = ps->u;
+    if (hash == NULL || hash[1] == '\0') {
+        return bad(ps, "redis-sentinel URL: the master's name is missing: "
+                       "redis-sentinel://host[:port][,host[:port]...][/db]#master");
+    }
+    size_t n = strlen(hash + 1);
+    if (n >= sizeof u->master) {
+        return bad(ps, "redis-sentinel URL: master name longer than %zu bytes",
+                   sizeof u->master - 1);
+    }
+    if (strspn(hash + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != n) {
+        return bad(ps, "redis-sentinel URL: the master name may hold only letters, digits "
+                       "and - _ . :");
+    }
+    memcpy(u->master, hash + 1, n + 1);
+    return FENCE_OK;
+}
+
+/* redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master */
+static int parse_sentinel(parser *ps, const char *p)
+{
+    fence__url *u = ps->u;
+    u->sentinel = 1;
+    const char *hash = strchr(p, '#');
+    int st = parse_master(ps, hash);
+    const char *end = hash != NULL ? hash : p + strlen(p);
+    const char *path = p + strcspn(p, "/?#");
+    if (st == FENCE_OK && *path == '?') {
+        return bad(ps, "redis-sentinel URL: query strings are not supported");
+    }
+    const char *at = last_at(p, path);
+    if (st == FENCE_OK && at != NULL) {
+        st = parse_userinfo(ps, p, at);
+    }
+    for (const char *h = at != NULL ? at + 1 : p; st == FENCE_OK;) {
+        const char *comma = memchr(h, ',', (size_t)(path - h));
+        const char *hend = comma != NULL ? comma : path;
+        st = hend == h ? bad(ps, "redis-sentinel URL: an empty Sentinel address")
+                       : parse_sentinel_addr(ps, h, hend);
+        if (comma == NULL) {
+            break;
+        }
+        h = comma + 1;
+    }
+    if (st == FENCE_OK && *path == '/' && path + 1 < end) {
+        long db = parse_num(path + 1, (size_t)(end - path - 1), 0, 1000000);
+        st = db < 0 ? bad(ps, "redis-sentinel URL: the path must be a database number, like /0")
+                    : FENCE_OK;
+        u->db = (int)db;
+    }
+    if (st != FENCE_OK) {
+        return st;
+    }
+    snprintf(u->host, sizeof u->host, "%s", u->sentinels[0].host);
+    u->port = u->sentinels[0].port;
+    int v6 = strchr(u->host, ':') != NULL;
+    snprintf(u->display, sizeof u->display, "redis-sentinel://%s%s%s%s:%d%s/%d#%.100s",
+             (u->user || u->password) ? "***@" : "", v6 ? "[" : "", u->host, v6 ? "]" : "",
+             u->port, u->nsentinels > 1 ? ",..." : "", u->db, u->master);
     return FENCE_OK;
 }
 
@@ -266,18 +377,22 @@ int fence__url_parse(fence__url *u, const char *url, char *err, size_t errlen)
     int st;
     memset(u, 0, sizeof *u);
     if (url == NULL || url[0] == '\0') {
-        st = bad(&ps, "empty URL: expected redis://[user:password@]host[:port][/db] or "
-                      "unix:///path");
+        st = bad(&ps, "empty URL: expected redis://[user:password@]host[:port][/db], "
+                      "rediss://..., redis-sentinel://host[:port][,...]#master or unix:///path");
     } else if (strlen(url) > 2048) {
         st = bad(&ps, "URL longer than 2048 bytes");
     } else if (strncmp(url, "unix://", 7) == 0) {
         st = parse_unix(&ps, url + 7);
     } else if (strncmp(url, "rediss://", 9) == 0) {
-        st = bad(&ps, "rediss:// (TLS) is not supported by this build; use redis:// or unix://");
+        u->tls = 1;
+        st = parse_redis(&ps, url + 9, "rediss://");
+    } else if (strncmp(url, "redis-sentinel://", 17) == 0) {
+        st = parse_sentinel(&ps, url + 17);
     } else if (strncmp(url, "redis://", 8) != 0) {
-        st = bad(&ps, "unsupported URL scheme: expected redis://host[:port][/db] or unix:///path");
+        st = bad(&ps, "unsupported URL scheme: expected redis://, rediss:// (TLS), "
+                      "redis-sentinel://host[:port][,...]#master or unix:///path");
     } else {
-        st = parse_redis(&ps, url + 8);
+        st = parse_redis(&ps, url + 8, "redis://");
     }
     if (st != FENCE_OK) {
         fence__url_free(u);

@@ -5,9 +5,7 @@
  * not available it polls with jittered exponential backoff. */
 #include "lease_internal.h"
 
-#include <errno.h>
 #include <hiredis/hiredis.h>
-#include <poll.h>
 #include <string.h>
 
 #define POLL_MIN_US 2000
@@ -17,73 +15,41 @@
 #define SUB_SAFETY_US 1000000
 
 /* Subscribe on a new connection; NULL when that is not possible. */
-static redisContext *subscribe(fence_client *c, const char *channel, int64_t timeout_ms)
+static fence__conn *subscribe(fence_client *c, const char *channel, int64_t timeout_ms)
 {
-    redisContext *sub = NULL;
+    fence__conn *sub = NULL;
     if (fence__conn_open(c, &sub, timeout_ms) != FENCE_OK) {
         return NULL;
     }
     const char *argv[2] = {"SUBSCRIBE", channel};
-    redisReply *r = redisCommandArgv(sub, 2, argv, NULL);
+    redisReply *r = fence__tr_command(sub, 2, argv, NULL);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
         if (r != NULL) {
             freeReplyObject(r);
         }
-        redisFree(sub);
+        fence__conn_drop(&sub);
         return NULL;
     }
     freeReplyObject(r);
     return sub;
 }
 
-/* Wait up to us for a message on sub.  1 message(s) arrived, 0 timeout,
- * -1 the connection failed. */
-static int wait_message(redisContext *sub, int64_t us)
+/* Wait up to us for a message on sub (and take whatever else is already
+ * there).  1 message(s) arrived, 0 timeout, -1 the connection failed. */
+static int wait_message(fence__conn *sub, int64_t us)
 {
     void *reply = NULL;
-    int got = 0;
-    /* Drain what is already buffered. */
-    while (redisGetReplyFromReader(sub, &reply) == REDIS_OK && reply != NULL) {
+    int rc = fence__tr_wait(sub, us, &reply);
+    while (rc == 1) {
         freeReplyObject(reply);
-        reply = NULL;
-        got = 1;
-    }
-    if (got) {
-        return 1;
-    }
-    int64_t end = fence__now_us() + us;
-    for (;;) {
-        int64_t left = end - fence__now_us();
-        if (left <= 0) {
-            return 0;
-        }
-        struct pollfd pfd = {.fd = sub->fd, .events = POLLIN};
-        int n = poll(&pfd, 1, (int)((left + 999) / 1000));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            return -1;
-        }
-        if (n == 0) {
-            return 0;
-        }
-        if (redisBufferRead(sub) != REDIS_OK) {
-            return -1;
-        }
-        while (redisGetReplyFromReader(sub, &reply) == REDIS_OK && reply != NULL) {
-            freeReplyObject(reply);
-            reply = NULL;
-            got = 1;
-        }
-        if (sub->err) {
-            return -1;
-        }
-        if (got) {
+        if (fence__tr_wait(sub, 0, &reply) != 1) {
             return 1;
         }
     }
+    return rc;
 }
+
+enum { ATTEMPT_MIN_MS = 50 };
 
 fence_status fence__acquire_wait(fence_client *c, const char *name,
                                  const fence_lease_options *o, fence_lease **out)
@@ -93,13 +59,18 @@ fence_status fence__acquire_wait(fence_client *c, const char *name,
     if (channel == NULL) {
         return fence__fail(c, FENCE_ENOMEM, "out of memory");
     }
-    redisContext *sub = subscribe(c, channel, o->wait_ms);
+    fence__conn *sub = subscribe(c, channel, o->wait_ms);
     int64_t backoff = POLL_MIN_US;
     fence_status st;
     for (;;) {
         int64_t pttl = -1;
         int64_t left_ms = (deadline - fence__now_us()) / 1000;
-        st = fence__try_once(c, name, o, left_ms > 1 ? left_ms : 1, out, &pttl);
+        /* Each attempt's I/O is bounded by what is left of the wait, but
+         * never below ATTEMPT_MIN_MS: the last attempt near the deadline
+         * would otherwise time out on a busy machine and report an
+         * unreachable Redis instead of a lease still held. */
+        st = fence__try_once(c, name, o, left_ms > ATTEMPT_MIN_MS ? left_ms : ATTEMPT_MIN_MS, out,
+                             &pttl);
         if (st != FENCE_BUSY) {
             break;
         }
@@ -118,8 +89,7 @@ fence_status fence__acquire_wait(fence_client *c, const char *name,
                 sleep_us = SUB_SAFETY_US;
             }
             if (wait_message(sub, sleep_us) < 0) {
-                redisFree(sub); /* fall back to polling from now on */
-                sub = NULL;
+                fence__conn_drop(&sub); /* fall back to polling from now on */
             }
         } else {
             int64_t j = fence__jitter(backoff / 2, backoff);
@@ -127,9 +97,7 @@ fence_status fence__acquire_wait(fence_client *c, const char *name,
             backoff = backoff * 2 > POLL_MAX_US ? POLL_MAX_US : backoff * 2;
         }
     }
-    if (sub != NULL) {
-        redisFree(sub);
-    }
+    fence__conn_drop(&sub);
     free(channel);
     if (st == FENCE_BUSY) {
         atomic_fetch_add(&c->m.acquire_timeouts, 1);

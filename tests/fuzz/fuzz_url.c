@@ -48,10 +48,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(u.host[0] != '\0');
             CHECK(u.port >= 1 && u.port <= 65535);
             CHECK(u.password == NULL || u.password[0] != '\0');
+            /* redis://, rediss:// (TLS) or redis-sentinel:// (issue 9) */
+            const char *scheme = u.sentinel ? "redis-sentinel://" : u.tls ? "rediss://"
+                                                                          : "redis://";
+            size_t sl = strlen(scheme);
+            CHECK(strncmp(u.display, scheme, sl) == 0);
             if (u.user != NULL || u.password != NULL) {
-                CHECK(strncmp(u.display, "redis://***@", 12) == 0);
+                CHECK(strncmp(u.display + sl, "***@", 4) == 0);
             } else {
-                CHECK(strncmp(u.display, "redis://", 8) == 0 && strchr(u.display, '@') == NULL);
+                CHECK(strchr(u.display, '@') == NULL);
+            }
+            if (u.sentinel) {
+                CHECK(u.nsentinels >= 1 && u.nsentinels <= FENCE__MAX_SENTINELS);
+                CHECK(u.master[0] != '\0');
+                for (int i = 0; i < u.nsentinels; i++) {
+                    CHECK(u.sentinels[i].port >= 1 && u.sentinels[i].port <= 65535);
+                    CHECK(u.sentinels[i].host[0] != '\0');
+                }
             }
         }
     } else {

@@ -4,7 +4,8 @@
  *
  *   holder URL NAME TTL_MS
  *       Acquire NAME (waiting up to 10 s), print "token N", then hold it
- *       with the heartbeat thread.  On SIGTERM (or when the parent dies):
+ *       with the heartbeat thread (holder_info: $FENCE_TEST_HOLDER_INFO,
+ *       if set).  On SIGTERM (or when the parent dies):
  *       release, print "released STATUS" and exit 0.  If the lease is lost:
  *       print "lost REASON" and exit 3.  kill -9 leaves the key to expire.
  *
@@ -100,6 +101,7 @@ static int run_hold(fence_client *c, const char *name, int64_t ttl, const sigset
     fence_lease_options_init(&lo, ttl);
     lo.wait_ms = 10000;
     lo.on_lost = on_lost;
+    lo.holder_info = getenv("FENCE_TEST_HOLDER_INFO"); /* test_holderinfo */
     fence_lease *l = NULL;
     int rc = fence_acquire(c, name, &lo, &l);
     if (rc != FENCE_OK) {

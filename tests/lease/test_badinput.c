@@ -97,8 +97,12 @@ START_TEST(open_null_args)
     expect_open_fails(NULL, FENCE_EINVAL, "NULL options");
     o.url = NULL;
     expect_open_fails(&o, FENCE_EINVAL, "NULL url");
+    /* fence_client_open_url(&c, NULL) reads FENCE_REDIS_URL (test_holderinfo
+     * covers the default): a malformed one is refused like any bad URL. */
     fence_client *c = NULL;
+    setenv("FENCE_REDIS_URL", "http://not-redis.invalid", 1);
     EXPECT_RC(fence_client_open_url(&c, NULL), FENCE_EINVAL, c);
+    unsetenv("FENCE_REDIS_URL");
     ck_assert_ptr_nonnull(c);
     ck_assert_str_ne(fence_client_errmsg(c), "");
     fence_client_close(c);
@@ -148,9 +152,13 @@ END_TEST
 
 START_TEST(open_tls_url_refused)
 {
+    /* rediss:// is supported since issue 9: what is refused now is a TLS
+     * setup that cannot work (bad-input cases of every TLS option are in
+     * test_tls).  The message says so and never quotes the password. */
     fence_client_options o;
     fence_client_options_init(&o);
     o.url = "rediss://:secret-tls-pw@127.0.0.1:6380";
+    o.tls_cert_file = "/nonexistent/client.crt"; /* without its key */
     fence_client *c = NULL;
     EXPECT_RC(fence_client_open(&c, &o), FENCE_EINVAL, c);
     ck_assert_ptr_nonnull(c);
@@ -160,7 +168,7 @@ START_TEST(open_tls_url_refused)
         *p = (char)tolower((unsigned char)*p);
     }
     ck_assert_msg(strstr(msg, "tls") != NULL || strstr(msg, "rediss") != NULL,
-                  "the message does not say TLS is unsupported: \"%s\"", fence_client_errmsg(c));
+                  "the message does not say what is wrong with TLS: \"%s\"", fence_client_errmsg(c));
     ck_assert_ptr_null(strstr(fence_client_errmsg(c), "secret-tls-pw"));
     fence_client_close(c);
 }
