@@ -135,6 +135,19 @@ const char *cli__redis_url(const char *given)
     if (given != NULL) {
         return given;
     }
-    const char *env = getenv("FENCE_REDIS_URL");
-    return env != NULL && env[0] != '\0' ? env : CLI_DEFAULT_URL;
+    const char *env = cli__env_url();
+    return env != NULL ? env : CLI_DEFAULT_URL;
+}
+
+int cli__is_opt(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+void cli__put_printable(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        fputc(*p >= 0x20 && *p < 0x7f ? *p : '?', f);
+    }
 }

@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* Exit statuses (sysexits.h where one fits). */
@@ -29,6 +30,30 @@ enum {
 #define CLI_DEFAULT_TTL_MS 10000
 #define CLI_DEFAULT_KILL_AFTER_MS 5000
 #define CLI_KILL_AFTER_MAX_MS (86400000LL) /* one day */
+
+/* The connection options' help (every subcommand takes them). */
+#define CLI_CONN_HELP                                                                         \
+    "Connection options:\n"                                                                  \
+    "  --redis URL          redis://[user:password@]host[:port][/db],\n"                    \
+    "                       rediss://... (TLS), unix:///path[?db=N] or\n"                   \
+    "                       redis-sentinel://[[user:]password@]host[:port][,host...][/db]#master\n" \
+    "                       (default $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ")\n"         \
+    "  --password-file FILE the Redis password, the one line in FILE (default\n"               \
+    "                       $FENCE_REDIS_PASSWORD, else the URL's; a password in a\n"      \
+    "                       URL on the command line is blanked from fence's argv,\n"       \
+    "                       with a warning: others may have seen it)\n"                     \
+    "  --sentinel-password-file FILE  the Sentinels' own password, for a\n"                \
+    "                       redis-sentinel:// URL (default\n"                                \
+    "                       $FENCE_REDIS_SENTINEL_PASSWORD)\n"                              \
+    "  --tls                TLS (also implied by rediss://)\n"                              \
+    "  --cacert FILE        CA bundle (PEM) to verify the server ($FENCE_REDIS_CACERT;\n"   \
+    "                       default: the system's)\n"                                       \
+    "  --cacertdir DIR      CA folder ($FENCE_REDIS_CACERTDIR)\n"                          \
+    "  --cert FILE          client certificate, for mutual TLS ($FENCE_REDIS_CERT)\n"       \
+    "  --key FILE           its private key ($FENCE_REDIS_KEY)\n"                          \
+    "  --sni NAME           server name to send and verify ($FENCE_REDIS_SNI;\n"            \
+    "                       default: the URL's host)\n"                                     \
+    "  --insecure           do not verify the server's certificate (unsafe)\n"
 
 /* ---- args.c: parsing ------------------------------------------------ */
 
@@ -71,10 +96,62 @@ int cli__usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
  * control characters); else prints why and returns CLI_EX_USAGE. */
 int cli__check_name(const char *cmd, const char *name);
 
-/* --redis, else $FENCE_REDIS_URL (when not empty), else the default. */
+/* --redis, else $FENCE_REDIS_URL as fence started with it (when not
+ * empty), else the default. */
 const char *cli__redis_url(const char *given);
 
+/* Write s to f with every byte outside printable ASCII as '?' (text that
+ * came from Redis and must not drive a terminal). */
+void cli__put_printable(FILE *f, const char *s);
+
+/* Whether arg is "--name" or "--name=...". */
+int cli__is_opt(const char *arg, const char *name);
+
+/* ---- secrets.c: credentials out of argv, environ and the command's env ---- */
+
+/* First thing in main: copy $FENCE_REDIS_PASSWORD,
+ * $FENCE_REDIS_SENTINEL_PASSWORD and $FENCE_REDIS_URL, overwrite their
+ * secret bytes in the environment block, unset the password variables and
+ * put FENCE_REDIS_URL back without credentials (the command inherits that). */
+void cli__secrets_init(void);
+/* Wipe and free every copy (at exit). */
+void cli__secrets_free(void);
+/* The copies (NULL when unset or empty). */
+const char *cli__env_url(void);
+const char *cli__env_password(void);
+const char *cli__env_sentinel_password(void);
+/* Whether url has "[user:]password@" before its host(s). */
+int cli__url_has_password(const char *url);
+/* url without "user:password@" (malloc'ed; NULL when out of memory). */
+char *cli__url_strip(const char *url);
+/* val, a URL in fence's argv: when it holds a password, returns a copy and
+ * overwrites the password's bytes in val (so /proc/PID/cmdline no longer
+ * shows it), warning once on stderr.  Otherwise returns val. */
+const char *cli__url_from_argv(char *val);
+/* Read a one-line password file (one trailing newline cut; at most 4096
+ * bytes; not empty) into *out (kept until cli__secrets_free).  0, or the
+ * exit status after a message (64). */
+int cli__read_secret(const char *cmd, const char *opt, const char *path, const char **out);
+
 /* ---- client.c: opening a client and mapping errors -------------------- */
+
+/* The connection options every subcommand takes (--redis, the password
+ * files, TLS); NULL / 0: not given. */
+typedef struct cli__conn {
+    const char *url;
+    const char *password_file, *sentinel_password_file;
+    const char *cacert, *cacertdir, *cert, *key, *sni;
+    int tls, insecure;
+} cli__conn;
+
+/* 1 when arg (at a->argv[a->i]) is a connection option (read into cc; *ex
+ * is CLI_EX_OK or the usage error's status), 0 when not. */
+int cli__conn_opt(cli__argv *a, const char *arg, cli__conn *cc, int *ex);
+/* Fill o's URL, credentials and TLS fields from cc and the environment
+ * (password: --password-file, else $FENCE_REDIS_PASSWORD, else the URL's;
+ * same for the Sentinels'), then cli__open(). */
+int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o,
+                   fence_client **out);
 
 /* The exit status for a fence status code. */
 int cli__exit_for(int status);
@@ -85,8 +162,6 @@ int cli__exit_for(int status);
  * returns the exit status (64 bad URL or option, 69 unreachable or refused).
  */
 int cli__open(const char *cmd, const fence_client_options *o, fence_client **out);
-/* cli__open() with default options for url. */
-int cli__open_url(const char *cmd, const char *url, fence_client **out);
 
 /* Print "fence CMD: what: detail" for a failed call on c; returns the exit
  * status for rc. */
@@ -112,6 +187,15 @@ void cli__install_handlers(void);
  * lease is lost (SIGTERM, SIGKILL after kill_after_ms).  Returns the exit
  * status (CLI_EX_LOST when lost), and *was_lost. */
 int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_lost);
+
+/* ---- metrics.c: --metrics-file ------------------------------------------- */
+
+/* Before anything runs: PATH's folder exists and can be written into, and
+ * PATH is not a folder.  0, or 64 after a message. */
+int cli__metrics_check(const char *path);
+/* Write c's metrics to path (atomically: path.tmp.PID renamed over it),
+ * each series labelled lease="name"; a failure is reported on stderr. */
+void cli__metrics_write(fence_client *c, const char *path, const char *name);
 
 /* ---- the subcommands ---------------------------------------------------- */
 int cli__cmd_run(int argc, char **argv);

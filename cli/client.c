@@ -3,7 +3,10 @@
  * which never holds credentials. */
 #include "cli.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 int cli__exit_for(int status)
 {
@@ -54,10 +57,110 @@ int cli__open(const char *cmd, const fence_client_options *o, fence_client **out
     return CLI_EX_OK;
 }
 
-int cli__open_url(const char *cmd, const char *url, fence_client **out)
+/* The value of a file/name option: NULL after a usage message when it has
+ * none or it is empty. */
+static const char *conn_val(cli__argv *a, const char *arg, const char *name, int *ex)
 {
-    fence_client_options o;
-    fence_client_options_init(&o);
-    o.url = url;
-    return cli__open(cmd, &o, out);
+    const char *v = cli__optval(a, arg, name);
+    if (v == NULL) {
+        *ex = CLI_EX_USAGE;
+    } else if (v[0] == '\0') {
+        *ex = cli__usage_error(a->cmd, "%s: empty value", name);
+        v = NULL;
+    }
+    return v;
+}
+
+int cli__conn_opt(cli__argv *a, const char *arg, cli__conn *cc, int *ex)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } files[] = {
+        {"--password-file", offsetof(cli__conn, password_file)},
+        {"--sentinel-password-file", offsetof(cli__conn, sentinel_password_file)},
+        {"--cacert", offsetof(cli__conn, cacert)},
+        {"--cacertdir", offsetof(cli__conn, cacertdir)},
+        {"--cert", offsetof(cli__conn, cert)},
+        {"--key", offsetof(cli__conn, key)},
+        {"--sni", offsetof(cli__conn, sni)},
+    };
+    *ex = CLI_EX_OK;
+    if (strcmp(arg, "--tls") == 0) {
+        cc->tls = 1;
+        return 1;
+    }
+    if (strcmp(arg, "--insecure") == 0) {
+        cc->insecure = 1;
+        return 1;
+    }
+    if (cli__is_opt(arg, "--redis")) {
+        const char *v = cli__optval(a, arg, "--redis");
+        if (v == NULL) {
+            *ex = CLI_EX_USAGE;
+        } else if (v[0] == '\0') {
+            *ex = cli__usage_error(a->cmd, "--redis: empty URL");
+        } else {
+            /* Blank a password in our argv at once (a->argv[a->i] is v's
+             * argument, "--redis=URL" or "URL"). */
+            cc->url = cli__url_from_argv(a->argv[a->i] + (v - a->argv[a->i]));
+        }
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        if (cli__is_opt(arg, files[i].name)) {
+            const char *v = conn_val(a, arg, files[i].name, ex);
+            *(const char **)(void *)((char *)cc + files[i].off) = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A value from the command line, else from $env (an empty one is unset). */
+static const char *or_env(const char *given, const char *env)
+{
+    if (given != NULL) {
+        return given;
+    }
+    const char *v = getenv(env);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o,
+                   fence_client **out)
+{
+    *out = NULL;
+    const char *pw = cli__env_password();
+    const char *spw = cli__env_sentinel_password();
+    int ex = CLI_EX_OK;
+    if (cc->password_file != NULL) {
+        ex = cli__read_secret(cmd, "--password-file", cc->password_file, &pw);
+    }
+    if (ex == CLI_EX_OK && cc->sentinel_password_file != NULL) {
+        ex = cli__read_secret(cmd, "--sentinel-password-file", cc->sentinel_password_file, &spw);
+    }
+    if (ex != CLI_EX_OK) {
+        return ex;
+    }
+    o->url = cli__redis_url(cc->url);
+    o->password = pw;
+    /* The variable may be set for every job: it applies to Sentinel URLs
+     * only.  A --sentinel-password-file with another URL is refused (64). */
+    if (cc->sentinel_password_file != NULL ||
+        strncmp(o->url, "redis-sentinel://", 17) == 0) {
+        o->sentinel_password = spw;
+    }
+    o->tls = cc->tls;
+    o->tls_insecure = cc->insecure;
+    o->tls_ca_file = or_env(cc->cacert, "FENCE_REDIS_CACERT");
+    o->tls_ca_dir = or_env(cc->cacertdir, "FENCE_REDIS_CACERTDIR");
+    o->tls_cert_file = or_env(cc->cert, "FENCE_REDIS_CERT");
+    o->tls_key_file = or_env(cc->key, "FENCE_REDIS_KEY");
+    o->tls_server_name = or_env(cc->sni, "FENCE_REDIS_SNI");
+    if (cc->insecure && (cc->tls || strncmp(o->url, "rediss://", 9) == 0)) {
+        fprintf(stderr, "fence %s: warning: --insecure: the server's TLS certificate is not "
+                "verified; anyone on the path can pose as the server\n", cmd);
+    }
+    return cli__open(cmd, o, out);
 }

@@ -14,8 +14,8 @@
 
 static const char usage[] =
     "usage: fence run [OPTIONS] NAME -- COMMAND [ARGS...]\n"
-    "       fence status [--redis URL] [--json] NAME\n"
-    "       fence token [--redis URL] [--raise N] NAME\n"
+    "       fence status [CONNECTION OPTIONS] [--json] NAME\n"
+    "       fence token [CONNECTION OPTIONS] [--raise N] NAME\n"
     "       fence help [COMMAND] | --help | --version\n"
     "\n"
     "  run     take the lease NAME, run COMMAND with FENCE_TOKEN, FENCE_NAME and\n"
@@ -25,7 +25,10 @@ static const char usage[] =
     "  token   the last fencing token issued for NAME (0 if none)\n"
     "\n"
     "Redis: --redis URL, else $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ".\n"
-    "Exit status: 0 ok, 64 usage, 69 Redis unreachable, 75 lease held elsewhere,\n"
+    "Password: --password-file FILE or $FENCE_REDIS_PASSWORD (not in the URL:\n"
+    "others can see a command line).  TLS: --tls (or rediss://), --cacert FILE,\n"
+    "--cacertdir DIR, --cert FILE, --key FILE, --sni NAME, --insecure.\n"
+    "Exit status: 0 ok, 64 usage, 69 Redis unreachable, 75 lease held elsewhere (-E),\n"
     "76 lease lost, 78 Redis may evict leases (allkeys-*); `fence run` otherwise\n"
     "exits with the command's status.\n"
     "'fence help run' tells more.\n";
@@ -62,7 +65,9 @@ int main(int argc, char **argv)
     }
     cli__fds_snapshot();
     cli__dispositions_snapshot();
+    cli__secrets_init();
     int ex = dispatch(argc, argv);
+    cli__secrets_free();
     cli__fds_free();
     return ex;
 }

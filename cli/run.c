@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 const char cli__run_help[] =
@@ -34,18 +35,21 @@ const char cli__run_help[] =
     "that storage which checks it rejects writes from an older holder.\n"
     "\n"
     "Options:\n"
-    "  --redis URL          redis://[user:password@]host[:port][/db] or\n"
-    "                       unix:///path[?db=N] (default $FENCE_REDIS_URL, else\n"
-    "                       " CLI_DEFAULT_URL ")\n"
     "  --ttl DUR            the lease's time-to-live, renewed every TTL/3\n"
     "                       (default 10s; 10ms to 7d)\n"
-    "  --wait DUR           wait up to DUR while the lease is held by another\n"
+    "  -w, --wait DUR       wait up to DUR while the lease is held by another\n"
     "                       owner (default 0: try once)\n"
+    "  -q, --quiet          no message when the lease is held by another owner\n"
+    "                       (for cron: an overlap is not news)\n"
+    "  -E, --conflict-exit-code N  exit N (0-255) instead of 75 when the lease is\n"
+    "                       held by another owner (flock's -E)\n"
     "  --kill-after DUR     when the lease is lost: SIGKILL the command this long\n"
     "                       after SIGTERM (default 5s; 0: at once; at most 1d)\n"
     "  --metrics-file PATH  when the command ends, write this run's lease metrics\n"
     "                       (Prometheus text format, e.g. for node_exporter's\n"
-    "                       textfile collector) to PATH, replacing it atomically\n"
+    "                       textfile collector) to PATH, replacing it atomically;\n"
+    "                       each series has a lease=\"NAME\" label.  PATH's folder\n"
+    "                       must exist (else exit 64 before anything runs)\n"
     "  --allow-eviction     issue tokens even if Redis's maxmemory-policy is\n"
     "                       allkeys-* (it may evict leases and counters; refused\n"
     "                       with exit 78 otherwise)\n"
@@ -57,6 +61,12 @@ const char cli__run_help[] =
     "                       a lost counter) or dense (1, 2, 3: tokens REPEAT if\n"
     "                       the counter is lost)\n"
     "  -h, --help           this text\n"
+    "\n" CLI_CONN_HELP
+    "\n"
+    "The command fence runs never gets Redis credentials: FENCE_REDIS_PASSWORD and\n"
+    "FENCE_REDIS_SENTINEL_PASSWORD are not passed on, and its FENCE_REDIS_URL has\n"
+    "them removed.  The lease records who holds it, \"host=H pid=P since=T\" (fence's\n"
+    "pid), shown by `fence status`.\n"
     "\n"
     "DUR is a number and a unit: ms, s, m, h or d (250ms, 1.5s, 2m, 1h); a bare\n"
     "number is seconds.\n"
@@ -66,7 +76,7 @@ const char cli__run_help[] =
     "   69  Redis could not be reached, refused the credentials, or failed; or\n"
     "       fewer replicas than --min-replicas acknowledged the lease\n"
     "   70  internal error     71  a system call (fork, pipe) failed\n"
-    "   75  the lease is held by another owner (still, after --wait)\n"
+    "   75  the lease is held by another owner (still, after --wait; see -E)\n"
     "   76  the lease was lost while the command ran: the command was stopped\n"
     "   78  Redis's maxmemory-policy is allkeys-* (see --allow-eviction)\n"
     "  126  the command could not be executed   127  the command was not found\n"
@@ -102,7 +112,7 @@ const char cli__run_help[] =
     "are reaped by fence, and go to init when fence exits.\n";
 
 typedef struct {
-    const char *url;
+    cli__conn conn;
     const char *name;
     const char *metrics_file;
     int64_t ttl_ms;
@@ -112,6 +122,8 @@ typedef struct {
     int min_replicas;
     int64_t replica_timeout_ms; /* 0: the library's default */
     int token_mode;
+    int quiet;
+    int conflict_exit; /* the exit status when the lease is busy */
     char **cmd;
 } run_args;
 
@@ -128,12 +140,6 @@ static int dur_opt(cli__argv *a, const char *arg, const char *name, int64_t max,
     return CLI_EX_OK;
 }
 
-static int is_opt(const char *arg, const char *name)
-{
-    size_t n = strlen(name);
-    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
-}
-
 /* The options of the Redis client (token mode, eviction, the WAIT gate):
  * 1 when arg was one (*ex set), 0 when not. */
 static int client_opt(cli__argv *a, const char *arg, run_args *ra, int *ex)
@@ -143,7 +149,7 @@ static int client_opt(cli__argv *a, const char *arg, run_args *ra, int *ex)
     *ex = CLI_EX_OK;
     if (strcmp(arg, "--allow-eviction") == 0) {
         ra->allow_eviction = 1;
-    } else if (is_opt(arg, "--min-replicas")) {
+    } else if (cli__is_opt(arg, "--min-replicas")) {
         v = cli__optval(a, arg, "--min-replicas");
         if (v == NULL) {
             *ex = CLI_EX_USAGE;
@@ -152,13 +158,13 @@ static int client_opt(cli__argv *a, const char *arg, run_args *ra, int *ex)
                                    FENCE_MIN_REPLICAS_MAX);
         }
         ra->min_replicas = (int)n;
-    } else if (is_opt(arg, "--replica-timeout")) {
+    } else if (cli__is_opt(arg, "--replica-timeout")) {
         *ex = dur_opt(a, arg, "--replica-timeout", FENCE_REPLICA_TIMEOUT_MAX_MS,
                       &ra->replica_timeout_ms);
         if (*ex == CLI_EX_OK && ra->replica_timeout_ms < 1) {
             *ex = cli__usage_error("run", "--replica-timeout must be at least 1ms");
         }
-    } else if (is_opt(arg, "--token-mode")) {
+    } else if (cli__is_opt(arg, "--token-mode")) {
         v = cli__optval(a, arg, "--token-mode");
         if (v == NULL) {
             *ex = CLI_EX_USAGE;
@@ -167,6 +173,53 @@ static int client_opt(cli__argv *a, const char *arg, run_args *ra, int *ex)
         } else {
             *ex = cli__usage_error("run", "--token-mode '%s': clock or dense", v);
         }
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* The value of short option -X at arg: "-Xvalue" or "-X value"; NULL
+ * (after a message) when there is none. */
+static const char *short_val(cli__argv *a, const char *arg)
+{
+    if (arg[2] != '\0') {
+        return arg + 2;
+    }
+    if (a->i + 1 >= a->argc) {
+        cli__usage_error(a->cmd, "option '%s' needs a value", arg);
+        return NULL;
+    }
+    return a->argv[++a->i];
+}
+
+/* The habits of flock(1): -w/--wait, -q/--quiet, -E/--conflict-exit-code.
+ * 1 when arg was one (*ex set), 0 when not. */
+static int habit_opt(cli__argv *a, const char *arg, run_args *ra, int *ex)
+{
+    const char *why = NULL, *v;
+    uint64_t n = 0;
+    *ex = CLI_EX_OK;
+    if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
+        ra->quiet = 1;
+    } else if (cli__is_opt(arg, "--wait")) {
+        *ex = dur_opt(a, arg, "--wait", FENCE_WAIT_MAX_MS, &ra->wait_ms);
+    } else if (strncmp(arg, "-w", 2) == 0) {
+        v = short_val(a, arg);
+        if (v == NULL) {
+            *ex = CLI_EX_USAGE;
+        } else if (cli__parse_duration(v, FENCE_WAIT_MAX_MS, &ra->wait_ms, &why) != 0) {
+            *ex = cli__usage_error("run", "-w '%s': %s", v, why);
+        }
+    } else if (cli__is_opt(arg, "--conflict-exit-code") || strncmp(arg, "-E", 2) == 0) {
+        v = arg[1] == 'E' ? short_val(a, arg) : cli__optval(a, arg, "--conflict-exit-code");
+        if (v == NULL) {
+            *ex = CLI_EX_USAGE;
+        } else if (cli__parse_u64(v, 255, &n) != 0) {
+            *ex = cli__usage_error("run", "--conflict-exit-code '%s': a number from 0 to 255",
+                                   v);
+        }
+        ra->conflict_exit = (int)n;
     } else {
         return 0;
     }
@@ -195,7 +248,7 @@ static int parse_end(run_args *ra)
     if (ra->cmd[0][0] == '\0') {
         return cli__usage_error("run", "the COMMAND is an empty string");
     }
-    return CLI_EX_OK;
+    return ra->metrics_file != NULL ? cli__metrics_check(ra->metrics_file) : CLI_EX_OK;
 }
 
 /* Returns CLI_EX_OK, CLI_EX_USAGE, or -1 for --help. */
@@ -205,6 +258,7 @@ static int parse(int argc, char **argv, run_args *ra)
     memset(ra, 0, sizeof *ra);
     ra->ttl_ms = CLI_DEFAULT_TTL_MS;
     ra->kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
+    ra->conflict_exit = CLI_EX_TEMPFAIL;
     int ex = CLI_EX_OK;
     for (; a.i < argc; a.i++) {
         const char *arg = argv[a.i];
@@ -213,24 +267,14 @@ static int parse(int argc, char **argv, run_args *ra)
             break;
         } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             return -1;
-        } else if (is_opt(arg, "--redis")) {
-            ra->url = cli__optval(&a, arg, "--redis");
-            if (ra->url == NULL) {
-                return CLI_EX_USAGE;
-            }
-            if (ra->url[0] == '\0') {
-                return cli__usage_error("run", "--redis: empty URL");
-            }
-        } else if (is_opt(arg, "--ttl")) {
+        } else if (cli__is_opt(arg, "--ttl")) {
             ex = dur_opt(&a, arg, "--ttl", FENCE_TTL_MAX_MS, &ra->ttl_ms);
             if (ex == CLI_EX_OK && ra->ttl_ms < FENCE_TTL_MIN_MS) {
                 ex = cli__usage_error("run", "--ttl must be at least %dms", FENCE_TTL_MIN_MS);
             }
-        } else if (is_opt(arg, "--wait")) {
-            ex = dur_opt(&a, arg, "--wait", FENCE_WAIT_MAX_MS, &ra->wait_ms);
-        } else if (is_opt(arg, "--kill-after")) {
+        } else if (cli__is_opt(arg, "--kill-after")) {
             ex = dur_opt(&a, arg, "--kill-after", CLI_KILL_AFTER_MAX_MS, &ra->kill_after_ms);
-        } else if (is_opt(arg, "--metrics-file")) {
+        } else if (cli__is_opt(arg, "--metrics-file")) {
             ra->metrics_file = cli__optval(&a, arg, "--metrics-file");
             if (ra->metrics_file == NULL) {
                 return CLI_EX_USAGE;
@@ -238,7 +282,8 @@ static int parse(int argc, char **argv, run_args *ra)
             if (ra->metrics_file[0] == '\0') {
                 return cli__usage_error("run", "--metrics-file: empty path");
             }
-        } else if (client_opt(&a, arg, ra, &ex)) {
+        } else if (habit_opt(&a, arg, ra, &ex) || client_opt(&a, arg, ra, &ex) ||
+                   cli__conn_opt(&a, arg, &ra->conn, &ex)) {
             /* ex set */
         } else if (arg[0] == '-' && arg[1] != '\0') {
             return cli__usage_error("run", "unknown option '%s'", arg);
@@ -255,23 +300,51 @@ static int parse(int argc, char **argv, run_args *ra)
     return parse_end(ra);
 }
 
-/* "held by another owner" with what inspect can tell; returns 75. */
+/* "held by another owner" with what inspect can tell (nothing with
+ * --quiet); returns the busy exit status (75, or -E's). */
 static int report_busy(fence_client *c, const run_args *ra, int rc)
 {
-    int held = 0;
-    int64_t pttl = -1;
-    uint64_t holder = 0;
+    if (ra->quiet) {
+        return ra->conflict_exit;
+    }
     char wait[64] = "";
     if (rc == FENCE_TIMEOUT) {
         snprintf(wait, sizeof wait, " after waiting %" PRId64 "ms", ra->wait_ms);
     }
-    if (fence_lease_inspect(c, ra->name, &held, &pttl, &holder, NULL) == FENCE_OK && held) {
+    fence_lease_info li;
+    if (fence_lease_inspect_info(c, ra->name, &li) == FENCE_OK && li.held) {
         fprintf(stderr, "fence run: lease '%s' is held by another owner%s (holder token %" PRIu64
-                ", expires in %" PRId64 "ms)\n", ra->name, wait, holder, pttl);
+                ", expires in %" PRId64 "ms%s", ra->name, wait, li.holder_token, li.pttl_ms,
+                li.holder_info[0] != '\0' ? "; " : "");
+        cli__put_printable(stderr, li.holder_info);
+        fputs(")\n", stderr);
     } else {
         fprintf(stderr, "fence run: lease '%s' is held by another owner%s\n", ra->name, wait);
     }
-    return CLI_EX_TEMPFAIL;
+    return ra->conflict_exit;
+}
+
+/* "host=<hostname> pid=<pid> since=<ISO-8601 UTC>" into buf (printable
+ * ASCII, as fence_lease_options.holder_info must be). */
+static void holder_info(char *buf, size_t size)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+        snprintf(host, sizeof host, "unknown");
+    }
+    host[128] = '\0';
+    for (char *p = host; *p != '\0'; p++) {
+        if (*p <= 0x20 || *p >= 0x7f) {
+            *p = '?';
+        }
+    }
+    char since[32] = "unknown";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm) != NULL) {
+        strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    snprintf(buf, size, "host=%.128s pid=%ld since=%.31s", host, (long)getpid(), since);
 }
 
 /*
@@ -282,9 +355,12 @@ static int report_busy(fence_client *c, const run_args *ra, int rc)
 static int acquire(fence_client *c, const run_args *ra, const sigset_t *sigs,
                    fence_lease **out)
 {
+    char info[FENCE_HOLDER_INFO_MAX + 1];
+    holder_info(info, sizeof info);
     fence_lease_options lo;
     fence_lease_options_init(&lo, ra->ttl_ms);
     lo.on_lost = cli__on_lost;
+    lo.holder_info = info;
     int64_t start = fence__now_ns() / 1000000;
     int rc = fence_acquire(c, ra->name, &lo, out);
     if (rc == FENCE_BUSY && ra->wait_ms > 0) {
@@ -305,45 +381,6 @@ static int acquire(fence_client *c, const run_args *ra, const sigset_t *sigs,
         return cli__fail("run", c, "cannot acquire the lease", rc);
     }
     return CLI_EX_OK;
-}
-
-static void write_metrics(fence_client *c, const char *path)
-{
-    fence_metrics m;
-    if (fence_client_metrics(c, &m) != FENCE_OK) {
-        fprintf(stderr, "fence run: --metrics-file: cannot read the metrics\n");
-        return;
-    }
-    int n = fence_metrics_prometheus(&m, NULL, 0);
-    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (text == NULL || tmp == NULL) {
-        fprintf(stderr, "fence run: --metrics-file: out of memory\n");
-        free(text);
-        free(tmp);
-        return;
-    }
-    fence_metrics_prometheus(&m, text, (size_t)n + 1);
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (fd >= 0 && f == NULL) {
-        close(fd);
-    }
-    int ok = f != NULL && fwrite(text, 1, (size_t)n, f) == (size_t)n;
-    if (f != NULL && fclose(f) != 0) {
-        ok = 0;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
-    }
-    if (!ok) {
-        fprintf(stderr, "fence run: --metrics-file %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-    }
-    free(text);
-    free(tmp);
 }
 
 static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
@@ -442,24 +479,23 @@ int cli__cmd_run(int argc, char **argv)
     fence_client *c = NULL;
     fence_client_options co;
     fence_client_options_init(&co);
-    co.url = cli__redis_url(ra.url);
     co.allow_eviction = ra.allow_eviction;
     co.min_replicas = ra.min_replicas;
     co.replica_timeout_ms = ra.replica_timeout_ms;
     co.token_mode = ra.token_mode;
-    ex = cli__open("run", &co, &c);
+    ex = cli__conn_open("run", &ra.conn, &co, &c);
     fence_lease *lease = NULL;
     if (ex == CLI_EX_OK) {
         ex = acquire(c, &ra, &sigs, &lease);
     }
-    if (ex == CLI_EX_OK) {
+    if (ex == CLI_EX_OK && lease != NULL) { /* NULL: busy, with -E 0 */
         ex = run_locked(c, &lease, &ra, &sigs, &start_mask);
     }
     if (lease != NULL) {
         fence_release(lease);
     }
     if (c != NULL && ra.metrics_file != NULL) {
-        write_metrics(c, ra.metrics_file);
+        cli__metrics_write(c, ra.metrics_file, ra.name);
     }
     fence_client_close(c);
     cli__pipes_close();

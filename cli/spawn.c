@@ -128,7 +128,8 @@ void cli__fds_free(void)
 
 struct cli__spawn {
     char **argv;      /* the command's argv (borrowed from main's argv) */
-    char **envp;      /* the environment, with FENCE_TOKEN, FENCE_NAME, FENCE_HOLDER */
+    char **envp;      /* the environment, with FENCE_TOKEN, FENCE_NAME, FENCE_HOLDER,
+                       * without Redis passwords */
     char *env_token;  /* "FENCE_TOKEN=N" */
     char *env_name;   /* "FENCE_NAME=..." */
     char *env_holder; /* "FENCE_HOLDER=<32 hex>" */
@@ -187,8 +188,11 @@ static int build_env(cli__spawn *sp, const char *name, uint64_t token, const cha
     snprintf(sp->env_holder, hlen, "FENCE_HOLDER=%s", holder);
     size_t k = 0;
     for (char **e = environ; e != NULL && *e != NULL; e++) {
+        /* Redis credentials never reach the command (cli__secrets_init
+         * already unset these; this is the second lock). */
         if (!has_key(*e, "FENCE_TOKEN") && !has_key(*e, "FENCE_NAME") &&
-            !has_key(*e, "FENCE_HOLDER")) {
+            !has_key(*e, "FENCE_HOLDER") && !has_key(*e, "FENCE_REDIS_PASSWORD") &&
+            !has_key(*e, "FENCE_REDIS_SENTINEL_PASSWORD")) {
             sp->envp[k++] = *e;
         }
     }

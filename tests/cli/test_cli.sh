@@ -406,8 +406,9 @@ check "... and the lease expires by its TTL" wait_until 2 key_gone "$n"
 # ---- metrics file ----------------------------------------------------------------------
 n=$(name)
 "$F" run --metrics-file "$T/m.prom" "$n" -- true; rc=$?
+# (Every series carries the lease's name as a label since issue 11.)
 check "--metrics-file writes the Prometheus text" \
-  bash -c "[ $rc = 0 ] && grep -q '^fence_lease_acquired_total 1' '$T/m.prom' && grep -q '^fence_lease_released_total 1' '$T/m.prom'"
+  bash -c "[ $rc = 0 ] && grep -q '^fence_lease_acquired_total{lease=\"$n\"} 1' '$T/m.prom' && grep -q '^fence_lease_released_total{lease=\"$n\"} 1' '$T/m.prom'"
 
 # ---- (b) Redis stopped mid-run: validity runs out unanswered ------------------------
 n=$(name)
