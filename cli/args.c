@@ -130,15 +130,6 @@ int cli__check_name(const char *cmd, const char *name)
     return CLI_EX_OK;
 }
 
-const char *cli__redis_url(const char *given)
-{
-    if (given != NULL) {
-        return given;
-    }
-    const char *env = cli__env_url();
-    return env != NULL ? env : CLI_DEFAULT_URL;
-}
-
 int cli__is_opt(const char *arg, const char *name)
 {
     size_t n = strlen(name);

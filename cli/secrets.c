@@ -293,3 +293,15 @@ int cli__read_secret(const char *cmd, const char *opt, const char *path, const c
     }
     return CLI_EX_OK;
 }
+
+/* The URL to use: --redis, else FENCE_REDIS_URL (its copy taken at start),
+ * else the default.  Kept here, beside the environment handling, so that
+ * args.c stays pure parsing. */
+const char *cli__redis_url(const char *given)
+{
+    if (given != NULL) {
+        return given;
+    }
+    const char *env = cli__env_url();
+    return env != NULL ? env : CLI_DEFAULT_URL;
+}
