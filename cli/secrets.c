@@ -149,16 +149,40 @@ const char *cli__url_from_argv(char *val)
     return copy;
 }
 
-/* Copy $name's value, overwrite it in the environment block, unset it. */
+/* The value of environment entry e if its name is `name`, else NULL. */
+static char *entry_value(char *e, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(e, name, n) == 0 && e[n] == '=' ? e + n + 1 : NULL;
+}
+
+/* Overwrite, in every copy of $name in the environment block (a process
+ * may be started with the same name twice), the whole value (urls == 0)
+ * or only a URL's userinfo (urls == 1). */
+static void wipe_every_copy(const char *name, int urls)
+{
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        char *v = entry_value(*e, name);
+        size_t s, n, pw;
+        if (v == NULL) {
+            continue;
+        }
+        if (!urls) {
+            wipe(v, strlen(v));
+        } else if (userinfo(v, &s, &n, &pw)) {
+            wipe(v + s, n);
+        }
+    }
+}
+
+/* Copy $name's (first) value, overwrite every copy in the environment
+ * block, unset them all. */
 static char *take_env(const char *name)
 {
     char *v = getenv(name);
-    if (v == NULL) {
-        return NULL;
-    }
-    char *copy = v[0] != '\0' ? strdup(v) : NULL;
-    wipe(v, strlen(v));
-    unsetenv(name);
+    char *copy = v != NULL && v[0] != '\0' ? strdup(v) : NULL;
+    wipe_every_copy(name, 0);
+    unsetenv(name); /* removes every copy */
     return copy;
 }
 
@@ -168,21 +192,18 @@ void cli__secrets_init(void)
     env_sentinel_password = take_env("FENCE_REDIS_SENTINEL_PASSWORD");
     char *url = getenv("FENCE_REDIS_URL");
     if (url == NULL || url[0] == '\0') {
+        wipe_every_copy("FENCE_REDIS_URL", 1);
         return;
     }
     env_url = strdup(url);
-    size_t s, n, pw;
-    if (env_url == NULL || !userinfo(url, &s, &n, &pw)) {
-        return;
-    }
-    /* Credentials in it: the command gets the URL without them. */
-    char *stripped = cli__url_strip(env_url);
-    wipe(url + s, n);
+    /* Every copy loses its credentials (the first one's are in env_url);
+     * then one stripped copy is all the command sees. */
+    char *stripped = env_url != NULL ? cli__url_strip(env_url) : NULL;
+    wipe_every_copy("FENCE_REDIS_URL", 1);
+    unsetenv("FENCE_REDIS_URL");
     if (stripped != NULL) {
         setenv("FENCE_REDIS_URL", stripped, 1);
         free(stripped);
-    } else {
-        unsetenv("FENCE_REDIS_URL");
     }
 }
 
@@ -268,6 +289,7 @@ int cli__read_secret(const char *cmd, const char *opt, const char *path, const c
         close(fd);
     }
     if (n < 0) {
+        wipe(buf, SECRET_FILE_MAX + 4); /* a read may have failed half-way */
         free(buf);
         return cli__usage_error(cmd, "%s %s: %s", opt, path, strerror(e));
     }

@@ -192,7 +192,8 @@ static int build_env(cli__spawn *sp, const char *name, uint64_t token, const cha
          * already unset these; this is the second lock). */
         if (!has_key(*e, "FENCE_TOKEN") && !has_key(*e, "FENCE_NAME") &&
             !has_key(*e, "FENCE_HOLDER") && !has_key(*e, "FENCE_REDIS_PASSWORD") &&
-            !has_key(*e, "FENCE_REDIS_SENTINEL_PASSWORD")) {
+            !has_key(*e, "FENCE_REDIS_SENTINEL_PASSWORD") &&
+            !(has_key(*e, "FENCE_REDIS_URL") && cli__url_has_password(strchr(*e, '=') + 1))) {
             sp->envp[k++] = *e;
         }
     }

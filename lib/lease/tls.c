@@ -15,8 +15,18 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 /* ---- the socket BIO: send(MSG_NOSIGNAL) / recv ------------------------- */
+
+static int no_passphrase(char *buf, int size, int rwflag, void *user)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)user;
+    return 0;
+}
 
 static BIO_METHOD *bio_method;
 static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
@@ -93,6 +103,15 @@ void *fence__tls_ctx_new(const fence__tls_opts *o, int insecure, char *err, size
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(ctx, insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     int ok = 1;
+    struct stat st;
+    if (o->ca_dir != NULL && (stat(o->ca_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        /* OpenSSL takes any directory name and fails only at the handshake,
+         * with a misleading reason: say it here. */
+        snprintf(err, errlen, "TLS: the CA directory (tls_ca_dir) %s",
+                 errno == ENOENT ? "does not exist" : "is not a readable directory");
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
     if (o->ca_file != NULL || o->ca_dir != NULL) {
         ok = SSL_CTX_load_verify_locations(ctx, o->ca_file, o->ca_dir) == 1;
         if (!ok) {
@@ -102,6 +121,9 @@ void *fence__tls_ctx_new(const fence__tls_opts *o, int insecure, char *err, size
         ok = 0;
         ssl_error(err, errlen, "TLS: cannot load the system's CA certificates");
     }
+    /* An encrypted key must never make OpenSSL prompt on the terminal (a
+     * library call that blocks on /dev/tty): refuse it instead. */
+    SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
     if (ok && o->cert_file != NULL &&
         SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1) {
         ok = 0;

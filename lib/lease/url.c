@@ -141,13 +141,16 @@ static int parse_unix(parser *ps, const char *p)
     return FENCE_OK;
 }
 
-/* user:password@ or :password@ in p[0..at): percent-decoded, never quoted. */
-static int parse_userinfo(parser *ps, const char *p, const char *at)
+/* user:password@ or :password@ in p[0..at) (and, where bare_ok, a lone
+ * password@, as Sentinel URLs write it): percent-decoded, never quoted. */
+static int parse_userinfo(parser *ps, const char *p, const char *at, int bare_ok)
 {
     fence__url *u = ps->u;
     const char *colon = memchr(p, ':', (size_t)(at - p));
     int nomem = 0;
-    if (colon == NULL) {
+    if (colon == NULL && bare_ok) {
+        colon = p - 1; /* all of it is the password */
+    } else if (colon == NULL) {
         return bad(ps, "redis URL: credentials must be user:password@ or :password@");
     }
     if (colon > p) {
@@ -266,7 +269,7 @@ static int parse_redis(parser *ps, const char *p, const char *scheme)
     }
     /* userinfo: up to the last '@' before the path */
     const char *at = last_at(p, end);
-    int st = at != NULL ? parse_userinfo(ps, p, at) : FENCE_OK;
+    int st = at != NULL ? parse_userinfo(ps, p, at, 0) : FENCE_OK;
     if (st == FENCE_OK) {
         st = parse_hostport_db(ps, at != NULL ? at + 1 : p, end);
     }
@@ -341,7 +344,7 @@ static int parse_sentinel(parser *ps, const char *p)
     }
     const char *at = last_at(p, path);
     if (st == FENCE_OK && at != NULL) {
-        st = parse_userinfo(ps, p, at);
+        st = parse_userinfo(ps, p, at, 1);
     }
     for (const char *h = at != NULL ? at + 1 : p; st == FENCE_OK;) {
         const char *comma = memchr(h, ',', (size_t)(path - h));

@@ -82,6 +82,37 @@ check "... no password in either environ" no_secret "$T/b2.fenv" "$T/b2.cenv"
 finish "$T/b2" "$fp"
 check "... exit 0" test "$rc" = 0
 
+# ---- the same variable twice in the environment: every copy scrubbed -------------------
+# (execve allows duplicate names; getenv/setenv see only the first.)
+cat > "$T/dupenv.c" <<'C'
+#include <unistd.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    char *env[] = {"PATH=/usr/bin:/bin", argv[1], argv[2], argv[3], argv[4], 0};
+    execve(argv[5], argv + 5, env);
+    return 127;
+}
+C
+if cc -o "$T/dupenv" "$T/dupenv.c" 2>"$T/dupenv.err"; then
+  n=$(name)
+  "$T/dupenv" "FENCE_REDIS_URL=redis://$RHOST" "FENCE_REDIS_URL=redis://fence:$ACLPW@$RHOST" \
+    "FENCE_REDIS_PASSWORD=" "FENCE_REDIS_PASSWORD=$PW" \
+    "$F" run "$n" -- sh -c "$HOLD" sh "$T/dup" 2> "$T/dup.err" &
+  fpid=$!
+  if snap "$T/dup" "$fpid"; then
+    check "duplicate variables: fence's environ holds no password" no_secret "$T/dup.fenv"
+    check "duplicate variables: the command's environ holds no password" no_secret "$T/dup.cenv"
+    check "duplicate variables: the command sees one FENCE_REDIS_URL" \
+      test "$(grep -c '^FENCE_REDIS_URL=' "$T/dup.cenv")" = 1
+  else
+    nok "duplicate variables: the command did not start ($(cat "$T/dup.err"))"
+  fi
+  finish "$T/dup" "$fpid"
+  check "duplicate variables: exit 0" test "$rc" = 0
+else
+  nok "setup: cannot compile the duplicate-environment helper: $(cat "$T/dupenv.err")"
+fi
+
 # ---- FENCE_REDIS_PASSWORD --------------------------------------------------------------
 n=$(name)
 FENCE_REDIS_PASSWORD=$PW FENCE_REDIS_SENTINEL_PASSWORD=SentinelSecret42 \

@@ -273,7 +273,7 @@ START_TEST(bad_sentinel_input)
         "redis-sentinel://h:x#m",          "redis-sentinel://h/x#m",
         "redis-sentinel://h?db=1#m",       "redis-sentinel://h#m a",
         "redis-sentinel://:@h#m",          "redis-sentinel://u:sent-pw@#m",
-        "redis-sentinel://sent-pw@h#m",    "redis-sentinel://[::1#m",
+        "redis-sentinel://sent-pw@#m",     "redis-sentinel://[::1#m",
         "redis-sentinel://h h#m",          "redis+sentinel://h#m",
         "redis-sentinel://h#m\x01",        "redis-sentinel://h/1000001#m",
     };
@@ -288,6 +288,17 @@ START_TEST(bad_sentinel_input)
         ck_assert_ptr_null(strstr(fence_client_errmsg(c), "sent-pw"));
         fence_client_close(c);
     }
+    /* The documented lone "password@" form is accepted (the data nodes'
+     * password); with no Sentinel listening (a closed loopback port) the
+     * open fails as unreachable, and the message holds no password. */
+    fence_client_options_init(&o);
+    o.url = "redis-sentinel://sent-pw@127.0.0.1:1#m";
+    o.connect_timeout_ms = 200;
+    fence_client *bare = NULL;
+    fence_status bst = fence_client_open(&bare, &o);
+    ck_assert_msg(bst == FENCE_ECONN, "bare password form: %s", fence_status_name(bst));
+    ck_assert_ptr_null(strstr(fence_client_errmsg(bare), "sent-pw"));
+    fence_client_close(bare);
     /* 17 Sentinels */
     char many[512] = "redis-sentinel://";
     for (int i = 0; i < 17; i++) {
