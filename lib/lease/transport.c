@@ -66,7 +66,15 @@ static int connect_addr(const struct sockaddr *sa, socklen_t salen, int64_t dead
     if (fd < 0) {
         return -1;
     }
-    if (connect(fd, sa, salen) == 0) {
+    int rc = connect(fd, sa, salen);
+    /* A unix socket whose listen backlog is full answers EAGAIN at once
+     * (TCP would say EINPROGRESS): try again until the deadline. */
+    while (rc != 0 && errno == EAGAIN && sa->sa_family == AF_UNIX &&
+           fence__now_us() < deadline_us) {
+        fence__sleep_us(1000);
+        rc = connect(fd, sa, salen);
+    }
+    if (rc == 0) {
         return fd;
     }
     if (errno != EINPROGRESS) {
