@@ -84,7 +84,7 @@ static fence_status send_batches(fence_client *c, fence_lease **ls, size_t n, in
         argv[2] = nk;
         for (size_t i = 0; i < k; i++) {
             fence_lease *l = ls[lo + i];
-            snprintf(ttl[i], sizeof ttl[i], "%" PRId64, l->ttl_ms);
+            fence__renew_ttl_arg(l, ttl[i], sizeof ttl[i]);
             argv[3 + i] = l->owner_key;
             argv[3 + k + 2 * i] = l->value;
             argv[3 + k + 2 * i + 1] = ttl[i];

@@ -37,6 +37,7 @@ static fence_status lease_new(fence_client *c, const char *name, const fence_lea
         return fence__fail(c, FENCE_ESYS, "getrandom() failed: no owner id");
     }
     l->ttl_ms = o->ttl_ms;
+    l->has_info = o->holder_info != NULL && o->holder_info[0] != '\0';
     l->renew_every_ms = o->renew_every_ms > 0 ? o->renew_every_ms : o->ttl_ms / 3;
     if (l->renew_every_ms < 1) {
         l->renew_every_ms = 1;
@@ -208,7 +209,7 @@ static fence_status renew_send(fence_lease *l, int64_t *sent, int *ok)
 {
     fence_client *c = l->c;
     char ttl[24], value[sizeof l->value];
-    snprintf(ttl, sizeof ttl, "%" PRId64, l->ttl_ms);
+    fence__renew_ttl_arg(l, ttl, sizeof ttl);
     pthread_mutex_lock(&c->lock);
     memcpy(value, l->value, sizeof value);
     pthread_mutex_unlock(&c->lock);

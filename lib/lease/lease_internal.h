@@ -173,6 +173,7 @@ struct fence_lease {
     char value[2 * FENCE_OWNER_BYTES + 1 + 21]; /* "<hex>:<token>" */
     uint64_t token;
     int64_t ttl_ms;
+    int has_info; /* a holder description was stored: renewals extend it too */
     int64_t renew_every_ms;
     int no_heartbeat;
     fence_lost_cb on_lost;
@@ -346,6 +347,10 @@ int64_t fence__margin_us(int64_t ttl_ms);
 int64_t fence__valid_until(const fence_lease *l, int64_t sent_us);
 /* When the heartbeat renews l next (c->lock held, or l not yet shared). */
 int64_t fence__renew_at(const fence_lease *l);
+/* The TTL argument of renew.lua / renew_batch.lua for l: "<ttl_ms>", or
+ * "-<ttl_ms>" when l has a holder description whose key must be extended
+ * too (so leases without one cost no extra command). */
+void fence__renew_ttl_arg(const fence_lease *l, char *buf, size_t size);
 /* Free a lease's memory (nothing else). */
 void fence__lease_free(fence_lease *l);
 /* Take l off its client's list (c->lock held). */

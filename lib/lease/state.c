@@ -3,6 +3,7 @@
  * a renewal's effect, and a lease becoming lost (with its callback). */
 #include "lease_internal.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,11 @@ int64_t fence__margin_us(int64_t ttl_ms)
 int64_t fence__valid_until(const fence_lease *l, int64_t sent_us)
 {
     return sent_us + l->ttl_ms * 1000 - fence__margin_us(l->ttl_ms);
+}
+
+void fence__renew_ttl_arg(const fence_lease *l, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%" PRId64, l->has_info ? "-" : "", l->ttl_ms);
 }
 
 int64_t fence__renew_at(const fence_lease *l)
