@@ -20,13 +20,6 @@ void fence__conn_drop(fence__conn **rc)
 }
 
 /* An error reply that means "who are you?": map it to FENCE_EAUTH. */
-int fence__is_auth_error(const char *s)
-{
-    return strncmp(s, "NOAUTH", 6) == 0 || strncmp(s, "WRONGPASS", 9) == 0 ||
-           strncmp(s, "ERR invalid password", 20) == 0 ||
-           strncmp(s, "ERR AUTH", 8) == 0 || strncmp(s, "NOPERM", 6) == 0;
-}
-
 static fence_status simple(fence_client *c, fence__conn *rc, int argc, const char **argv, int is_auth)
 {
     redisReply *r = fence__tr_command(rc, argc, argv, NULL);

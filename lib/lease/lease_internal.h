@@ -237,6 +237,8 @@ struct fence_client {
 void fence__metrics_latency(fence__metrics *m, int64_t us);
 
 /* ---- transport.c: the one code path for TCP, unix sockets and TLS ---- */
+/* Whether an error reply means "who are you?" (NOAUTH, WRONGPASS, ...). */
+int fence__is_auth_error(const char *s);
 /* Where to connect: a unix socket path, or host:port (TLS when tls_ctx). */
 typedef struct fence__target {
     const char *path; /* non-NULL: a unix socket */
@@ -293,8 +295,6 @@ fence_status fence__sentinel_master(const fence__url *u, int64_t timeout_ms, cha
 /* Check and take the transport options (TLS, the Sentinels' credentials)
  * after the URL was parsed into c->url; FENCE_EINVAL with a message. */
 fence_status fence__conn_config(fence_client *c, const fence_client_options *o);
-/* Whether an error reply means "who are you?" (NOAUTH, WRONGPASS, ...). */
-int fence__is_auth_error(const char *s);
 /* Open a connection: connect (within timeout_ms), set I/O timeouts, AUTH,
  * SELECT.  FENCE_ECONN / FENCE_EAUTH / FENCE_EPROTO with a message. */
 fence_status fence__conn_open(fence_client *c, fence__conn **out, int64_t timeout_ms);

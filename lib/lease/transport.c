@@ -412,3 +412,11 @@ int fence__tr_wait(fence__conn *cn, int64_t us, void **reply)
         }
     }
 }
+
+/* Below the Sentinel code and the connection setup, which both ask it. */
+int fence__is_auth_error(const char *s)
+{
+    return strncmp(s, "NOAUTH", 6) == 0 || strncmp(s, "WRONGPASS", 9) == 0 ||
+           strncmp(s, "ERR invalid password", 20) == 0 ||
+           strncmp(s, "ERR AUTH", 8) == 0 || strncmp(s, "NOPERM", 6) == 0;
+}
