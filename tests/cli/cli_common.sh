@@ -33,6 +33,8 @@ rcli() { $FENCE_TEST_REDIS_CTL cli "$@"; }
 cleanup() {
   local p
   for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null; done
+  # A suite that changes more (the shared Redis's settings) defines this.
+  if declare -F cleanup_suite >/dev/null; then cleanup_suite; fi
   rm -rf "$T"
 }
 trap cleanup EXIT

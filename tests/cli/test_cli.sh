@@ -4,81 +4,22 @@
 # FENCE_BUILD set (build, build/address, ...) inside scripts/with-servers:
 #   FENCE_SUITES=test_cli scripts/with-servers --redis --pg -- scripts/run-suites build
 # Prints "ok - ..." / "not ok - ..." lines; exits non-zero on any failure.
-set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/cli_common.sh"
 
-B=${FENCE_BUILD:-build}
-F=$PWD/$B/fence
-case "$B" in /*) F=$B/fence ;; esac
-pass=0; fail=0
-ok() { echo "ok - $*"; pass=$((pass + 1)); }
-nok() { echo "not ok - $*"; fail=$((fail + 1)); }
-check() { # check DESCRIPTION COMMAND...: ok when COMMAND succeeds
-  local what=$1; shift
-  if "$@"; then ok "$what"; else nok "$what"; fi
-}
-
-if [ -z "${FENCE_TEST_REDIS_URL:-}" ] || [ -z "${FENCE_TEST_REDIS_CTL:-}" ]; then
-  nok "setup: FENCE_TEST_REDIS_URL / FENCE_TEST_REDIS_CTL not set (run under scripts/with-servers --redis)"
-  exit 1
-fi
-if [ ! -x "$F" ]; then
-  nok "setup: $F is missing (make $B/fence)"
-  exit 1
-fi
-U=$FENCE_TEST_REDIS_URL
-export FENCE_REDIS_URL=$U
-T=$(mktemp -d "${TMPDIR:-/tmp}/fence-cli.XXXXXX")
-BG=() # background processes we started
-
-rcli() { $FENCE_TEST_REDIS_CTL cli "$@"; }
 redis_up() { [ "$(rcli ping 2>/dev/null)" = PONG ]; }
-
-cleanup() {
-  local p
-  for p in "${BG[@]}"; do kill -9 "$p" 2>/dev/null; done
+cleanup_suite() { # called by cli_common.sh's cleanup
   # Leave the shared Redis as we found it.
   redis_up && rcli config set maxmemory-policy noeviction > /dev/null 2>&1
   redis_up && rcli config set appendonly no > /dev/null 2>&1
   # Always leave Redis running for the suites after us.
   redis_up || $FENCE_TEST_REDIS_CTL start >/dev/null 2>&1
-  rm -rf "$T"
 }
-trap cleanup EXIT
-
-# alive PID: the process exists and is not a zombie.
-alive() {
-  local st
-  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
-  case "$st" in Z*) return 1 ;; esac
-  return 0
-}
-# wait_until SECONDS COMMAND...: poll every 20 ms.
-wait_until() {
-  local n=$(($(awk -v s="$1" 'BEGIN{printf "%d", s * 50}'))); shift
-  local i
-  for ((i = 0; i < n; i++)); do
-    "$@" && return 0
-    sleep 0.02
-  done
-  "$@"
-}
-file_has() { [ -s "$1" ]; }
 not_alive() { ! alive "$1"; }
-key_gone() { [ "$(rcli exists "fence:{$1}")" = 0 ]; }
 now() { date +%s.%N; }
 elapsed_ge() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a >= m)}'; }
 elapsed_lt() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a < m)}'; }
 json_field() { # json_field FILE FIELD
   python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v))' "$1" "$2"
-}
-
-# A fresh lease name each call; the counter lives in a file because name()
-# is mostly called in $(...), a subshell.
-echo 0 > "$T/counter"
-name() {
-  local k; k=$(($(cat "$T/counter") + 1)); echo "$k" > "$T/counter"
-  echo "clitest-$$-$k"
 }
 
 # ---- basics -------------------------------------------------------------------
