@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <time.h>
 
 _Static_assert(FENCE_NAME_MAX == 512, "name.c's message says 512 bytes");
@@ -50,4 +51,20 @@ struct timespec fence__timespec_ns(int64_t at_ns)
     }
     struct timespec ts = {(time_t)(at_ns / 1000000000LL), (long)(at_ns % 1000000000LL)};
     return ts;
+}
+
+int fence__wait_fd(int fd, short ev, int64_t deadline_us)
+{
+    for (;;) {
+        int64_t left = deadline_us - fence__now_us();
+        if (left <= 0) {
+            return 0;
+        }
+        struct pollfd pfd = {.fd = fd, .events = ev};
+        int n = poll(&pfd, 1, (int)((left + 999) / 1000));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        return n < 0 ? -1 : n > 0;
+    }
 }

@@ -50,6 +50,10 @@ int64_t fence__now_us(void);
 void fence__sleep_us(int64_t us);
 /* A condition variable whose timed waits use CLOCK_MONOTONIC.  0 or -1. */
 int fence__cond_init_monotonic(pthread_cond_t *cond);
+/* Wait for fd to be ready for the poll(2) events ev before the monotonic
+ * deadline_us, resuming after signals: 1 ready, 0 deadline passed, -1 error
+ * (errno set). */
+int fence__wait_fd(int fd, short ev, int64_t deadline_us);
 /* The absolute CLOCK_MONOTONIC time at_ns as a timespec (for
  * pthread_cond_timedwait on such a condition variable). */
 struct timespec fence__timespec_ns(int64_t at_ns);

@@ -193,22 +193,6 @@ static void handshake_error(SSL *ssl, int rc, char *err, size_t errlen)
     ssl_error(err, errlen, "TLS: handshake failed");
 }
 
-static int wait_fd(int fd, short ev, int64_t deadline_us)
-{
-    for (;;) {
-        int64_t left = deadline_us - fence__now_us();
-        if (left <= 0) {
-            return 0;
-        }
-        struct pollfd pfd = {.fd = fd, .events = ev};
-        int n = poll(&pfd, 1, (int)((left + 999) / 1000));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        return n;
-    }
-}
-
 int fence__tls_connect(void *ctx, int fd, const char *name, int insecure, int64_t deadline_us,
                        void **out, int *timed_out, char *err, size_t errlen)
 {
@@ -243,7 +227,7 @@ int fence__tls_connect(void *ctx, int fd, const char *name, int insecure, int64_
             SSL_free(ssl);
             return -1;
         }
-        int n = wait_fd(fd, ev, deadline_us);
+        int n = fence__wait_fd(fd, ev, deadline_us);
         if (n <= 0) {
             *timed_out = n == 0;
             snprintf(err, errlen, "TLS: handshake %s", n == 0 ? "timed out" : "failed");

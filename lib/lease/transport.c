@@ -41,23 +41,6 @@ int fence__is_failover_error(const char *s)
 
 /* ---- connecting -------------------------------------------------------- */
 
-/* Wait for fd to be ready for ev before deadline: 1 ready, 0 timeout, -1. */
-static int wait_fd(int fd, short ev, int64_t deadline_us)
-{
-    for (;;) {
-        int64_t left = deadline_us - fence__now_us();
-        if (left <= 0) {
-            return 0;
-        }
-        struct pollfd pfd = {.fd = fd, .events = ev};
-        int n = poll(&pfd, 1, (int)((left + 999) / 1000));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        return n < 0 ? -1 : n > 0;
-    }
-}
-
 /* A non-blocking close-on-exec socket connected to sa before deadline;
  * -1 with errno (ETIMEDOUT when the deadline passed). */
 static int connect_addr(const struct sockaddr *sa, socklen_t salen, int64_t deadline_us)
@@ -83,7 +66,7 @@ static int connect_addr(const struct sockaddr *sa, socklen_t salen, int64_t dead
         errno = e;
         return -1;
     }
-    int n = wait_fd(fd, POLLOUT, deadline_us);
+    int n = fence__wait_fd(fd, POLLOUT, deadline_us);
     int soerr = 0;
     socklen_t len = sizeof soerr;
     if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0) {
@@ -314,7 +297,7 @@ static int read_some(fence__conn *cn, short *ev)
 /* Wait for ev before deadline; -1 (a timeout: cn->timed_out) if not. */
 static int await(fence__conn *cn, short ev, int64_t deadline_us)
 {
-    int n = wait_fd(cn->fd, ev, deadline_us);
+    int n = fence__wait_fd(cn->fd, ev, deadline_us);
     if (n == 1) {
         return 0;
     }
@@ -405,7 +388,7 @@ int fence__tr_wait(fence__conn *cn, int64_t us, void **reply)
             return -1;
         }
         if (rd == 0) {
-            int n = wait_fd(cn->fd, ev, deadline);
+            int n = fence__wait_fd(cn->fd, ev, deadline);
             if (n <= 0) {
                 return n == 0 ? 0 : fail(cn, "%s", strerror(errno));
             }
