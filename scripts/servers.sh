@@ -4,11 +4,16 @@
 
 fence_die() { echo "servers: $*" >&2; exit 1; }
 
-# A port nobody is listening on, in 20000..59999.
+# A port nobody is listening on, from 10000 up to the start of the kernel's
+# ephemeral range (ip_local_port_range, 32768 by default): a port in that
+# range can be held by an outgoing connection's local end, which a connect
+# probe does not see but a bind then trips over.
 fence_free_port() {
-  local p i
+  local p i lo=10000 hi
+  hi=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || hi=32768
+  [ "${hi:-0}" -gt $((lo + 1000)) ] 2>/dev/null || hi=32768
   for i in $(seq 1 200); do
-    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+    p=$(( lo + (RANDOM * 32768 + RANDOM) % (hi - lo) ))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"; return 0
     fi
@@ -19,14 +24,17 @@ fence_free_port() {
 # fence_start_redis_in DIR [extra redis.conf lines...]
 # Starts redis-server with its redis.conf, pid, log and port files in DIR
 # (made by the caller) on a free port; prints the port.  Retries on a port
-# taken meanwhile; returns 1 when it would not start.
+# taken meanwhile; returns 1 when it would not start.  "@PORT2@" in an extra
+# line becomes a second free port, new at each try, kept in DIR/port2 (the
+# TLS listener's).
 fence_start_redis_in() {
   local dir=$1; shift
   command -v redis-server >/dev/null || fence_die "redis-server not found: run scripts/install-deps"
   command -v redis-cli >/dev/null || fence_die "redis-cli not found: run scripts/install-deps"
-  local port try line
+  local port port2 try line
   for try in 1 2 3 4 5; do
     port=$(fence_free_port) || fence_die "no free port"
+    port2=$(fence_free_port) || fence_die "no free port"
     {
       echo "bind 127.0.0.1"
       echo "port $port"
@@ -37,9 +45,10 @@ fence_start_redis_in() {
       echo "save \"\""
       echo "appendonly no"
       echo "protected-mode yes"
-      for line in "$@"; do echo "$line"; done
+      for line in "$@"; do echo "${line//@PORT2@/$port2}"; done
     } > "$dir/redis.conf"
     echo "$port" > "$dir/port"
+    echo "$port2" > "$dir/port2"
     if redis-server "$dir/redis.conf" >/dev/null 2>&1 && \
        scripts/redis-ctl "$dir" wait; then
       echo "$port"

@@ -19,17 +19,11 @@ TC_PG_BINDIR=''
 
 tc_die() { echo "torture: $*" >&2; exit 2; }
 
-# A port nobody is listening on, in 20000..59999 (as scripts/servers.sh does).
-tc_free_port() {
-  local p i
-  for i in $(seq 1 200); do
-    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"; return 0
-    fi
-  done
-  return 1
-}
+# A port nobody is listening on: scripts/servers.sh's choice (below the
+# kernel's ephemeral range).
+# shellcheck source=../../scripts/servers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/servers.sh"
+tc_free_port() { fence_free_port; }
 
 # tc_alive PID [COMM]: the process exists, is not a zombie (and is COMM).
 tc_alive() {
