@@ -153,11 +153,22 @@ int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o
     }
     o->tls = cc->tls;
     o->tls_insecure = cc->insecure;
-    o->tls_ca_file = or_env(cc->cacert, "FENCE_REDIS_CACERT");
-    o->tls_ca_dir = or_env(cc->cacertdir, "FENCE_REDIS_CACERTDIR");
     o->tls_cert_file = or_env(cc->cert, "FENCE_REDIS_CERT");
     o->tls_key_file = or_env(cc->key, "FENCE_REDIS_KEY");
-    o->tls_server_name = or_env(cc->sni, "FENCE_REDIS_SNI");
+    if (cc->insecure) {
+        /* An explicit --insecure wins over the environment's CA and name
+         * (defaults, perhaps set for every job); on the command line they
+         * contradict it. */
+        if (cc->cacert != NULL || cc->cacertdir != NULL || cc->sni != NULL) {
+            fprintf(stderr, "fence %s: --insecure turns certificate verification off: it cannot "
+                    "go with --cacert, --cacertdir or --sni\n", cmd);
+            return CLI_EX_USAGE;
+        }
+    } else {
+        o->tls_ca_file = or_env(cc->cacert, "FENCE_REDIS_CACERT");
+        o->tls_ca_dir = or_env(cc->cacertdir, "FENCE_REDIS_CACERTDIR");
+        o->tls_server_name = or_env(cc->sni, "FENCE_REDIS_SNI");
+    }
     if (cc->insecure && (cc->tls || strncmp(o->url, "rediss://", 9) == 0)) {
         fprintf(stderr, "fence %s: warning: --insecure: the server's TLS certificate is not "
                 "verified; anyone on the path can pose as the server\n", cmd);
