@@ -132,11 +132,19 @@ static fence_status connect_cmd(fence_client *c)
     fence_status st = fence__conn_open(c, &c->cmd, 0);
     c->cmd_ever = st == FENCE_OK;
     if (st == FENCE_OK) {
-        fence__scripts_load(c, c->cmd);
+        /* CLUSTER SLOTS rides along: a cluster is detected at no cost
+         * (a Sentinel-managed master is never one). */
+        void *slots = NULL;
+        fence__scripts_load(c, c->cmd, c->url.sentinel ? NULL : &slots);
         if (c->cmd->err) {
             st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
                              c->cmd->errstr);
             fence__conn_drop(&c->cmd);
+        } else {
+            st = fence__cluster_init(c, slots, c->url.is_unix ? "127.0.0.1" : c->url.host);
+        }
+        if (slots != NULL) {
+            freeReplyObject(slots);
         }
     }
     pthread_mutex_unlock(&c->cmd_lock);
@@ -226,7 +234,8 @@ void fence_client_close(fence_client *c)
              * ambiguous answer): do not pay a timeout per lease; the rest
              * expire by their TTL. */
             pthread_mutex_lock(&c->cmd_lock);
-            int down = c->cmd == NULL || c->cmd->err != 0;
+            /* In a cluster, the call's own bound already gave up. */
+            int down = c->cl != NULL || c->cmd == NULL || c->cmd->err != 0;
             pthread_mutex_unlock(&c->cmd_lock);
             pthread_mutex_lock(&c->lock);
             c->offline = down || st == FENCE_EAUTH;
@@ -235,6 +244,7 @@ void fence_client_close(fence_client *c)
     }
     fence__conn_drop(&c->cmd);
     fence__conn_drop(&c->hb);
+    fence__cluster_free(c);
     fence__url_free(&c->url);
     free(c->prefix);
     pthread_mutex_destroy(&c->lock);

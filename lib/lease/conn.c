@@ -29,7 +29,12 @@ static fence_status simple(fence_client *c, fence__conn *rc, int argc, const cha
     }
     fence_status st = FENCE_OK;
     if (r->type == REDIS_REPLY_ERROR) {
-        if (is_auth || fence__is_auth_error(r->str)) {
+        if (strcmp(argv[0], "SELECT") == 0 && strstr(r->str, "cluster mode") != NULL) {
+            /* A Redis Cluster node: database 0 only. */
+            st = fence__fail(c, FENCE_EINVAL, "%s: the server is a Redis Cluster node, which "
+                             "has database 0 only: drop /%s from the URL", c->url.display,
+                             argv[1]);
+        } else if (is_auth || fence__is_auth_error(r->str)) {
             /* The server's text names no secret; ours neither. */
             st = fence__fail(c, FENCE_EAUTH, "%s: authentication refused: %.200s",
                              c->url.display, r->str);
@@ -177,6 +182,14 @@ static fence_status check_role(fence_client *c, fence__conn *rc, const char *whe
         return fence__fail(c, FENCE_ECONN, "%s: ROLE failed at %s: %s", c->url.display, where,
                            rc->errstr);
     }
+    if (r->type == REDIS_REPLY_ERROR && fence__is_auth_error(r->str)) {
+        /* No password given and the master wants one: say so at once
+         * (asking the Sentinels again would not help). */
+        fence_status st = fence__fail(c, FENCE_EAUTH, "%s: the master at %s wants "
+                                      "authentication: %.200s", c->url.display, where, r->str);
+        freeReplyObject(r);
+        return st;
+    }
     int master = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
                  r->element[0]->type == REDIS_REPLY_STRING &&
                  strcmp(r->element[0]->str, "master") == 0;
@@ -249,6 +262,32 @@ fence_status fence__conn_open(fence_client *c, fence__conn **out, int64_t timeou
     }
 }
 
+fence_status fence__conn_open_at(fence_client *c, const char *host, int port,
+                                 fence__conn **out, int64_t timeout_ms)
+{
+    *out = NULL;
+    int64_t ct = c->connect_timeout_ms, io = c->io_timeout_ms;
+    if (timeout_ms > 0 && timeout_ms < ct) {
+        ct = timeout_ms;
+    }
+    if (timeout_ms > 0 && timeout_ms < io) {
+        io = timeout_ms;
+    }
+    char err[600];
+    fence__target t = {NULL, host, port, c->url.tls_ctx, c->url.tls_server_name,
+                       c->url.tls_insecure};
+    fence_status st = fence__tr_open(&t, ct, io, out, err, sizeof err);
+    if (st != FENCE_OK) {
+        return fence__fail(c, st, "%s: cannot connect to cluster node %s:%d: %s",
+                           c->url.display, host, port, err);
+    }
+    st = login(c, *out);
+    if (st != FENCE_OK) {
+        fence__tr_close(out);
+    }
+    return st;
+}
+
 fence_status fence__conn_ensure(fence_client *c, fence__conn **rc, int *ever,
                                 int64_t timeout_ms)
 {
@@ -266,14 +305,25 @@ fence_status fence__conn_ensure(fence_client *c, fence__conn **rc, int *ever,
     return st;
 }
 
-void fence__scripts_load(fence_client *c, fence__conn *rc)
+static int append_loads(fence__conn *rc)
 {
     for (int s = 0; s < FENCE__NSCRIPTS; s++) {
         const char *argv[3] = {"SCRIPT", "LOAD", fence__script_body(s)};
         size_t lens[3] = {6, 4, fence__script_len(s)};
         if (fence__tr_append(rc, 3, argv, lens) != 0) {
-            return;
+            return -1;
         }
+    }
+    return 0;
+}
+
+void fence__scripts_load(fence_client *c, fence__conn *rc, void **slots)
+{
+    if (slots != NULL) {
+        *slots = NULL;
+    }
+    if (append_loads(rc) != 0 || (slots != NULL && fence__tr_appendf(rc, "CLUSTER SLOTS") != 0)) {
+        return;
     }
     for (int s = 0; s < FENCE__NSCRIPTS; s++) {
         redisReply *r = NULL;
@@ -285,4 +335,22 @@ void fence__scripts_load(fence_client *c, fence__conn *rc)
         }
         freeReplyObject(r);
     }
+    if (slots != NULL && fence__tr_reply(rc, slots) != 0) {
+        *slots = NULL;
+    }
+}
+
+int fence__scripts_preload(fence__conn *rc)
+{
+    if (append_loads(rc) != 0) {
+        return -1;
+    }
+    for (int s = 0; s < FENCE__NSCRIPTS; s++) {
+        redisReply *r = NULL;
+        if (fence__tr_reply(rc, (void **)&r) != 0) {
+            return -1;
+        }
+        freeReplyObject(r);
+    }
+    return 0;
 }

@@ -30,14 +30,22 @@ static int read_wait(fence__conn *rc, long long *acked)
 /* Send argv (the script call), and WAIT behind it when io asks; read the
  * script's reply into *r (NULL on an I/O error). */
 static void send_script(fence__conn *rc, int argc, const char **argv, const size_t *lens,
-                        fence__issue *io, redisReply **r)
+                        fence__issue *io, int asking, redisReply **r)
 {
     *r = NULL;
     int wait = io != NULL && io->min_replicas > 0;
-    if (fence__tr_append(rc, argc, argv, lens) != 0 ||
+    if ((asking && fence__tr_appendf(rc, "ASKING") != 0) ||
+        fence__tr_append(rc, argc, argv, lens) != 0 ||
         (wait && fence__tr_appendf(rc, "WAIT %d %lld", io->min_replicas,
                                    (long long)io->replica_timeout_ms) != 0)) {
         return;
+    }
+    if (asking) { /* +OK, or an error the script's reply repeats */
+        if (fence__tr_reply(rc, (void **)r) != 0) {
+            *r = NULL;
+            return;
+        }
+        freeReplyObject(*r);
     }
     if (fence__tr_reply(rc, (void **)r) != 0) {
         *r = NULL;
@@ -61,9 +69,26 @@ static fence_status io_failed(fence_client *c, fence__conn **rcp, int *timed_out
     return st;
 }
 
-fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nkeys, int nargs,
-                         const char **args, int *timed_out, fence__issue *io, void **reply)
+/* An error reply to a script: auth, a cluster redirection (into *rd),
+ * or the script's own error. */
+static fence_status script_error(fence_client *c, const redisReply *r, fence__redirect *rd)
 {
+    if (rd != NULL && fence__redirect_parse(r->str, rd) != FENCE__RD_NONE) {
+        return fence__fail(c, FENCE_ECONN, "%s: %.200s", c->url.display, r->str);
+    }
+    if (fence__is_auth_error(r->str)) {
+        return fence__fail(c, FENCE_EAUTH, "%s: %.200s", c->url.display, r->str);
+    }
+    return fence__fail(c, FENCE_EPROTO, "%s: script error: %.300s", c->url.display, r->str);
+}
+
+fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nkeys, int nargs,
+                         const char **args, int *timed_out, fence__issue *io, int asking,
+                         fence__redirect *rd, void **reply)
+{
+    if (rd != NULL) {
+        rd->kind = FENCE__RD_NONE;
+    }
     if (timed_out != NULL) {
         *timed_out = 0;
     }
@@ -90,7 +115,7 @@ fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nke
         argvlen[0] = strlen(argv[0]);
         errno = 0;
         redisReply *r = NULL;
-        send_script(*rcp, nargs + 3, argv, argvlen, io, &r);
+        send_script(*rcp, nargs + 3, argv, argvlen, io, asking, &r);
         if (r == NULL) {
             return io_failed(c, rcp, timed_out);
         }
@@ -106,10 +131,7 @@ fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nke
             return io_failed(c, rcp, NULL);
         }
         if (r->type == REDIS_REPLY_ERROR) {
-            fence_status st = fence__is_auth_error(r->str)
-                         ? fence__fail(c, FENCE_EAUTH, "%s: %.200s", c->url.display, r->str)
-                         : fence__fail(c, FENCE_EPROTO, "%s: script error: %.300s",
-                                       c->url.display, r->str);
+            fence_status st = script_error(c, r, rd);
             freeReplyObject(r);
             return st;
         }
@@ -119,25 +141,169 @@ fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nke
     return fence__fail(c, FENCE_EPROTO, "%s: NOSCRIPT after EVAL", c->url.display);
 }
 
-/* Before the first token on the command connection: read what the server
+/* Where a command-path call goes: the client's one connection, or a
+ * cluster node's (all under cmd_lock). */
+typedef struct dest {
+    fence__conn **rc;
+    int *ever, *checked;
+    int node; /* -1: the client's own connection */
+} dest;
+
+/* One script call, as the caller asked for it. */
+typedef struct call {
+    int script, nkeys, nargs;
+    const char **args;
+    fence__issue *io;
+    void **reply;
+    int64_t bound_ms, iot;
+} call;
+
+/* Before the first token on a command connection: read what the server
  * says of itself and refuse one that can evict the counters (cmd_lock
  * held).  Checked once per connection; a refusal is asked again next time. */
-static fence_status check_server_locked(fence_client *c)
+static fence_status check_server_locked(fence_client *c, dest *d)
 {
-    if (c->cmd_checked) {
+    if (*d->checked) {
         return FENCE_OK;
     }
     fence_server_info si;
-    fence_status st = fence__srv_read(c, c->cmd, &si);
+    fence_status st = fence__srv_read(c, *d->rc, &si);
     if (st == FENCE_OK) {
         st = fence__srv_refuse(c, &si);
     }
     if (st == FENCE_OK) {
-        c->cmd_checked = 1;
-    } else if (c->cmd != NULL && c->cmd->err != 0) {
-        fence__conn_drop(&c->cmd);
+        *d->checked = 1;
+    } else if (*d->rc != NULL && (*d->rc)->err != 0) {
+        fence__conn_drop(d->rc);
     }
     return st;
+}
+
+/* One attempt on d: connect if needed, the server check, the script.
+ * *fresh: the connection is new; *unsent: failed before the script went
+ * out (safe to retry). */
+static fence_status attempt(fence_client *c, dest *d, const call *k, int asking,
+                            fence__redirect *rd, int *fresh, int *unsent, int *timed_out)
+{
+    *fresh = *d->rc == NULL || (*d->rc)->err != 0;
+    *unsent = 1;
+    *timed_out = 0;
+    fence_status st = d->node < 0 ? fence__conn_ensure(c, d->rc, d->ever, k->bound_ms)
+                                  : fence__cluster_ensure(c, d->node, d->rc, d->ever, k->bound_ms);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if (*fresh) {
+        *d->checked = 0; /* a new connection: perhaps another server */
+    }
+    fence__conn_timeout(*d->rc, k->iot);
+    if (k->io != NULL && k->io->check) {
+        st = check_server_locked(c, d);
+        if (st != FENCE_OK) {
+            return st;
+        }
+    }
+    *unsent = 0;
+    return fence__eval(c, d->rc, k->script, k->nkeys, k->nargs, k->args, timed_out, k->io,
+                       asking, rd, k->reply);
+}
+
+static fence_status standalone_locked(fence_client *c, const call *k, int *retried)
+{
+    dest d = {&c->cmd, &c->cmd_ever, &c->cmd_checked, -1};
+    fence_status st = FENCE_ECONN;
+    for (int n = 0; n < 2; n++) {
+        int fresh = 0, unsent = 0, timed_out = 0;
+        st = attempt(c, &d, k, 0, NULL, &fresh, &unsent, &timed_out);
+        /* A connection that had been idle may have been closed by a Redis
+         * restart: retry once on a new one.  Every script is safe to
+         * repeat (acquire recognises its own owner id; the caller of a
+         * retried release is told, since its answer is then ambiguous).
+         * A timeout is not retried: Redis is there but not answering, and
+         * a second wait would only double the caller's. */
+        if (st != FENCE_ECONN || fresh || timed_out || unsent) {
+            break;
+        }
+        if (retried != NULL) {
+            *retried = 1;
+        }
+    }
+    return st;
+}
+
+#define MAX_REDIRECTS 5
+
+/* What to do after a failed cluster attempt: 1 retry (on *next, -1: the
+ * map's node), 0 stop.  Redirections mean the script did not run. */
+static int cluster_next(fence_client *c, const fence__redirect *rd, int *redirs, int *next,
+                        int *asking, int64_t end)
+{
+    *next = -1;
+    *asking = 0;
+    if (++*redirs > MAX_REDIRECTS || fence__now_us() >= end) {
+        return 0;
+    }
+    if (rd->kind == FENCE__RD_MOVED) {
+        atomic_fetch_add(&c->cl->moved, 1);
+        *next = fence__cluster_moved(c, rd);
+    } else if (rd->kind == FENCE__RD_ASK) {
+        atomic_fetch_add(&c->cl->ask, 1);
+        *next = fence__cluster_node_index(c, rd->host[0] ? rd->host : c->url.host, rd->port);
+        *asking = *next >= 0;
+    } else {
+        /* TRYAGAIN, CLUSTERDOWN, or a node we could not reach (a failover
+         * may be promoting its replica): back off, look at the map again. */
+        atomic_fetch_add(&c->cl->tryagain, 1);
+        int64_t us = (int64_t)25000 << *redirs, left = end - fence__now_us();
+        fence__sleep_us(us < left ? us : left);
+    }
+    return 1;
+}
+
+static fence_status cluster_locked(fence_client *c, const call *k, int *retried)
+{
+    const char *key = k->args[0];
+    int slot = fence__key_slot(key, strlen(key));
+    int64_t span = k->bound_ms > 0 ? k->bound_ms
+                   : (c->connect_timeout_ms > c->io_timeout_ms ? c->connect_timeout_ms
+                                                               : c->io_timeout_ms);
+    int64_t end = fence__now_us() + span * 1000;
+    int redirs = 0, next = -1, asking = 0, io_retried = 0;
+    char last[200] = "";
+    for (;;) {
+        int64_t left = (end - fence__now_us()) / 1000;
+        int node = next >= 0 ? next : fence__cluster_node_of(c, slot, left > 1 ? left : 1);
+        fence__redirect rd = {.kind = FENCE__RD_NONE};
+        fence_status st;
+        int fresh = 0, unsent = 1, timed_out = 0;
+        if (node < 0) {
+            st = fence__fail(c, FENCE_ECONN, "%s: no known cluster node serves slot %d",
+                             c->url.display, slot);
+        } else {
+            fence__node *nd = &c->cl->nodes[node];
+            dest d = {&nd->cmd, &nd->cmd_ever, &nd->cmd_checked, node};
+            st = attempt(c, &d, k, asking, &rd, &fresh, &unsent, &timed_out);
+        }
+        if (st != FENCE_ECONN) {
+            return st;
+        }
+        snprintf(last, sizeof last, "%s", fence_client_errmsg(c));
+        if (rd.kind == FENCE__RD_NONE) {
+            fence__cluster_stale(c);
+            /* Sent and unanswered: today's rule (one retry of an idle
+             * connection, never after a timeout). */
+            if (!unsent && (fresh || timed_out || io_retried++)) {
+                return st;
+            }
+            if (!unsent && retried != NULL) {
+                *retried = 1;
+            }
+        }
+        if (!cluster_next(c, &rd, &redirs, &next, &asking, end)) {
+            return fence__fail(c, FENCE_ECONN, "%s: slot %d: gave up after %d attempts "
+                               "(last: %.150s)", c->url.display, slot, redirs, last);
+        }
+    }
 }
 
 fence_status fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs,
@@ -155,39 +321,10 @@ fence_status fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs,
     if (retried != NULL) {
         *retried = 0;
     }
+    call k = {script, nkeys, nargs, args, io, reply, bound_ms, iot};
     pthread_mutex_lock(&c->cmd_lock);
-    fence_status st = FENCE_ECONN;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fresh = c->cmd == NULL || c->cmd->err != 0;
-        st = fence__conn_ensure(c, &c->cmd, &c->cmd_ever, bound_ms);
-        if (st != FENCE_OK) {
-            break;
-        }
-        if (fresh) {
-            c->cmd_checked = 0; /* a new connection: perhaps another server */
-        }
-        fence__conn_timeout(c->cmd, iot);
-        if (io != NULL && io->check) {
-            st = check_server_locked(c);
-            if (st != FENCE_OK) {
-                break;
-            }
-        }
-        int timed_out = 0;
-        st = fence__eval(c, &c->cmd, script, nkeys, nargs, args, &timed_out, io, reply);
-        /* A connection that had been idle may have been closed by a Redis
-         * restart: retry once on a new one.  Every script is safe to
-         * repeat (acquire recognises its own owner id; the caller of a
-         * retried release is told, since its answer is then ambiguous).
-         * A timeout is not retried: Redis is there but not answering, and
-         * a second wait would only double the caller's. */
-        if (st != FENCE_ECONN || fresh || timed_out) {
-            break;
-        }
-        if (retried != NULL) {
-            *retried = 1;
-        }
-    }
+    fence_status st = c->cl != NULL ? cluster_locked(c, &k, retried)
+                                    : standalone_locked(c, &k, retried);
     if (c->cmd != NULL && iot != c->io_timeout_ms) {
         fence__conn_timeout(c->cmd, c->io_timeout_ms);
     }

@@ -203,6 +203,13 @@ static fence_status renew_due(fence_client *c, pass *p, int64_t now)
     for (size_t i = 0; i < n; i++) {
         p->results[i] = -1; /* no answer, until Redis gives one */
     }
+    if (c->cl != NULL) {
+        fence_status st = fence__hb_cluster(c, p->due.v, n, p->results, bound_ms, &p->sent);
+        if (st == FENCE_OK) {
+            fence__metrics_latency(&c->m, fence__now_us() - p->sent);
+        }
+        return st;
+    }
     fence_status st = fence__conn_ensure(c, &c->hb, &c->hb_ever, bound_ms);
     if (st != FENCE_OK) {
         return st;

@@ -120,9 +120,10 @@ const char *fence__mode_args(const fence_client *c, char *jump_us)
 static fence_status too_few_replicas(fence_lease *l, long long acked)
 {
     fence_client *c = l->c;
-    const char *args[3] = {l->owner_key, l->value, l->channel};
+    const char *args[4] = {l->owner_key, l->value, l->channel, "n"};
+    int nargs = c->cl != NULL && !l->has_info ? 4 : 3; /* release.lua */
     void *r = NULL;
-    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, 0, NULL, NULL, &r);
+    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, nargs, args, 0, NULL, NULL, &r);
     if (r != NULL) {
         freeReplyObject(r);
     }
@@ -288,10 +289,12 @@ fence_status fence_renew(fence_lease *l)
 static fence_status release_in_redis(fence_lease *l, int was_held)
 {
     fence_client *c = l->c;
-    const char *args[3] = {l->owner_key, l->value, l->channel};
+    const char *args[4] = {l->owner_key, l->value, l->channel, "n"};
+    int nargs = c->cl != NULL && !l->has_info ? 4 : 3; /* release.lua */
     redisReply *r = NULL;
     int retried = 0;
-    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, 3, args, 0, &retried, NULL, (void **)&r);
+    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, nargs, args, 0, &retried, NULL,
+                                      (void **)&r);
     if (st != FENCE_OK) {
         return st;
     }

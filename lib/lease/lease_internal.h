@@ -4,18 +4,24 @@
  * Layering: a file calls only files on its own level's left or on a lower
  * level, never a higher one (no call cycles between files):
  *
- *   0  jitter.c owner.c scripts.c tls.c url.c errmsg.c  (and lib/common;
- *                    tls.c: OpenSSL contexts, handshakes, its socket BIO;
- *                    url.c frees a URL's SSL_CTX through a pointer)
- *   1  metrics.c transport.c srvinfo.c sentinel.c conn.c eval.c
+ *   0  jitter.c owner.c scripts.c tls.c url.c errmsg.c slot.c  (and
+ *                    lib/common; tls.c: OpenSSL contexts, handshakes, its
+ *                    socket BIO; url.c frees a URL's SSL_CTX through a
+ *                    pointer; slot.c: CRC16 and hash tags of Redis Cluster)
+ *   1  metrics.c transport.c srvinfo.c sentinel.c conn.c cluster.c eval.c
  *                    counters; the one transport (socket, poll timeouts,
  *                    TCP / unix / TLS, RESP through hiredis's encoder and
  *                    reader); what the server says of itself; asking the
  *                    Sentinels for the master; connections (AUTH, SELECT,
- *                    ROLE); running scripts
+ *                    ROLE); Redis Cluster's node table, slot map and
+ *                    redirection replies; running scripts (and routing
+ *                    them to the node of their slot)
  *   2  state.c       what a lease knows: keys, checks, validity, the
  *                    lost transition and its callback, a renewal's effect
- *   3  heartbeat.c   the renewal passes, its thread, fence_heartbeat_run
+ *   3  hbcluster.c heartbeat.c
+ *                    a cluster pass (leases grouped by node and slot, one
+ *                    round trip per node); the renewal passes, its
+ *                    thread, fence_heartbeat_run
  *   4  lease.c       one acquire attempt, renew, release, accessors
  *      counter.c     token_raise, token_last, lease_inspect, server info
  *      reissue.c     fence_lease_reissue (self-healing)
@@ -135,6 +141,13 @@ fence_status fence__fail(const fence_client *c, fence_status status, const char 
 /* A call on c succeeded: clear this thread's message about c. */
 void fence__clear(const fence_client *c);
 
+/* ---- slot.c: Redis Cluster hash slots --------------------------------- */
+#define FENCE__SLOTS 16384
+/* CRC16/XMODEM of buf (crc16("123456789") == 0x31C3). */
+uint16_t fence__crc16(const char *buf, size_t len);
+/* The hash slot of a key: its {tag} when non-empty, else the whole key. */
+int fence__key_slot(const char *key, size_t len);
+
 /* ---- scripts.c ---------------------------------------------------------- */
 enum fence__script {
     FENCE__ACQUIRE,
@@ -229,7 +242,48 @@ struct fence_client {
     int hb_ever;
 
     fence__metrics m;
+    struct fence__cluster *cl; /* NULL: one server (standalone, Sentinel) */
 };
+
+/* ---- Redis Cluster (cluster.c) ------------------------------------------ */
+#define FENCE__CL_MAX_NODES 64
+#define FENCE__CL_NONE 0xffff
+/* A node of the cluster (master or replica; a replica may be promoted).
+ * Entries are only ever appended: an index stays valid for the client's
+ * life.  host/port are written before nnodes grows (under lock). */
+typedef struct fence__node {
+    char host[256];
+    int port;
+    fence__conn *cmd; /* cmd_lock */
+    int cmd_ever, cmd_checked;
+    fence__conn *hb;  /* hb_lock */
+    int hb_ever;
+} fence__node;
+
+typedef struct fence__cluster {
+    pthread_mutex_t lock;         /* slots[], nnodes */
+    pthread_mutex_t refresh_lock; /* one CLUSTER SLOTS at a time */
+    int nnodes;
+    fence__node nodes[FENCE__CL_MAX_NODES];
+    uint16_t slots[FENCE__SLOTS]; /* slot -> master's node index, or NONE */
+    atomic_int stale;             /* refresh the map before the next use */
+    int next_seed;                /* where the next refresh asks first */
+    /* Internal counters (tests and make bench read them). */
+    atomic_uint_fast64_t moved, ask, tryagain, refreshes;
+    atomic_uint_fast64_t hb_round_trips; /* per node: one flush + its replies */
+    atomic_uint_fast64_t hb_node_visits; /* per pass, the nodes it renewed on */
+    atomic_uint_fast64_t hb_last_round_trips, hb_last_nodes; /* the last pass */
+} fence__cluster;
+
+/* A cluster error reply, parsed. */
+enum { FENCE__RD_NONE, FENCE__RD_MOVED, FENCE__RD_ASK, FENCE__RD_TRYAGAIN, FENCE__RD_DOWN };
+typedef struct fence__redirect {
+    int kind;
+    int slot;
+    char host[256];
+    int port;
+    char text[160]; /* the reply, for messages */
+} fence__redirect;
 
 /* ==== level 1 ============================================================ */
 
@@ -263,6 +317,9 @@ int fence__tr_appendf(fence__conn *cn, const char *fmt, ...);
 /* Send what is queued and read the next reply into *reply (a redisReply,
  * freeReplyObject).  0, or -1 with cn->err set (timeout: cn->timed_out). */
 int fence__tr_reply(fence__conn *cn, void **reply);
+/* Send what is queued (within the I/O timeout), reading nothing: a
+ * pipeline to several servers at once.  0, or -1 with cn->err set. */
+int fence__tr_flush(fence__conn *cn);
 /* fence__tr_append + fence__tr_reply; NULL on failure. */
 void *fence__tr_command(fence__conn *cn, int argc, const char **argv, const size_t *lens);
 /* Wait up to us for a reply (pub/sub): 1 *reply set, 0 none yet, -1 failed. */
@@ -304,10 +361,49 @@ fence_status fence__conn_ensure(fence_client *c, fence__conn **rc, int *ever,
                                 int64_t timeout_ms);
 /* Close and NULL *rc. */
 void fence__conn_drop(fence__conn **rc);
+/* Open a connection to host:port (a cluster node): TCP, TLS, AUTH as for
+ * the URL (database 0).  Errors as fence__conn_open. */
+fence_status fence__conn_open_at(fence_client *c, const char *host, int port,
+                                 fence__conn **out, int64_t timeout_ms);
 /* Set both I/O timeouts on an open connection. */
 void fence__conn_timeout(fence__conn *rc, int64_t ms);
-/* Load every script, pipelined, and remember the SHAs (best effort). */
-void fence__scripts_load(fence_client *c, fence__conn *rc);
+/* Load every script, pipelined, and remember the SHAs (best effort).
+ * slots (optional): CLUSTER SLOTS pipelined behind them, its reply there
+ * (NULL on an I/O error): cluster detection costs no round trip. */
+void fence__scripts_load(fence_client *c, fence__conn *rc, void **slots);
+/* Load every script on rc, pipelined, keeping no SHA (a cluster node's
+ * new connection); -1 on an I/O error. */
+int fence__scripts_preload(fence__conn *rc);
+
+/* ---- cluster.c: the node table, the slot map, redirections ------------ */
+/* The reply to CLUSTER SLOTS at open: an array makes c a cluster client
+ * (its map read from it; seed_host replaces an empty announced host).
+ * FENCE_OK (cluster or not), FENCE_EINVAL (a /db URL), FENCE_ENOMEM. */
+fence_status fence__cluster_init(fence_client *c, const void *reply, const char *seed_host);
+/* Close every node connection and free the table (c->cl NULL: no-op). */
+void fence__cluster_free(fence_client *c);
+/* The map may be out of date: refresh before its next use. */
+void fence__cluster_stale(fence_client *c);
+/* Ask the known nodes in turn for CLUSTER SLOTS (within timeout_ms) and
+ * replace the map.  FENCE_OK, or FENCE_ECONN with a message. */
+fence_status fence__cluster_refresh(fence_client *c, int64_t timeout_ms);
+/* The master of slot (refreshing a stale map first): a node index, or -1
+ * when no known node serves it. */
+int fence__cluster_node_of(fence_client *c, int slot, int64_t timeout_ms);
+/* The index of host:port, added if new; -1 when the table is full. */
+int fence__cluster_node_index(fence_client *c, const char *host, int port);
+/* Parse an error reply: FENCE__RD_* (NONE: not a cluster redirection). */
+int fence__redirect_parse(const char *err, fence__redirect *rd);
+/* A MOVED reply: the slot now belongs to its node (returned, -1 if the
+ * table is full); the whole map is refreshed before the next command. */
+int fence__cluster_moved(fence_client *c, const fence__redirect *rd);
+/* A new connection to node (AUTH; no scripts: pub/sub). */
+fence_status fence__cluster_open(fence_client *c, int node, fence__conn **out,
+                                 int64_t timeout_ms);
+/* Make sure *rc (a node's connection) is open: AUTH and the scripts on a
+ * new one; a new connection after an earlier one counts as a reconnect. */
+fence_status fence__cluster_ensure(fence_client *c, int node, fence__conn **rc, int *ever,
+                                   int64_t timeout_ms);
 
 /* ---- eval.c ---------------------------------------------------------- */
 /* The extras of a script call that issues a token. */
@@ -321,8 +417,12 @@ typedef struct fence__issue {
  * I/O error the connection is dropped.  *reply is the reply (owned by the
  * caller: freeReplyObject) on FENCE_OK; an error reply is FENCE_EPROTO.
  * io (optional): WAIT pipelined behind the script. */
+/* Cluster: asking sends ASKING first; with rd, a MOVED / ASK / TRYAGAIN /
+ * CLUSTERDOWN reply fills *rd and returns FENCE_ECONN (the script did not
+ * run). */
 fence_status fence__eval(fence_client *c, fence__conn **rc, int script, int nkeys, int nargs,
-                         const char **args, int *timed_out, fence__issue *io, void **reply);
+                         const char **args, int *timed_out, fence__issue *io, int asking,
+                         fence__redirect *rd, void **reply);
 /* Run a script on the command connection with one retry after a
  * reconnect when a connection that had been idle failed.  Takes cmd_lock.
  * bound_ms > 0 caps each attempt's connect and I/O time below the client's
@@ -331,7 +431,8 @@ fence_status fence__eval(fence_client *c, fence__conn **rc, int script, int nkey
 fence_status fence__eval_cmd(fence_client *c, int script, int nkeys, int nargs,
                              const char **args, int64_t bound_ms, int *retried,
                              fence__issue *io, void **reply);
-/* fence__srv_read() on the command connection (takes cmd_lock). */
+/* fence__srv_read() on the command connection (takes cmd_lock); in a
+ * cluster, the seed node's. */
 fence_status fence__cmd_server_info(fence_client *c, fence_server_info *out);
 
 /* ==== level 2: state.c =================================================== */
@@ -387,7 +488,16 @@ int fence__lose_locked(fence_lease *l, int reason, fence__leasev *q);
  * empty q.  Each may free its lease. */
 void fence__fire_lost(fence__leasev *q);
 
-/* ==== level 3: heartbeat.c =============================================== */
+/* ==== level 3: hbcluster.c, heartbeat.c ================================== */
+/* Renew ls[0..n) in a cluster: grouped by node, and within a node by slot
+ * (one renew_batch.lua call per slot: a script touches one slot); every
+ * node's batches sent before any reply is read: one round trip per node.
+ * Redirected batches are sent again once to their new node.  results[i]:
+ * 1 renewed, 0 refused, -1 no answer (kept at -1 on any failure).  *sent:
+ * when the first batch went out.  FENCE_OK, or the last failure. */
+fence_status fence__hb_cluster(fence_client *c, fence_lease **ls, size_t n, int *results,
+                               int64_t bound_ms, int64_t *sent);
+
 /* Start the thread if the mode asks for it and it is not running. */
 fence_status fence__heartbeat_start(fence_client *c);
 void fence__heartbeat_stop(fence_client *c);

@@ -4,9 +4,15 @@
 -- (which is then left untouched).  The counter is never touched.  The
 -- holder description "<owner key>:info" (same hash slot; acquire.lua) goes
 -- with the owner key: it is this holder's, or a stale one of a crashed
--- holder.
+-- holder.  ARGV[3] 'n' (Redis Cluster, a lease without a description):
+-- leave ":info" alone -- inside a script, a missing key of a slot being
+-- migrated is an error there; a stale description expires by its own TTL.
+-- One key per DEL: a multi-key command on partly migrated keys is refused.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[1] .. ':info')
+  redis.call('DEL', KEYS[1])
+  if ARGV[3] ~= 'n' then
+    redis.call('DEL', KEYS[1] .. ':info')
+  end
   redis.call('PUBLISH', ARGV[2], '1')
   return 1
 end

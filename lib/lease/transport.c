@@ -358,6 +358,15 @@ int fence__tr_reply(fence__conn *cn, void **reply)
     }
 }
 
+int fence__tr_flush(fence__conn *cn)
+{
+    if (cn->err) {
+        return -1;
+    }
+    cn->timed_out = 0;
+    return flush(cn, fence__now_us() + cn->io_ms * 1000);
+}
+
 void *fence__tr_command(fence__conn *cn, int argc, const char **argv, const size_t *lens)
 {
     void *r = NULL;

@@ -18,7 +18,15 @@
 static fence__conn *subscribe(fence_client *c, const char *channel, int64_t timeout_ms)
 {
     fence__conn *sub = NULL;
-    if (fence__conn_open(c, &sub, timeout_ms) != FENCE_OK) {
+    if (c->cl != NULL) {
+        /* Cluster: PUBLISH reaches every node; subscribe on the node of
+         * the channel's slot (the lease's). */
+        int node = fence__cluster_node_of(c, fence__key_slot(channel, strlen(channel)),
+                                          timeout_ms);
+        if (node < 0 || fence__cluster_open(c, node, &sub, timeout_ms) != FENCE_OK) {
+            return NULL;
+        }
+    } else if (fence__conn_open(c, &sub, timeout_ms) != FENCE_OK) {
         return NULL;
     }
     const char *argv[2] = {"SUBSCRIBE", channel};

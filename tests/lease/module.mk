@@ -1,7 +1,7 @@
 # Tests of the Redis lease library (libfence).
 LEASE_TESTS := lease client heartbeat badinput tokens failover
 LEASE_TESTS += holderinfo
-LEASE_TESTS += tls sentinel
+LEASE_TESTS += tls sentinel cluster
 LEASE_TEST_BINS := $(LEASE_TESTS:%=$(B)/tests/lease/test_%)
 TEST_BINS += $(LEASE_TEST_BINS) $(B)/tests/lease/holder
 $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease
@@ -28,4 +28,13 @@ $(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(LIBFENCE)
 BENCH_BINS += $(B)/tests/bench/bench_tls
 $(B)/tests/bench/bench_tls.o: MOD_CFLAGS += -Ilib/lease
 $(B)/tests/bench/bench_tls: $(B)/tests/bench/bench_tls.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
+
+# Issue 9: renew_10k_cluster_round_trips_per_node (goal 1) and
+# renew_10k_cluster_pass_ms, a program of its own (it starts a Redis Cluster
+# through scripts/redis-set): run it with
+#   scripts/with-servers -- $(B)/tests/bench/bench_cluster
+BENCH_BINS += $(B)/tests/bench/bench_cluster
+$(B)/tests/bench/bench_cluster.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_cluster: $(B)/tests/bench/bench_cluster.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)

@@ -1,0 +1,279 @@
+/* cluster.c -- Redis Cluster: the node table (masters and replicas, each
+ * with its command and heartbeat connections), the 16384-slot map read
+ * from CLUSTER SLOTS, and the redirection replies (MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN).  Detected at open from the seed's answer to CLUSTER SLOTS
+ * (pipelined with the script loading: no extra round trip).  Routing a
+ * call by its key's slot is eval.c's; a heartbeat pass is hbcluster.c's. */
+#include "lease_internal.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The index of host:port, added if new (cl->lock held); -1 when full. */
+static int node_index_locked(fence__cluster *cl, const char *host, int port)
+{
+    for (int i = 0; i < cl->nnodes; i++) {
+        if (cl->nodes[i].port == port && strcmp(cl->nodes[i].host, host) == 0) {
+            return i;
+        }
+    }
+    if (cl->nnodes >= FENCE__CL_MAX_NODES || strlen(host) >= sizeof cl->nodes[0].host) {
+        return -1;
+    }
+    fence__node *n = &cl->nodes[cl->nnodes];
+    snprintf(n->host, sizeof n->host, "%s", host);
+    n->port = port;
+    return cl->nnodes++;
+}
+
+/* One node of a CLUSTER SLOTS range ([host, port, id, ...]); an empty or
+ * "?" host is the one asked. */
+static int reply_node_locked(fence__cluster *cl, const redisReply *e, const char *asked)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_INTEGER) {
+        return -1;
+    }
+    const char *h = e->element[0]->str;
+    if (h[0] == '\0' || strcmp(h, "?") == 0) {
+        h = asked;
+    }
+    return node_index_locked(cl, h, (int)e->element[1]->integer);
+}
+
+/* Replace the map with a CLUSTER SLOTS reply (cl->lock held); -1 if it is
+ * not one (the map is then unchanged). */
+static int apply_slots_locked(fence__cluster *cl, const redisReply *r, const char *asked)
+{
+    if (r->type != REDIS_REPLY_ARRAY) {
+        return -1;
+    }
+    for (int s = 0; s < FENCE__SLOTS; s++) {
+        cl->slots[s] = FENCE__CL_NONE;
+    }
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER) {
+            continue;
+        }
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        int master = reply_node_locked(cl, e->element[2], asked);
+        for (size_t k = 3; k < e->elements; k++) {
+            reply_node_locked(cl, e->element[k], asked); /* replicas: refresh sources */
+        }
+        for (long long s = lo < 0 ? 0 : lo; master >= 0 && s <= hi && s < FENCE__SLOTS; s++) {
+            cl->slots[s] = (uint16_t)master;
+        }
+    }
+    return 0;
+}
+
+fence_status fence__cluster_init(fence_client *c, const void *reply, const char *seed_host)
+{
+    const redisReply *r = reply;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        return FENCE_OK; /* "cluster support disabled": one server */
+    }
+    if (c->url.db != 0) {
+        return fence__fail(c, FENCE_EINVAL, "%s: the server is a Redis Cluster node, which has "
+                           "database 0 only: drop /%d from the URL", c->url.display, c->url.db);
+    }
+    fence__cluster *cl = calloc(1, sizeof *cl);
+    if (cl == NULL) {
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&cl->lock, NULL);
+    pthread_mutex_init(&cl->refresh_lock, NULL);
+    apply_slots_locked(cl, r, seed_host);
+    c->cl = cl;
+    return FENCE_OK;
+}
+
+void fence__cluster_free(fence_client *c)
+{
+    fence__cluster *cl = c->cl;
+    if (cl == NULL) {
+        return;
+    }
+    for (int i = 0; i < cl->nnodes; i++) {
+        fence__conn_drop(&cl->nodes[i].cmd);
+        fence__conn_drop(&cl->nodes[i].hb);
+    }
+    pthread_mutex_destroy(&cl->lock);
+    pthread_mutex_destroy(&cl->refresh_lock);
+    free(cl);
+    c->cl = NULL;
+}
+
+void fence__cluster_stale(fence_client *c)
+{
+    atomic_store(&c->cl->stale, 1);
+}
+
+int fence__cluster_node_index(fence_client *c, const char *host, int port)
+{
+    pthread_mutex_lock(&c->cl->lock);
+    int i = node_index_locked(c->cl, host, port);
+    pthread_mutex_unlock(&c->cl->lock);
+    return i;
+}
+
+/* CLUSTER SLOTS from node i on a connection of its own. */
+static fence_status refresh_from(fence_client *c, int i, int64_t timeout_ms)
+{
+    fence__cluster *cl = c->cl;
+    char host[256];
+    pthread_mutex_lock(&cl->lock);
+    snprintf(host, sizeof host, "%s", cl->nodes[i].host);
+    int port = cl->nodes[i].port;
+    pthread_mutex_unlock(&cl->lock);
+    fence__conn *rc = NULL;
+    fence_status st = fence__conn_open_at(c, host, port, &rc, timeout_ms);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    redisReply *r = fence__tr_command(rc, 2, argv, NULL);
+    if (r == NULL) {
+        st = fence__fail(c, FENCE_ECONN, "%s: CLUSTER SLOTS at %s:%d failed: %s",
+                         c->url.display, host, port, rc->errstr);
+    } else {
+        pthread_mutex_lock(&cl->lock);
+        int bad = apply_slots_locked(cl, r, host);
+        pthread_mutex_unlock(&cl->lock);
+        if (bad) {
+            st = fence__fail(c, FENCE_ECONN, "%s: CLUSTER SLOTS refused at %s:%d: %.100s",
+                             c->url.display, host, port,
+                             r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+        }
+        freeReplyObject(r);
+    }
+    fence__conn_drop(&rc);
+    return st;
+}
+
+fence_status fence__cluster_refresh(fence_client *c, int64_t timeout_ms)
+{
+    fence__cluster *cl = c->cl;
+    int64_t end = fence__now_us() + (timeout_ms > 0 ? timeout_ms : 1) * 1000;
+    pthread_mutex_lock(&cl->refresh_lock);
+    pthread_mutex_lock(&cl->lock);
+    int n = cl->nnodes, first = cl->next_seed;
+    pthread_mutex_unlock(&cl->lock);
+    fence_status st = fence__fail(c, FENCE_ECONN, "%s: no cluster node known", c->url.display);
+    /* Start after the node asked last time: the one that failed is often
+     * the one a redirection or a failover is about. */
+    for (int k = 0; k < n; k++) {
+        int64_t left = (end - fence__now_us()) / 1000;
+        if (left < 1) {
+            break;
+        }
+        int i = (first + k) % n;
+        st = refresh_from(c, i, left);
+        if (st == FENCE_OK) {
+            cl->next_seed = (i + 1) % n;
+            atomic_store(&cl->stale, 0);
+            atomic_fetch_add(&cl->refreshes, 1);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cl->refresh_lock);
+    return st;
+}
+
+int fence__cluster_node_of(fence_client *c, int slot, int64_t timeout_ms)
+{
+    fence__cluster *cl = c->cl;
+    if (atomic_load(&cl->stale)) {
+        fence__cluster_refresh(c, timeout_ms); /* on failure: the map we have */
+    }
+    pthread_mutex_lock(&cl->lock);
+    int i = cl->slots[slot];
+    pthread_mutex_unlock(&cl->lock);
+    if (i == FENCE__CL_NONE) {
+        atomic_store(&cl->stale, 1);
+        return -1;
+    }
+    return i;
+}
+
+int fence__redirect_parse(const char *err, fence__redirect *rd)
+{
+    memset(rd, 0, sizeof *rd);
+    snprintf(rd->text, sizeof rd->text, "%s", err);
+    int moved = strncmp(err, "MOVED ", 6) == 0, ask = strncmp(err, "ASK ", 4) == 0;
+    if (strncmp(err, "TRYAGAIN", 8) == 0) {
+        return rd->kind = FENCE__RD_TRYAGAIN;
+    }
+    if (strncmp(err, "CLUSTERDOWN", 11) == 0) {
+        return rd->kind = FENCE__RD_DOWN;
+    }
+    if (!moved && !ask) {
+        return FENCE__RD_NONE;
+    }
+    /* "MOVED <slot> <host>:<port>"; the host may hold ':' (IPv6). */
+    char *end = NULL;
+    long slot = strtol(err + (moved ? 6 : 4), &end, 10);
+    const char *addr = end != NULL && *end == ' ' ? end + 1 : NULL;
+    const char *colon = addr != NULL ? strrchr(addr, ':') : NULL;
+    if (slot < 0 || slot >= FENCE__SLOTS || colon == NULL ||
+        (size_t)(colon - addr) >= sizeof rd->host) {
+        return FENCE__RD_NONE; /* not understood: reported as the error it is */
+    }
+    memcpy(rd->host, addr, (size_t)(colon - addr));
+    rd->port = atoi(colon + 1);
+    rd->slot = (int)slot;
+    return rd->kind = moved ? FENCE__RD_MOVED : FENCE__RD_ASK;
+}
+
+int fence__cluster_moved(fence_client *c, const fence__redirect *rd)
+{
+    fence__cluster *cl = c->cl;
+    const char *host = rd->host[0] != '\0' ? rd->host : c->url.host;
+    pthread_mutex_lock(&cl->lock);
+    int i = node_index_locked(cl, host, rd->port);
+    if (i >= 0) {
+        cl->slots[rd->slot] = (uint16_t)i;
+    }
+    pthread_mutex_unlock(&cl->lock);
+    atomic_store(&cl->stale, 1);
+    return i;
+}
+
+fence_status fence__cluster_open(fence_client *c, int node, fence__conn **out,
+                                 int64_t timeout_ms)
+{
+    fence__cluster *cl = c->cl;
+    char host[256];
+    pthread_mutex_lock(&cl->lock);
+    snprintf(host, sizeof host, "%s", cl->nodes[node].host);
+    int port = cl->nodes[node].port;
+    pthread_mutex_unlock(&cl->lock);
+    return fence__conn_open_at(c, host, port, out, timeout_ms);
+}
+
+fence_status fence__cluster_ensure(fence_client *c, int node, fence__conn **rc, int *ever,
+                                   int64_t timeout_ms)
+{
+    if (*rc != NULL && (*rc)->err == 0) {
+        return FENCE_OK;
+    }
+    fence__conn_drop(rc);
+    fence_status st = fence__cluster_open(c, node, rc, timeout_ms);
+    if (st == FENCE_OK && fence__scripts_preload(*rc) != 0) {
+        st = fence__fail(c, FENCE_ECONN, "%s: cluster node %s:%d: %s", c->url.display,
+                         c->cl->nodes[node].host, c->cl->nodes[node].port, (*rc)->errstr);
+        fence__conn_drop(rc);
+    }
+    if (st == FENCE_OK) {
+        if (*ever) {
+            atomic_fetch_add(&c->m.reconnects, 1);
+        }
+        *ever = 1;
+    }
+    return st;
+}

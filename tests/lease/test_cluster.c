@@ -1,0 +1,546 @@
+/*
+ * test_cluster.c -- issue 9, Redis Cluster: three masters and a replica of
+ * each (scripts/redis-set cluster, loopback, always stopped;
+ * cluster-node-timeout 500).  The seed is any node; names spread over the
+ * masters; the heartbeat makes one round trip per node per pass; a slot
+ * migrated while leases in it are held (ASK, TRYAGAIN, then MOVED); a
+ * master killed (its replica takes over) and then a master with no replica
+ * (CLUSTERDOWN, bounded); wake-ups; bad input.  The internal counters of
+ * lease_internal.h (c->cl) say what happened inside.
+ */
+#include "lease_internal.h"
+#include "setutil.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The shared cluster (an unchecked fixture: started once, in the parent). */
+static lu_set shared;
+static int shared_ports[6];
+
+static void read_ports(const lu_set *s, int *ports)
+{
+    char env[1100], line[256];
+    snprintf(env, sizeof env, "%s/env", s->dir);
+    FILE *f = fopen(env, "r");
+    ck_assert_msg(f != NULL, "no %s", env);
+    while (fgets(line, sizeof line, f) != NULL) {
+        sscanf(line, "CLUSTER_PORTS=\"%d %d %d %d %d %d\"", &ports[0], &ports[1], &ports[2],
+               &ports[3], &ports[4], &ports[5]);
+    }
+    fclose(f);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_gt(ports[i], 0);
+    }
+}
+
+static void shared_start(void)
+{
+    lu_set_start(&shared, "cluster", NULL);
+    read_ports(&shared, shared_ports);
+}
+
+static void shared_stop(void)
+{
+    lu_set_stop(&shared);
+}
+
+static fence_client *open_port(int port, int mode)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = url;
+    o.heartbeat_mode = mode;
+    fence_client *c = lu_open_opts(&o);
+    ck_assert_msg(c->cl != NULL, "%s: not detected as a cluster", url);
+    return c;
+}
+
+static long long cmd_int(int port, const char *fmt, const char *arg)
+{
+    redisContext *r = lu_connect(port);
+    redisReply *rep = redisCommand(r, fmt, arg);
+    ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_INTEGER, "%s %s on %d", fmt, arg, port);
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    redisFree(r);
+    return v;
+}
+
+/* The port of the master serving slot, from CLUSTER SLOTS on port. */
+static int slot_owner(int port, int slot)
+{
+    redisContext *r = lu_connect(port);
+    redisReply *rep = redisCommand(r, "CLUSTER SLOTS");
+    ck_assert(rep != NULL && rep->type == REDIS_REPLY_ARRAY);
+    int owner = 0;
+    for (size_t i = 0; i < rep->elements; i++) {
+        redisReply *e = rep->element[i];
+        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer) {
+            owner = (int)e->element[2]->element[1]->integer;
+        }
+    }
+    freeReplyObject(rep);
+    redisFree(r);
+    return owner;
+}
+
+/* The node id of port (CLUSTER MYID) into id (41 bytes). */
+static void node_id(int port, char *id)
+{
+    redisContext *r = lu_connect(port);
+    redisReply *rep = redisCommand(r, "CLUSTER MYID");
+    ck_assert(rep != NULL && rep->type == REDIS_REPLY_STRING);
+    snprintf(id, 41, "%s", rep->str);
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+START_TEST(slot_of_keys)
+{
+    ck_assert_uint_eq(fence__crc16("123456789", 9), 0x31C3);
+    const char *keys[] = {"foo", "fence:{abc}", "fence:{abc}:token", "{user1000}.following",
+                          "a{}b", "x{}{y}", "{", "}{a}", "fence:{a{b}c}", "", "plain-name"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        long long want = cmd_int(shared_ports[0], "CLUSTER KEYSLOT %s", keys[i]);
+        ck_assert_msg(fence__key_slot(keys[i], strlen(keys[i])) == want, "%s: %d, Redis %lld",
+                      keys[i], fence__key_slot(keys[i], strlen(keys[i])), want);
+    }
+    ck_assert_int_eq(fence__key_slot("fence:{abc}", 11), fence__key_slot("x{abc}:released", 15));
+}
+END_TEST
+
+/* 200 names through each node in turn as the seed. */
+START_TEST(any_seed_many_names)
+{
+    enum { N = 200 };
+    static uint64_t last[N];
+    for (int seed = 0; seed < 3; seed++) {
+        fence_client *c = open_port(shared_ports[seed], FENCE_HEARTBEAT_THREAD);
+        fence_client *other = open_port(shared_ports[(seed + 1) % 3], FENCE_HEARTBEAT_THREAD);
+        int per_master[3] = {0, 0, 0};
+        for (int i = 0; i < N; i++) {
+            char name[32], key[64];
+            snprintf(name, sizeof name, "spread-%d", i);
+            snprintf(key, sizeof key, "fence:{%s}", name);
+            fence_lease *l = lu_acquire_ok(c, name, 5000, 0);
+            ck_assert_msg(fence_lease_token(l) > last[i], "%s: token %llu after %llu", name,
+                          (unsigned long long)fence_lease_token(l), (unsigned long long)last[i]);
+            last[i] = fence_lease_token(l);
+            fence_lease *l2 = NULL;
+            EXPECT_RC(fence_try_acquire(other, name, 5000, &l2), FENCE_BUSY, other);
+            EXPECT_RC(fence_renew(l), FENCE_OK, c);
+            uint64_t t = 0;
+            EXPECT_RC(fence_token_last(other, name, &t), FENCE_OK, other);
+            ck_assert_uint_eq(t, last[i]);
+            int owner = slot_owner(shared_ports[0], fence__key_slot(key, strlen(key)));
+            for (int m = 0; m < 3; m++) {
+                per_master[m] += owner == shared_ports[m];
+            }
+            EXPECT_RC(fence_release(l), FENCE_OK, c);
+        }
+        for (int m = 0; m < 3; m++) {
+            ck_assert_msg(per_master[m] >= 30, "master %d served only %d names", m, per_master[m]);
+        }
+        fence_client_close(other);
+        fence_client_close(c);
+    }
+}
+END_TEST
+
+/* 300 leases over 3 nodes kept across several TTLs; one round trip per
+ * node per pass (thread mode), and exactly 3 for one manual pass. */
+START_TEST(heartbeat_one_round_trip_per_node)
+{
+    enum { N = 300 };
+    static fence_lease *ls[N];
+    fence_client *c = open_port(shared_ports[1], FENCE_HEARTBEAT_THREAD);
+    lu_lost lost;
+    lu_lost_init(&lost);
+    for (int i = 0; i < N; i++) {
+        ls[i] = lu_acquire_cb(c, tu_name("hb"), 300, 0, 0, &lost);
+    }
+    tu_sleep_ms(1500); /* five TTLs */
+    ck_assert_int_eq(atomic_load(&lost.calls), 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert(!fence_lease_lost(ls[i]));
+    }
+    uint64_t rt = atomic_load(&c->cl->hb_round_trips), nv = atomic_load(&c->cl->hb_node_visits);
+    ck_assert_msg(rt > 0 && rt == nv, "%llu round trips for %llu node visits",
+                  (unsigned long long)rt, (unsigned long long)nv);
+    for (int i = 0; i < N; i++) {
+        EXPECT_RC(fence_release(ls[i]), FENCE_OK, c);
+    }
+    fence_client_close(c);
+
+    c = open_port(shared_ports[2], FENCE_HEARTBEAT_MANUAL);
+    for (int i = 0; i < N; i++) {
+        ls[i] = lu_acquire_cb(c, tu_name("hbm"), 3000, 100, 0, NULL);
+    }
+    tu_sleep_ms(120);
+    int64_t next = 0;
+    EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
+    ck_assert_uint_eq(atomic_load(&c->cl->hb_last_nodes), 3);
+    ck_assert_uint_eq(atomic_load(&c->cl->hb_last_round_trips), 3);
+    fence_metrics m;
+    fence_client_metrics(c, &m);
+    ck_assert_uint_eq(m.renew_ok, N);
+    for (int i = 0; i < N; i++) {
+        EXPECT_RC(fence_release(ls[i]), FENCE_OK, c);
+    }
+    fence_client_close(c);
+}
+END_TEST
+
+typedef struct waiter {
+    fence_client *c;
+    const char *name;
+    int rc;
+    int64_t got_ms;
+} waiter;
+
+static void *wait_main(void *arg)
+{
+    waiter *w = arg;
+    fence_lease_options lo;
+    fence_lease_options_init(&lo, 5000);
+    lo.wait_ms = 5000;
+    fence_lease *l = NULL;
+    w->rc = fence_acquire(w->c, w->name, &lo, &l);
+    w->got_ms = tu_now_ms();
+    if (l != NULL) {
+        fence_release(l);
+    }
+    return NULL;
+}
+
+/* A release wakes a waiter of another client (seeded at another node) at
+ * once: pub/sub, not the 1 s safety poll or the holder's 10 s TTL; and the
+ * release message reaches subscribers on every master, not only the
+ * slot's (so a waiter on any node hears it). */
+START_TEST(release_wakes_waiter)
+{
+    fence_client *holder = open_port(shared_ports[0], FENCE_HEARTBEAT_THREAD);
+    fence_client *wc = open_port(shared_ports[2], FENCE_HEARTBEAT_THREAD);
+    for (int k = 0; k < 3; k++) {
+        const char *name = tu_name("wake");
+        fence_lease *l = lu_acquire_ok(holder, name, 10000, 0);
+        waiter w = {wc, name, -1, 0};
+        pthread_t t;
+        pthread_create(&t, NULL, wait_main, &w);
+        tu_sleep_ms(300);
+        /* Subscribers on every master, the slot's and the others. */
+        redisContext *subs[3];
+        char channel[128];
+        snprintf(channel, sizeof channel, "fence:{%s}:released", name);
+        for (int m = 0; m < 3; m++) {
+            subs[m] = lu_connect(shared_ports[m]);
+            redisReply *r = redisCommand(subs[m], "SUBSCRIBE %s", channel);
+            ck_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+            freeReplyObject(r);
+        }
+        int64_t released = tu_now_ms();
+        EXPECT_RC(fence_release(l), FENCE_OK, holder);
+        pthread_join(t, NULL);
+        ck_assert_int_eq(w.rc, FENCE_OK);
+        ck_assert_msg(w.got_ms - released < 200, "woken after %lld ms",
+                      (long long)(w.got_ms - released));
+        for (int m = 0; m < 3; m++) { /* PUBLISH is broadcast over the cluster bus */
+            redisReply *r = NULL;
+            ck_assert_msg(redisGetReply(subs[m], (void **)&r) == REDIS_OK && r != NULL &&
+                          r->type == REDIS_REPLY_ARRAY && r->elements == 3,
+                          "no release message on master %d", shared_ports[m]);
+            freeReplyObject(r);
+            redisFree(subs[m]);
+        }
+    }
+    fence_client_close(wc);
+    fence_client_close(holder);
+}
+END_TEST
+
+/* Three names whose keys share one slot, into names (32 bytes each). */
+static int same_slot_names(char names[3][32])
+{
+    int slot = -1, found = 0;
+    for (int i = 0; found < 3; i++) {
+        char key[64];
+        snprintf(names[found], 32, "mig-%d-%d", (int)getpid(), i);
+        snprintf(key, sizeof key, "fence:{%s}", names[found]);
+        int s = fence__key_slot(key, strlen(key));
+        if (slot < 0) {
+            slot = s;
+        }
+        found += s == slot;
+    }
+    return slot;
+}
+
+static void migrate_name(int src, int dst, const char *name)
+{
+    redisContext *r = lu_connect(src);
+    char k1[64], k2[64];
+    snprintf(k1, sizeof k1, "fence:{%s}", name);
+    snprintf(k2, sizeof k2, "fence:{%s}:token", name);
+    redisReply *rep = redisCommand(r, "MIGRATE 127.0.0.1 %d %b 0 5000 KEYS %s %s", dst, "", (size_t)0,
+                                   k1, k2);
+    ck_assert_msg(rep != NULL && rep->type != REDIS_REPLY_ERROR, "MIGRATE: %s",
+                  rep ? rep->str : r->errstr);
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+/* A slot migrated while three leases in it are held. */
+START_TEST(slot_migration)
+{
+    char names[3][32], sid[41], did[41];
+    int slot = same_slot_names(names);
+    int src = slot_owner(shared_ports[0], slot);
+    int dst = src == shared_ports[0] ? shared_ports[1] : shared_ports[0];
+    node_id(src, sid);
+    node_id(dst, did);
+    fence_client *c = open_port(shared_ports[2], FENCE_HEARTBEAT_MANUAL);
+    fence_lease *l[3];
+    uint64_t tok[3];
+    for (int i = 0; i < 3; i++) {
+        l[i] = lu_acquire_cb(c, names[i], 2000, 100, 0, NULL);
+        tok[i] = fence_lease_token(l[i]);
+    }
+    redisContext *rs = lu_connect(src), *rd = lu_connect(dst);
+    lu_cmd_ok(rd, "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    lu_cmd_ok(rs, "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    migrate_name(src, dst, names[0]); /* partly moved: names[0] only */
+
+    uint64_t ask0 = atomic_load(&c->cl->ask);
+    EXPECT_RC(fence_renew(l[0]), FENCE_OK, c); /* ASK */
+    EXPECT_RC(fence_renew(l[1]), FENCE_OK, c); /* still on the source */
+    ck_assert_uint_gt(atomic_load(&c->cl->ask), ask0);
+    tu_sleep_ms(120);
+    int64_t next;
+    uint64_t ok0 = lu_metrics(c).renew_ok;
+    EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c); /* TRYAGAIN, split, ASK */
+    ck_assert_uint_eq(lu_metrics(c).renew_ok - ok0, 3);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(!fence_lease_lost(l[i]));
+    }
+    /* Another client: acquire of the moved, held name (ASK, then BUSY). */
+    fence_client *c2 = open_port(shared_ports[0], FENCE_HEARTBEAT_THREAD);
+    fence_lease *busy = NULL;
+    EXPECT_RC(fence_try_acquire(c2, names[0], 2000, &busy), FENCE_BUSY, c2);
+    ck_assert_uint_gt(atomic_load(&c2->cl->ask), 0);
+    EXPECT_RC(fence_release(l[0]), FENCE_OK, c); /* ASK */
+    /* Free now, but its counter is on the target and its owner key on
+     * neither: a two-key script there is TRYAGAIN until the migration
+     * ends; the call gives up within its bound, naming the reply. */
+    int64_t t0 = tu_now_ms();
+    EXPECT_RC(fence_try_acquire(c2, names[0], 2000, &busy), FENCE_ECONN, c2);
+    ck_assert_int_lt(tu_now_ms() - t0, 3000);
+    ck_assert_msg(strstr(fence_client_errmsg(c2), "TRYAGAIN") != NULL, "%s",
+                  fence_client_errmsg(c2));
+    fence_client_close(c2);
+    l[0] = NULL;
+
+    migrate_name(src, dst, names[1]);
+    migrate_name(src, dst, names[2]);
+    for (int p = 0; p < 3; p++) {
+        redisContext *r = lu_connect(shared_ports[p]);
+        lu_cmd_ok(r, "CLUSTER SETSLOT %d NODE %s", slot, did);
+        redisFree(r);
+    }
+    uint64_t moved0 = atomic_load(&c->cl->moved);
+    tu_sleep_ms(120);
+    ok0 = lu_metrics(c).renew_ok;
+    EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c); /* MOVED */
+    ck_assert_uint_eq(lu_metrics(c).renew_ok - ok0, 2);
+    EXPECT_RC(fence_renew(l[1]), FENCE_OK, c);
+    ck_assert_uint_gt(atomic_load(&c->cl->moved), moved0);
+    ck_assert_int_eq(slot_owner(shared_ports[0], slot), dst);
+    for (int i = 0; i < 3; i++) {
+        if (l[i] != NULL) {
+            ck_assert(!fence_lease_lost(l[i]));
+            EXPECT_RC(fence_release(l[i]), FENCE_OK, c);
+        }
+        l[i] = lu_acquire_cb(c, names[i], 2000, 100, 0, NULL);
+        ck_assert_uint_gt(fence_lease_token(l[i]), tok[i]);
+        EXPECT_RC(fence_release(l[i]), FENCE_OK, c);
+    }
+    redisFree(rs);
+    redisFree(rd);
+    fence_client_close(c);
+}
+END_TEST
+
+/* The replica of master port mp among ports (ROLE), 0 if none. */
+static int replica_of(const int *ports, int mp)
+{
+    for (int i = 0; i < 6; i++) {
+        redisContext *r = lu_connect(ports[i]);
+        redisReply *rep = redisCommand(r, "ROLE");
+        int is = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
+                 strcmp(rep->element[0]->str, "slave") == 0 &&
+                 rep->element[2]->integer == mp;
+        freeReplyObject(rep);
+        redisFree(r);
+        if (is) {
+            return ports[i];
+        }
+    }
+    return 0;
+}
+
+static int dir_of(const int *ports, int port)
+{
+    for (int i = 0; i < 6; i++) {
+        if (ports[i] == port) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* A name whose slot the master mp serves (the set's view from any), into
+ * out (64 bytes). */
+static const char *name_on(int any, int mp, const char *base, char *out)
+{
+    for (;;) {
+        snprintf(out, 64, "%s", tu_name(base));
+        char key[128];
+        snprintf(key, sizeof key, "fence:{%s}", out);
+        if (slot_owner(any, fence__key_slot(key, strlen(key))) == mp) {
+            return out;
+        }
+    }
+}
+
+/* Kill a master: its replica is promoted; the heartbeat and the next
+ * acquire follow, a lease that cannot be renewed is lost on time.  Then
+ * kill the promoted one (no replica left): CLUSTERDOWN, bounded. */
+START_TEST(failover_then_clusterdown)
+{
+    lu_set s;
+    int ports[6];
+    lu_set_start(&s, "cluster", NULL);
+    read_ports(&s, ports);
+    int victim = ports[0], live = ports[1], rep = replica_of(ports, victim);
+    ck_assert_int_gt(rep, 0);
+    fence_client *c = open_port(live, FENCE_HEARTBEAT_THREAD);
+    lu_lost lv, ll;
+    lu_lost_init(&lv);
+    lu_lost_init(&ll);
+    char bv[64], bl[64];
+    const char *nv = name_on(live, victim, "fo-v", bv), *nl = name_on(live, live, "fo-l", bl);
+    fence_lease *a = lu_acquire_cb(c, nv, 1000, 0, 0, &lv);
+    /* b's node stays up, but the whole cluster answers CLUSTERDOWN from
+     * the victim's FAIL until its replica is promoted: b's TTL spans it. */
+    fence_lease *b = lu_acquire_cb(c, nl, 5000, 0, 0, &ll);
+    char who[16];
+    snprintf(who, sizeof who, "node%d", dir_of(ports, victim));
+    int64_t killed = tu_now_ms();
+    lu_set_ctl(&s, who, "kill");
+    ck_assert_msg(lu_wait_master(rep, 10000), "replica %d not promoted", rep);
+    /* a: renewed on the promoted replica, or lost on time (never late). */
+    if (atomic_load(&lv.calls) > 0 || fence_lease_lost(a)) {
+        ck_assert_int_le(tu_now_ms() - killed, 10000);
+    }
+    tu_sleep_ms(1500);
+    ck_assert_int_eq(atomic_load(&ll.calls), 0);
+    ck_assert(!fence_lease_lost(b));
+    fence_lease *a2 = NULL;
+    int64_t t0 = tu_now_ms();
+    int rc = fence_try_acquire(c, nv, 1000, &a2);
+    for (int i = 0; rc == FENCE_BUSY && i < 30; i++) { /* a's key may live out its TTL */
+        tu_sleep_ms(100);
+        rc = fence_try_acquire(c, nv, 1000, &a2);
+    }
+    if (fence_lease_lost(a)) {
+        EXPECT_RC(rc, FENCE_OK, c);
+        EXPECT_RC(fence_release(a2), FENCE_OK, c);
+    } else {
+        ck_assert_int_eq(rc, FENCE_BUSY); /* a is still held: renewed on the promoted node */
+    }
+    ck_assert_int_le(tu_now_ms() - t0, 5000);
+    fence_release(a);
+
+    /* The promoted node dies too: no replica left, the cluster is down. */
+    snprintf(who, sizeof who, "node%d", dir_of(ports, rep));
+    lu_set_ctl(&s, who, "kill");
+    for (int i = 0; i < 100; i++) {
+        redisContext *r = lu_connect(live);
+        redisReply *info = redisCommand(r, "CLUSTER INFO");
+        int down = info != NULL && strstr(info->str, "cluster_state:fail") != NULL;
+        freeReplyObject(info);
+        redisFree(r);
+        if (down) {
+            break;
+        }
+        tu_sleep_ms(100);
+    }
+    fence_lease *l3 = NULL;
+    t0 = tu_now_ms();
+    EXPECT_RC(fence_try_acquire(c, tu_name("down"), 1000, &l3), FENCE_ECONN, c);
+    int64_t took = tu_now_ms() - t0;
+    ck_assert_msg(took < 4000, "gave up after %lld ms", (long long)took);
+    ck_assert_msg(strstr(fence_client_errmsg(c), "CLUSTERDOWN") != NULL ||
+                  strstr(fence_client_errmsg(c), "cluster node") != NULL,
+                  "%s", fence_client_errmsg(c));
+    fence_release(b);
+    fence_client_close(c);
+    lu_set_stop(&s);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", shared_ports[0]);
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = url;
+    fence_client *c = NULL;
+    EXPECT_RC(fence_client_open(&c, &o), FENCE_EINVAL, c);
+    ck_assert_msg(strstr(fence_client_errmsg(c), "Redis Cluster") != NULL &&
+                  strstr(fence_client_errmsg(c), "database 0") != NULL, "%s",
+                  fence_client_errmsg(c));
+    fence_client_close(c);
+    lu_set closed;
+    lu_set_start(&closed, "solo", NULL);
+    int port = closed.master;
+    lu_set_stop(&closed);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    c = NULL;
+    EXPECT_RC(fence_client_open(&c, &o), FENCE_ECONN, c);
+    ck_assert_msg(strstr(fence_client_errmsg(c), "refused") != NULL, "%s",
+                  fence_client_errmsg(c));
+    fence_client_close(c);
+}
+END_TEST
+
+static Suite *cluster_suite(void)
+{
+    Suite *s = suite_create("cluster");
+    TCase *tc = tcase_create("shared");
+    tcase_add_unchecked_fixture(tc, shared_start, shared_stop);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, slot_of_keys);
+    tcase_add_test(tc, any_seed_many_names);
+    tcase_add_test(tc, heartbeat_one_round_trip_per_node);
+    tcase_add_test(tc, release_wakes_waiter);
+    tcase_add_test(tc, slot_migration);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    TCase *fo = tcase_create("failover");
+    tcase_set_timeout(fo, 60);
+    tcase_add_test(fo, failover_then_clusterdown);
+    suite_add_tcase(s, fo);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(cluster_suite());
+}
