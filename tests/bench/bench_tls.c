@@ -138,6 +138,6 @@ int main(void)
     double pb = (double)b[ROUNDS / 2] / PER_ROUND / 1000.0;
     printf("acquire_release_plain_us %.1f us\n", pa);
     printf("acquire_release_tls_us %.1f us\n", pb);
-    printf("acquire_release_tls_vs_plain_ratio %.2f ratio\n", pb / pa);
+    printf("acquire_release_tls_vs_plain_ratio %.2f x\n", pb / pa);
     return 0;
 }
