@@ -1,6 +1,6 @@
 # fence -- top-level Makefile.
 #
-#   make                     libraries (static + shared with SONAME), .pc files, CLI
+#   make                     libraries (static + shared with SONAME), .pc files, CLI, extensions
 #   make test                the whole test suite against real servers (installs deps if missing)
 #   make check SANITIZER=address|undefined|thread   the same suite under a sanitizer
 #   make valgrind            the core suites under valgrind memcheck
@@ -8,7 +8,9 @@
 #   make demo                the paused-holder race, shown and defeated
 #   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR,
 #                            PKGCONFIGDIR, MANDIR, BASHCOMPDIR (given at install time:
-#                            the .pc files are written then, from lib/*/*.pc.in)
+#                            the .pc files are written then, from lib/*/*.pc.in); the
+#                            PostgreSQL extension goes where PG_CONFIG (pg_config) says,
+#                            under DESTDIR
 #   make help                every target, one line each
 #
 # Your CFLAGS/LDFLAGS add to the project's flags; they never replace them.
@@ -61,6 +63,8 @@ BENCH_BINS  :=
 EXAMPLE_BINS :=
 FUZZ_BINS   :=
 EXTENSIONS  :=   # loadable modules (the SQLite extension), installed in $(LIBDIR)/fence
+LATE_RULES  :=   # names of rule texts a fragment defers (see after the includes)
+PG_EXTENSIONS :=  # the PostgreSQL extension (lib/pgext), installed where pg_config says
 
 # Names more than one fragment uses are set here, before any fragment is
 # read, so that the fragments can be read in any order.
@@ -114,14 +118,19 @@ define link_so
 endef
 
 # Every module; a missing one is an error, not a silent skip.
-MODULES := lib/lease lib/pg lib/sqlite lib/gate cli examples \
+MODULES := lib/lease lib/pg lib/pgext lib/sqlite lib/gate cli examples \
            tests tests/lease tests/pg tests/sqlite tests/gate
 include $(MODULES:%=%/module.mk)
+# Rules a fragment defers until every fragment has been read, because
+# lines at its end may still append to the lists they read (tests/pg).
+$(foreach r,$(LATE_RULES),$(eval $(value $(r))))
 
-all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS)
+all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS) $(PG_EXTENSIONS)
 examples: $(EXAMPLE_BINS)
-# The shell suites drive the CLI, the examples and the SQLite extension.
-tests-build: $(TEST_BINS) $(BINS) $(EXAMPLE_BINS) $(EXTENSIONS)
+# The shell suites drive the CLI, the examples and the SQLite extension;
+# the PostgreSQL suites run once per implementation, one of them the
+# PostgreSQL extension's.
+tests-build: $(TEST_BINS) $(BINS) $(EXAMPLE_BINS) $(EXTENSIONS) $(PG_EXTENSIONS)
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -149,7 +158,7 @@ check:
 	@if [ -z "$(SANITIZER)" ]; then echo "usage: make check SANITIZER=address|undefined|thread" >&2; exit 64; fi
 	@scripts/install-deps --if-missing
 	@$(MAKE) --no-print-directory SANITIZER=$(SANITIZER) OPT=-O1 all examples tests-build
-	@FENCE_SANITIZER=$(SANITIZER) scripts/run-tests build/$(SANITIZER)
+	@FENCE_SANITIZER=$(SANITIZER) scripts/run-tests $(B)
 
 valgrind:
 	@scripts/install-deps --if-missing
@@ -159,7 +168,7 @@ valgrind:
 bench:
 	@scripts/install-deps --if-missing
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
-	@scripts/run-bench $(B)
+	@FENCE_PGEXT_DIR=$(B)/lib/pgext scripts/run-bench $(B)
 
 # make fuzz: the libFuzzer targets (tests/fuzz), built with clang in
 # build/fuzz (never mixed with the gcc objects), each run for FUZZ_SECONDS
@@ -214,6 +223,7 @@ install: all
 	done
 	$(if $(BINS),install -m 755 $(BINS) '$(DESTDIR)$(BINDIR)/')
 	$(if $(EXTENSIONS),install -d '$(DESTDIR)$(LIBDIR)/fence' && install -m 755 $(EXTENSIONS) '$(DESTDIR)$(LIBDIR)/fence/')
+	$(if $(PG_EXTENSIONS),mkdir -p $(PGEXT_DIR) && $(PGEXT_MAKE) install DESTDIR='$(DESTDIR)')
 	for d in $(SQL_PARTS); do \
 	  install -d '$(DESTDIR)$(DATADIR)/'$$d && install -m 644 sql/$$d/*.sql '$(DESTDIR)$(DATADIR)/'$$d/ || exit 1; \
 	done
@@ -232,6 +242,7 @@ uninstall:
 	for f in $(notdir $(BINS)); do rm -f '$(DESTDIR)$(BINDIR)/'$$f; done
 	for f in $(notdir $(EXTENSIONS)); do rm -f '$(DESTDIR)$(LIBDIR)/fence/'$$f; done
 	$(if $(EXTENSIONS),rmdir '$(DESTDIR)$(LIBDIR)/fence' 2>/dev/null || true)
+	$(if $(PG_EXTENSIONS),mkdir -p $(PGEXT_DIR) && $(PGEXT_MAKE) uninstall DESTDIR='$(DESTDIR)')
 	for d in $(SQL_PARTS); do \
 	  for f in sql/$$d/*.sql; do rm -f '$(DESTDIR)$(DATADIR)/'$$d/$${f##*/}; done; \
 	  rmdir '$(DESTDIR)$(DATADIR)/'$$d 2>/dev/null || true; \
@@ -243,7 +254,8 @@ uninstall:
 
 # make help: one line per target.
 help:
-	@echo 'make [all]        the four libraries (static, shared with SONAME), their .pc files, the fence CLI'
+	@echo 'make [all]        the four libraries (static, shared with SONAME), their .pc files, the fence CLI,'
+	@echo '                  the SQLite extension, the PostgreSQL extension (lib/pgext, PGXS)'
 	@echo 'make examples     the example programs (examples/)'
 	@echo 'make test         every test suite against throwaway Redis and PostgreSQL (installs deps if missing)'
 	@echo 'make check SANITIZER=address|undefined|thread   the same suites under a sanitizer'
@@ -252,14 +264,17 @@ help:
 	@echo 'make demo         the paused-holder race, shown and defeated'
 	@echo 'make fuzz         the libFuzzer targets, FUZZ_SECONDS each (clang, build/fuzz)'
 	@echo 'make torture      a bounded fault run, TORTURE_SECONDS long (150)'
-	@echo 'make tests-build  the test binaries, the CLI, the examples and the SQLite extension, without running'
+	@echo 'make tests-build  the test binaries, the CLI, the examples, the SQLite and PostgreSQL extensions, without running'
 	@echo 'make deps         install the Debian packages needed to build and test (scripts/install-deps)'
 	@echo 'make install      libraries, headers, .pc, fence, SQLite extension, SQL, man pages, bash completion'
-	@echo '                  (PREFIX=$(PREFIX) DESTDIR LIBDIR INCLUDEDIR BINDIR DATADIR PKGCONFIGDIR MANDIR BASHCOMPDIR)'
+	@echo '                  (PREFIX=$(PREFIX) DESTDIR LIBDIR INCLUDEDIR BINDIR DATADIR PKGCONFIGDIR MANDIR BASHCOMPDIR),'
+	@echo '                  and the PostgreSQL extension where pg_config says (PG_CONFIG, DESTDIR;'
+	@echo '                  PG_EXTENSIONS= leaves it out of the build and the install)'
 	@echo 'make uninstall    remove exactly what make install put there (same variables)'
 	@echo 'make clean        remove build/'
 	@echo 'make help         this list'
-	@echo 'Variables: B=DIR (build folder), SANITIZER, OPT, CC, CFLAGS, LDFLAGS (added to the project flags).'
+	@echo 'Variables: B=DIR (build folder), SANITIZER, OPT, CC, CFLAGS, LDFLAGS (added to the project flags),'
+	@echo '           PG_CONFIG (the PostgreSQL the extension is built for and installed into).'
 
 clean:
 	rm -rf build

@@ -133,13 +133,71 @@ fence_as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-# fence_start_postgres: sets FENCE_PG_PORT, FENCE_PG_DIR, FENCE_PG_BINDIR.
+# fence_pg_private_tree BINDIR EXTDIR TREE: a private installation of the
+# PostgreSQL of BINDIR under TREE that also holds the extension "fence"
+# built in EXTDIR (fence.so, fence.control, fence--*.sql), so that CREATE
+# EXTENSION fence works as in production without writing to system
+# folders.  PostgreSQL finds its share and lib folders relative to the
+# real path of its binary (for Debian's bin /usr/lib/postgresql/15/bin:
+# ../../../../share/postgresql/15 and ../lib), so the tree mirrors that
+# layout: postgres and pg_ctl (which starts the postgres next to its own
+# real path) are copies, everything else of bin, lib and share is a
+# symlink, and share's extension folder is a real one with the
+# extension's files added.  Prints the tree's bin folder.
+fence_pg_private_tree() {
+  local bindir=$1 ext=$2 tree=$3 pgc share pkglib sub rel f
+  pgc="$bindir/pg_config"
+  [ -x "$pgc" ] || pgc=$(command -v pg_config) || return 1
+  share=$("$pgc" --sharedir) && pkglib=$("$pgc" --pkglibdir) || return 1
+  # The bin folder's path below the prefix the three folders share
+  # (Debian: lib/postgresql/15/bin, share/postgresql/15, lib/postgresql/15/lib).
+  local prefix=${bindir%/lib/postgresql/*}
+  [ "$prefix" != "$bindir" ] && [ "${share#"$prefix"/}" != "$share" ] && \
+    [ "${pkglib#"$prefix"/}" != "$pkglib" ] || return 1
+  for sub in "${bindir#"$prefix"/}" "${pkglib#"$prefix"/}" "${share#"$prefix"/}/extension"; do
+    mkdir -p "$tree/$sub" || return 1
+  done
+  rel=${bindir#"$prefix"/}
+  for f in "$bindir"/*; do
+    case ${f##*/} in
+      postgres|pg_ctl) cp -p "$f" "$tree/$rel/" ;;
+      *) ln -s "$f" "$tree/$rel/" ;;
+    esac
+  done
+  for f in "$pkglib"/*; do ln -s "$f" "$tree/${pkglib#"$prefix"/}/"; done
+  for f in "$share"/*; do
+    [ "${f##*/}" = extension ] || ln -s "$f" "$tree/${share#"$prefix"/}/"
+  done
+  for f in "$share"/extension/*; do ln -s "$f" "$tree/${share#"$prefix"/}/extension/"; done
+  cp "$ext/fence.so" "$tree/${pkglib#"$prefix"/}/" || return 1
+  cp "$ext"/fence.control "$ext"/fence--*.sql "$tree/${share#"$prefix"/}/extension/" || return 1
+  echo "$tree/$rel"
+}
+
+# The folder of the built extension the test PostgreSQL should offer:
+# FENCE_PGEXT_DIR (scripts/run-tests sets it to BUILD_DIR/lib/pgext), or
+# nothing.  It holds fence.so (built) and, for a VPATH build, the control
+# and SQL files come from lib/pgext/.
+fence_pgext_dir() {
+  local d=${FENCE_PGEXT_DIR:-}
+  [ -n "$d" ] && [ -f "$d/fence.so" ] || return 1
+  echo "$d"
+}
+
+# fence_start_postgres: sets FENCE_PG_PORT, FENCE_PG_DIR, FENCE_PG_BINDIR
+# (the private tree's bin when the extension is offered, see above).
 fence_start_postgres() {
-  local bindir dir port try
+  local bindir dir port try ext
   bindir=$(fence_pg_bindir) || fence_die "PostgreSQL server binaries not found: run scripts/install-deps"
   dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-pg.XXXXXX")
   chmod 755 "$dir"
-  [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
+  if ext=$(fence_pgext_dir); then
+    mkdir -p "$dir/ext" && cp "$ext/fence.so" "$dir/ext/" && \
+      cp lib/pgext/fence.control lib/pgext/fence--*.sql "$dir/ext/" || fence_die "cannot copy the extension from $ext"
+    bindir=$(fence_pg_private_tree "$bindir" "$dir/ext" "$dir/tree") || \
+      fence_die "cannot build a private PostgreSQL tree with the extension in $dir/tree"
+  fi
+  [ "$(id -u)" -eq 0 ] && chown -hR postgres:postgres "$dir"
   fence_as_pg "$bindir/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 \
       --locale=C >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; fence_die "initdb failed"; }
   FENCE__PG_DIRS+=("$dir")

@@ -1,4 +1,4 @@
--- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 3.
+-- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 4.
 --
 -- A write carries a fencing token (a 64-bit number from a lease, 1..2^63-1)
 -- and, optionally, the id of its holder (the lease's 128-bit owner id as 32
@@ -9,6 +9,12 @@
 -- token issued twice (a Redis failover, restart or eviction) admits only
 -- the first holder that used it.  Rows compare tokens only.
 --
+-- This script is the portable implementation (SQL and PL/pgSQL only: it
+-- works on managed PostgreSQL).  The C extension of lib/pgext (CREATE
+-- EXTENSION fence, after this script) adds faster row triggers to the same
+-- schema; fence.protect() uses them when they are there.  Both raise the
+-- same errors and share the marks (docs/postgres-extension.md).
+--
 -- Install (idempotent; run it again to upgrade, never to downgrade):
 --     psql -v ON_ERROR_STOP=1 -f sql/postgres/fence.sql
 -- or fence_pg_install() from lib/pg/fence_pg.h, which runs this same file.
@@ -17,24 +23,35 @@
 -- installer must own schema "fence" and everything in it.  The script
 -- refuses (42501) a schema "fence" that another role owns, or one holding an
 -- object another role owns (table, index, view, function, type, operator,
--- ...), a trigger on its tables calling a function from elsewhere, CREATE on
+-- ...; the functions of extension fence owned by a superuser excepted), a
+-- trigger on its tables calling a function from elsewhere, CREATE on
 -- the schema granted to another role, or write/TRIGGER/REFERENCES/TRUNCATE
 -- on its tables (or their columns) granted to another role: any of these
 -- would let that role run code inside fence.advance() with the installer's
 -- rights, or drop the guards.  The script pins its own search_path
 -- (pg_catalog, pg_temp), so the caller's search_path cannot bind anything
--- it creates to a user-writable schema.
+-- it creates to a user-writable schema.  A superuser installer also gets
+-- the event trigger fence_later_triggers (see "The AFTER check"); any
+-- other installer is WARNed that there is none.
 --
--- Upgrading from version 1 or 2: run this script; it upgrades in place.
--- From either, fence.marks gains the column holder (ACCESS EXCLUSIVE lock
+-- Upgrading from version 1, 2 or 3: run this script; it upgrades in place.
+-- From 1 or 2, fence.marks gains the column holder (ACCESS EXCLUSIVE lock
 -- on fence.marks briefly); every existing mark keeps its token and has no
 -- holder, so until it is raised only writers with no holder may repeat its
--- token.  From version 1 it also re-protects every table protected by
--- version 1 (same column and mode, which takes each table's ACCESS
--- EXCLUSIVE lock briefly) when the installer may, and WARNs naming those it
--- may not (not the owner, or the table has inheritance children): run
--- fence.protect() on those as their owner.  Constraints of fence.marks
--- bound to operators outside pg_catalog are re-created.
+-- token.  Every table protected by an older version (its generic trigger
+-- functions fence.row_guard/row_check, with WHEN clauses) is protected
+-- again with version 4's triggers (same column and mode, which takes each
+-- table's ACCESS EXCLUSIVE lock briefly) when the installer may, and a
+-- WARNING names those it may not (not the owner, or the table has
+-- inheritance children): they keep their working older triggers until
+-- their owner runs fence.protect() (the command is in the WARNING's HINT).
+-- Every install also re-writes the generated functions of tables protected
+-- 'plpgsql' from its templates, drops generated functions no trigger uses,
+-- and repairs what older versions allowed: fence's triggers on fence's own
+-- tables (protect('fence.marks') made every fence.advance() without a
+-- token fail) are dropped with a NOTICE, with the column they added.
+-- Constraints of fence.marks bound to operators outside pg_catalog are
+-- re-created.
 --
 -- The writer's token
 --     The token is read from the transaction-local setting fence.token:
@@ -43,6 +60,17 @@
 --     It must be a canonical decimal 1..9223372036854775807: no sign, no
 --     spaces, no leading zeros, no decimals.  Missing, '', 'abc', '-1', '0',
 --     '1.5', ' 7', '007' and anything above 2^63-1 are rejected.
+--     Always LOCAL.  A session-level SET fence.token = 6 (or set_config(...,
+--     false), ALTER ROLE/DATABASE ... SET) holds for every later
+--     transaction of the session -- with a connection pool, for whichever
+--     client gets that connection next.  The C extension's guard refuses
+--     such a token (23Q02, DETAIL reason=session setting=fence.token).  The
+--     portable guards cannot: PL/pgSQL cannot tell a session value from a
+--     LOCAL one (custom settings are not in pg_settings, and SQL sees no
+--     setting's scope), so they admit it; this script WARNs about the
+--     settings it can see (ALTER ROLE/DATABASE ... SET fence.token or
+--     fence.holder, and a session value in the installing session).
+--     libfence_pg always sets both LOCAL.
 --
 -- The writer's holder
 --     The holder is read from the transaction-local setting fence.holder:
@@ -64,17 +92,28 @@
 --     triggers) check every INSERT, UPDATE and DELETE -- COPY FROM included
 --     -- and stamp the row with the writer's token; whatever a client writes
 --     into the column itself is overwritten.  A row can only be updated or
---     deleted with a token >= its stamp.  TRUNCATE is refused.  A WHEN
---     clause skips the trigger function entirely when the row is already
---     stamped with exactly the writer's token and the column is not being
---     written, which is the hot path of a holder that writes many times.
---     AFTER row triggers (zz_fence_check_ins/_upd) check the row as it is
---     finally written: if a BEFORE trigger that fires later (its name sorts
---     after zz_fence_guard_*) rewrote the column, the write is refused with
---     23Q03.  Their WHEN clause is false when the final stamp is exactly the
---     writer's token, so on the hot path they queue nothing.  protect()
---     WARNs about such later BEFORE triggers, and about roles other than the
---     owner holding TRIGGER on the table.
+--     deleted with a token >= its stamp.  TRUNCATE is refused.  There are
+--     no WHEN clauses (PostgreSQL prepares those for every statement): the
+--     guard itself returns at once when the row is already stamped with
+--     exactly the writer's token and the column is not being written, the
+--     hot path of a holder that writes many times.
+--     Implementations: fence.protect(tbl, col, permissive) picks 'c' when
+--     the C extension is installed (fence.c_guard() exists), else 'plpgsql';
+--     fence.protect(tbl, col, permissive, impl) forces 'c' or 'plpgsql'.
+--       'plpgsql': trigger functions generated for the table,
+--         fence.guard_<table oid>() and fence.check_<table oid>() (a suffix
+--         _<n> if another table's triggers use that name, e.g. after a
+--         restore), with the column accessed directly and the column and
+--         mode baked in.  They are created by fence.generate() (SECURITY
+--         DEFINER: only the installer may create functions in schema fence;
+--         it refuses a session that may not act as the table's owner), and
+--         dropped by fence.unprotect() or, once unused (table dropped,
+--         implementation switched), by the next protect(), unprotect() or
+--         install (fence.drop_orphans()).  Renaming the table is fine (its
+--         name is read at run time); after renaming the column, writes fail
+--         (closed) until fence.protect() is run with the new name.
+--       'c': the extension's fence.c_guard / fence.c_check.
+--       'generic': a table still protected by version 3 (see Upgrading).
 --     An INSERT of a new row has no stamp to compare with: it only needs a
 --     valid token (and is stamped with it).  An INSERT ... ON CONFLICT DO
 --     UPDATE that hits an existing row is checked against that row's stamp.
@@ -84,23 +123,48 @@
 --     with inheritance children, and partitioned tables; protect each child
 --     or partition instead.  A child attached later (CREATE TABLE ...
 --     INHERITS, ALTER TABLE ... INHERIT, both need the table's owner) is not
---     covered either.
+--     covered either.  protect() refuses (22023) the tables of schemas
+--     fence, pg_catalog, information_schema and pg_toast.
+--   The AFTER check: a BEFORE row trigger that fires after fence's guard
+--     (its name sorts after zz_fence_guard_*, byte-wise) could rewrite the
+--     token column.  For such tables only -- checked at protect() time,
+--     disabled triggers included -- AFTER row triggers
+--     (zz_fence_check_ins/_upd, for the events concerned) check the row as
+--     finally written and refuse a rewritten column (23Q03); every other
+--     table pays nothing for them.  protect() WARNs about such later
+--     triggers, and about roles other than the owner holding TRIGGER on
+--     the table.  A later trigger created (or renamed, or enabled) after
+--     protect(): the event trigger fence_later_triggers (ddl_command_end on
+--     CREATE TRIGGER, ALTER TRIGGER, ALTER TABLE) attaches the checks it
+--     needs in the same transaction, or fails the command.  Event triggers
+--     need a superuser installer; without one (managed PostgreSQL, a
+--     non-superuser admin) run fence.protect() again after adding such a
+--     trigger: until then the portable guard does not see it (the C guard
+--     does, and refuses the write).
+--         SELECT * FROM fence.protected WHERE check_needed AND NOT check_present;
+--     lists the tables that need it.
 --   fence.set_mode('orders', 'permissive')  -- or protect(..., permissive => true)
 --     Migration mode: writes with NO token (setting missing or '') are
 --     admitted (UPDATE keeps the stamp, INSERT stamps 0); malformed tokens
 --     and stale tokens are still rejected.  set_mode('orders', 'strict')
---     goes back.  (In this mode a write with no token runs the AFTER check's
---     function for every row.)
---   fence.unprotect('orders') drops the triggers and keeps the column.
---   SELECT * FROM fence.protected lists protected tables, columns, modes.
+--     goes back.  set_mode keeps the column and the implementation.
+--   fence.unprotect('orders') drops the triggers (and generated functions)
+--   and keeps the column.
+--   SELECT * FROM fence.protected lists protected tables: tbl, col, mode,
+--   implementation ('plpgsql' | 'c' | 'generic'), check_needed (a later
+--   BEFORE row trigger exists), check_present (every AFTER check needed is
+--   in place; true when none is).
 --   protect/unprotect/set_mode run with the caller's rights (the caller must
 --   own the table); EXECUTE on them is not granted to PUBLIC.  To let a
 --   table owner that is not the installer protect its tables:
 --       GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO owner_role;
---   (set_mode calls protect: grant both; unprotect on its own).  The trigger
---   functions row_guard, row_check and refuse_truncate are EXECUTE to PUBLIC
---   so that CREATE TRIGGER works for any table owner; a trigger function
---   cannot be called directly.
+--   (set_mode calls protect: grant both; unprotect on its own; the
+--   four-argument protect only to choose the implementation).  The trigger
+--   functions (generated ones included) are EXECUTE to PUBLIC so that
+--   CREATE TRIGGER works for any table owner; a trigger function cannot be
+--   called directly.  So are generate(), add_checks(), drop_orphans() and
+--   refuse_schema(), which protect() calls with the caller's rights: each
+--   checks what it needs itself.
 --
 -- Per-resource mode: SELECT fence.advance('jobs/42', 34);
 --     In the writer's transaction, atomically raises the resource's
@@ -141,22 +205,27 @@
 --          error's SCHEMA, TABLE and COLUMN fields are set too.
 --   23Q02  no valid token: fence.token missing, empty or malformed (or a
 --          token <= 0 given to fence.advance), or fence.holder malformed
---          (DETAIL: reason=malformed setting=fence.holder).  DETAIL says
---          which.
+--          (DETAIL: reason=malformed setting=fence.holder), or (C guard
+--          only) set for the session (DETAIL: reason=session
+--          setting=fence.token).  DETAIL says which.
 --   23Q03  operation refused on fenced data: TRUNCATE of a protected table,
 --          lowering/deleting/truncating a high-water mark, a token column
 --          rewritten after the check by a later BEFORE trigger (DETAIL:
 --          written=N expected=M kind=table object=...).
 --   22023  bad argument to a fence function (NULL, empty or oversized name,
---          a table that cannot be protected).
---   42501  install: schema "fence" or something in it belongs to another role.
+--          a table that cannot be protected, an unknown implementation).
+--   42501  install: schema "fence" or something in it belongs to another
+--          role; fence.grant() or fence.generate() by a role that may not.
 --
 -- Security model and its limits:
 --   * fence.marks is writable only through fence.advance() (SECURITY
---     DEFINER, search_path pinned).  Only advance(), mark(), mark_holder(),
---     current_token(), version(), the trigger functions and the
---     fence.protected view are granted to PUBLIC.  Disabling or dropping the triggers needs ownership
---     of the table.
+--     DEFINER).  Since version 4 it does not pin search_path (a
+--     configuration save/restore on every call): every relation, function,
+--     type and operator in it, and in the marks' trigger function, is
+--     schema-qualified instead.  Only advance(), mark(), mark_holder(),
+--     current_token(), version(), the trigger functions, the helpers named
+--     above and the fence.protected view are granted to PUBLIC.  Disabling
+--     or dropping the triggers needs ownership of the table.
 --   * Tokens are self-declared.  The check stops a stale but honest writer
 --     (a paused or partitioned lease holder); it does not stop a hostile
 --     role that can write the table: such a role can set fence.token to
@@ -178,11 +247,14 @@
 --     replica, which is why the triggers are not ENABLE ALWAYS.)
 --   * fence.advance() is EXECUTE to PUBLIC and resource names have no
 --     namespaces: any role that can connect can raise any resource's mark
---     (up to 2^63-1, making every later writer stale).  To restrict it:
---         REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;
---         GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO app_role;
---     Re-running this script keeps that: advance() is granted to PUBLIC
---     only on a fresh install.
+--     (up to 2^63-1, making every later writer stale).  To restrict it to
+--     the application's role, as the installer:
+--         SELECT fence.grant('app_role');
+--     (EXECUTE on advance to app_role -- and on mark, mark_holder,
+--     current_token and version where PUBLIC lost it -- then REVOKE it
+--     from PUBLIC; idempotent; once per role; revoke_public => false
+--     grants only.)  Re-running this script keeps that: advance() is
+--     granted to PUBLIC only on a fresh install.
 
 BEGIN;
 -- Before anything else: the caller's search_path must bind nothing this
@@ -199,8 +271,18 @@ DECLARE
     ns oid;
     ns_owner oid;
     bad text;
+    ext_procs oid[];
+    supers oid[];
 BEGIN
     PERFORM pg_catalog.pg_advisory_xact_lock(7274243561983541);
+    -- The C extension (CREATE EXTENSION fence, superuser only) adds its
+    -- functions to this schema: members of extension "fence" owned by a
+    -- superuser are trusted (a superuser can do anything anyway).
+    SELECT COALESCE(pg_catalog.array_agg(d.objid), '{}') INTO ext_procs
+    FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+    WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.refclassid = 'pg_catalog.pg_extension'::regclass
+      AND d.deptype = 'e' AND e.extname = 'fence';
+    SELECT COALESCE(pg_catalog.array_agg(r.oid), '{}') INTO supers FROM pg_catalog.pg_roles r WHERE r.rolsuper;
     SELECT r.oid INTO me FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
     SELECT n.oid, n.nspowner INTO ns, ns_owner FROM pg_catalog.pg_namespace n
     WHERE n.nspname = 'fence';
@@ -223,6 +305,7 @@ BEGIN
         SELECT pg_catalog.format('function %s owned by %I', p.oid::regprocedure,
                                  pg_catalog.pg_get_userbyid(p.proowner))
         FROM pg_catalog.pg_proc p WHERE p.pronamespace = ns AND p.proowner <> me
+          AND NOT (p.oid = ANY (ext_procs) AND p.proowner = ANY (supers))
         UNION ALL
         SELECT pg_catalog.format('type %s owned by %I', t.oid::regtype,
                                  pg_catalog.pg_get_userbyid(t.typowner))
@@ -267,7 +350,8 @@ BEGIN
         JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
         JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
         WHERE c.relnamespace = ns AND NOT tg.tgisinternal
-          AND (p.pronamespace <> ns OR p.proowner <> me)
+          AND (p.pronamespace <> ns
+               OR (p.proowner <> me AND NOT (p.oid = ANY (ext_procs) AND p.proowner = ANY (supers))))
         UNION ALL
         SELECT pg_catalog.format('CREATE on schema fence granted to %s',
                                  CASE a.grantee WHEN 0 THEN 'PUBLIC'
@@ -302,6 +386,48 @@ $owner$;
 REVOKE ALL ON SCHEMA fence FROM PUBLIC;
 GRANT USAGE ON SCHEMA fence TO PUBLIC;
 
+-- Repair: fence never protects its own tables (protect() refuses them
+-- since version 4), but an older protect() did: a guard on fence.marks
+-- makes every fence.advance() without a token fail.  Drop fence's triggers
+-- from the tables of schema fence -- before this script writes to them --
+-- and the column protect() added, if it is not one of fence's own.
+DO $repair$
+DECLARE
+    r record;
+    col name;
+BEGIN
+    FOR r IN
+        SELECT t.tgrelid::regclass AS rel, t.tgname, t.tgargs
+        FROM pg_catalog.pg_trigger t
+        JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = 'fence'::regnamespace
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+        ORDER BY 1, 2
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', r.tgname, r.rel);
+        -- (This script runs with client_min_messages = warning.)
+        PERFORM pg_catalog.set_config('client_min_messages', 'notice', true);
+        RAISE NOTICE 'fence: dropped trigger % from %: fence''s own tables are never protected',
+                pg_catalog.quote_ident(r.tgname), r.rel;
+        IF r.tgname = 'zz_fence_guard_upd' THEN
+            col := pg_catalog.convert_from(pg_catalog.substring(r.tgargs, 1,
+                       position(pg_catalog.decode('00', 'hex') IN r.tgargs) - 1), 'UTF8');
+            IF col NOT IN ('resource', 'token', 'updated_at', 'holder', 'singleton', 'version', 'installed_at')
+               AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                           WHERE a.attrelid = r.rel AND a.attname = col AND NOT a.attisdropped) THEN
+                EXECUTE pg_catalog.format('ALTER TABLE %s DROP COLUMN %I', r.rel, col);
+                RAISE NOTICE 'fence: dropped column % that fence.protect() added to %',
+                        pg_catalog.quote_ident(col), r.rel;
+            ELSIF col IN ('token', 'version') THEN
+                EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', r.rel, col);
+            END IF;
+        END IF;
+        PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);
+    END LOOP;
+END
+$repair$;
+
 -- ------------------------------------------------------------------
 -- Version
 -- ------------------------------------------------------------------
@@ -320,20 +446,20 @@ DECLARE
     v integer;
 BEGIN
     SELECT m.version INTO v FROM fence.meta m;
-    IF v > 3 THEN
-        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 3; refusing to downgrade', v;
+    IF v > 4 THEN
+        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 4; refusing to downgrade', v;
     END IF;
     PERFORM pg_catalog.set_config('fence.install_from', COALESCE(v, 0)::text, true);
 END
 $install$;
 
-INSERT INTO fence.meta (version) VALUES (3)
+INSERT INTO fence.meta (version) VALUES (4)
 ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version;
 
 -- The schema version of this install script.
 CREATE OR REPLACE FUNCTION fence.version() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT 3 $$;
+AS $$ SELECT 4 $$;
 -- ------------------------------------------------------------------
 -- The writer's token
 -- ------------------------------------------------------------------
@@ -428,18 +554,27 @@ BEGIN
 END
 $checks$;
 -- Refuses lowering, renaming and deleting a mark, and changing its holder
--- without raising its token (even by its owner).
+-- without raising its token (even by its owner).  BEFORE UPDATE it admits
+-- a raise (or the same token and holder) itself, without a WHEN clause
+-- (PostgreSQL prepares a WHEN clause once per statement, which cost more
+-- than this function).  Every operator is schema-qualified: it runs inside
+-- fence.advance(), which no longer pins search_path (see there).
 CREATE OR REPLACE FUNCTION fence.marks_guard() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' THEN
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+        IF NEW.resource OPERATOR(pg_catalog.=) OLD.resource
+           AND (NEW.token OPERATOR(pg_catalog.>) OLD.token
+                OR (NEW.token OPERATOR(pg_catalog.=) OLD.token
+                    AND COALESCE(NEW.holder, '') OPERATOR(pg_catalog.=) COALESCE(OLD.holder, ''))) THEN
+            RETURN NEW;
+        END IF;
         RAISE EXCEPTION 'fence: high-water mark of resource % cannot be lowered (% to %) or renamed, nor its holder changed at the same token',
                 pg_catalog.quote_ident(OLD.resource), OLD.token, NEW.token
             USING ERRCODE = '23Q03';
     END IF;
-    IF TG_LEVEL = 'STATEMENT' THEN
+    IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
         RAISE EXCEPTION 'fence: fence.marks cannot be truncated: high-water marks are never deleted'
             USING ERRCODE = '23Q03';
     END IF;
@@ -452,12 +587,7 @@ REVOKE ALL ON FUNCTION fence.marks_guard() FROM PUBLIC;
 
 DROP TRIGGER IF EXISTS marks_no_lowering ON fence.marks;
 CREATE TRIGGER marks_no_lowering BEFORE UPDATE ON fence.marks
-    FOR EACH ROW
-    WHEN (NEW.token OPERATOR(pg_catalog.<) OLD.token
-          OR NEW.resource OPERATOR(pg_catalog.<>) OLD.resource
-          OR (NEW.token OPERATOR(pg_catalog.=) OLD.token
-              AND COALESCE(NEW.holder, '') OPERATOR(pg_catalog.<>) COALESCE(OLD.holder, '')))
-    EXECUTE FUNCTION fence.marks_guard();
+    FOR EACH ROW EXECUTE FUNCTION fence.marks_guard();
 DROP TRIGGER IF EXISTS marks_no_delete ON fence.marks;
 CREATE TRIGGER marks_no_delete BEFORE DELETE ON fence.marks
     FOR EACH ROW EXECUTE FUNCTION fence.marks_guard();
@@ -473,32 +603,55 @@ CREATE TRIGGER marks_no_truncate BEFORE TRUNCATE ON fence.marks
 -- when its WHERE is false), so the writes that follow in the same
 -- transaction cannot be overtaken by a writer with a lower token.  Returns
 -- the mark (= TOKEN).
+-- SECURITY DEFINER without SET search_path (version 4): a pinned
+-- search_path costs a configuration save/restore on every call.  Instead
+-- nothing in it depends on the caller's search_path: every relation,
+-- function, type and operator is schema-qualified (OPERATOR(pg_catalog.x),
+-- no IS DISTINCT FROM / BETWEEN / IN, which look operators up), and the
+-- hot path -- the mark exists and is not raised -- is one statement.
 CREATE OR REPLACE FUNCTION fence.advance(resource text, token bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    seen bigint;
-    seen_holder text;
-    writer text := pg_catalog.current_setting('fence.holder', true);
+    seen pg_catalog.int8;
+    seen_holder pg_catalog.text;
+    writer pg_catalog.text;
 BEGIN
-    IF advance.resource IS NULL OR pg_catalog.octet_length(advance.resource) NOT BETWEEN 1 AND 512 THEN
+    -- The common case, the mark exists: lock its row and read it in one
+    -- statement (FOR UPDATE waits for a concurrent writer and then sees
+    -- its committed mark).  No mark can have an invalid name (CHECK), so
+    -- checking the arguments can wait until the slow path.
+    SELECT m.token, m.holder, pg_catalog.current_setting('fence.holder', true)
+    INTO seen, seen_holder, writer
+    FROM fence.marks m WHERE m.resource OPERATOR(pg_catalog.=) advance.resource FOR UPDATE;
+    -- The hot path, one expression (PL/pgSQL prepares each once per
+    -- transaction): the holder writes again with the mark's token.  A
+    -- malformed fence.holder never equals a recorded (valid) one, nor
+    -- '' (none) unless it is ''.
+    IF FOUND AND seen OPERATOR(pg_catalog.=) advance.token
+       AND COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '') THEN
+        RETURN seen;
+    END IF;
+
+    IF advance.resource IS NULL OR pg_catalog.octet_length(advance.resource) OPERATOR(pg_catalog.<) 1
+       OR pg_catalog.octet_length(advance.resource) OPERATOR(pg_catalog.>) 512 THEN
         RAISE EXCEPTION 'fence: resource name must be 1..512 bytes, got %',
-                COALESCE(pg_catalog.octet_length(advance.resource)::text || ' bytes', 'NULL')
+                COALESCE(pg_catalog.octet_length(advance.resource)::pg_catalog.text OPERATOR(pg_catalog.||) ' bytes', 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    IF advance.token IS NULL OR advance.token <= 0 THEN
+    IF advance.token IS NULL OR advance.token OPERATOR(pg_catalog.<=) 0 THEN
         RAISE EXCEPTION 'fence: no valid fencing token for resource %: % (tokens are 1..9223372036854775807)',
-                pg_catalog.quote_ident(advance.resource), COALESCE(advance.token::text, 'NULL')
+                pg_catalog.quote_ident(advance.resource), COALESCE(advance.token::pg_catalog.text, 'NULL')
             USING ERRCODE = '23Q02',
-                  DETAIL = 'reason=' || CASE WHEN advance.token IS NULL THEN 'missing' ELSE 'malformed' END;
+                  DETAIL = CASE WHEN advance.token IS NULL THEN 'reason=missing' ELSE 'reason=malformed' END;
     END IF;
     -- The writer's holder: unset or '' is none; anything but 32 lowercase
     -- hex digits fails closed.
-    IF writer = '' THEN
+    writer := pg_catalog.current_setting('fence.holder', true);
+    IF writer OPERATOR(pg_catalog.=) '' THEN
         writer := NULL;
-    ELSIF writer !~ '^[0-9a-f]{32}$' THEN
+    ELSIF writer OPERATOR(pg_catalog.!~) '^[0-9a-f]{32}$' THEN
         RAISE EXCEPTION 'fence: malformed holder % in fence.holder for resource %',
                 pg_catalog.quote_literal(pg_catalog.left(writer, 40)), pg_catalog.quote_ident(advance.resource)
             USING ERRCODE = '23Q02',
@@ -506,12 +659,7 @@ BEGIN
                   HINT = 'fence.holder must be the lease''s holder id, 32 lowercase hex digits, or empty for none.';
     END IF;
 
-    -- The common case, the mark exists: lock its row and read it in one
-    -- statement (FOR UPDATE waits for a concurrent writer and then sees
-    -- its committed mark), raise it if lower.
-    SELECT m.token, m.holder INTO seen, seen_holder
-    FROM fence.marks m WHERE m.resource = advance.resource FOR UPDATE;
-    IF NOT FOUND THEN
+    IF seen IS NULL THEN
         -- A new resource, possibly created concurrently: ON CONFLICT waits
         -- for the other inserter and then locks its row (even when its
         -- WHERE is false).
@@ -519,34 +667,36 @@ BEGIN
         VALUES (advance.resource, advance.token, writer)
         ON CONFLICT (resource) DO UPDATE
             SET token = EXCLUDED.token, holder = EXCLUDED.holder, updated_at = pg_catalog.now()
-            WHERE m.token < EXCLUDED.token;
+            WHERE m.token OPERATOR(pg_catalog.<) EXCLUDED.token;
         IF FOUND THEN
             RETURN advance.token;
         END IF;
         SELECT m.token, m.holder INTO seen, seen_holder
-        FROM fence.marks m WHERE m.resource = advance.resource;
+        FROM fence.marks m WHERE m.resource OPERATOR(pg_catalog.=) advance.resource;
     END IF;
-    IF seen > advance.token THEN
+    IF seen OPERATOR(pg_catalog.>) advance.token THEN
         RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %)',
                 advance.token, pg_catalog.quote_ident(advance.resource), seen
             USING ERRCODE = '23Q01',
                   DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s reason=older%s',
                                              advance.token, seen, advance.resource,
-                                             ' holder=' || seen_holder);
+                                             ' holder=' OPERATOR(pg_catalog.||) seen_holder);
     END IF;
-    IF seen < advance.token THEN
+    IF seen OPERATOR(pg_catalog.<) advance.token THEN
         UPDATE fence.marks m SET token = advance.token, holder = writer, updated_at = pg_catalog.now()
-        WHERE m.resource = advance.resource;
-    ELSIF seen_holder IS DISTINCT FROM writer THEN
-        RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %, recorded for a different holder)',
-                advance.token, pg_catalog.quote_ident(advance.resource), seen
-            USING ERRCODE = '23Q01',
-                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s reason=repeat%s',
-                                             advance.token, seen, advance.resource,
-                                             ' holder=' || seen_holder),
-                  HINT = 'The token was issued twice (e.g. after a Redis failover); only the holder it was recorded for may repeat it.  Acquire the lease again for a higher token.';
+        WHERE m.resource OPERATOR(pg_catalog.=) advance.resource;
+        RETURN advance.token;
     END IF;
-    RETURN advance.token;
+    IF COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '') THEN
+        RETURN advance.token;
+    END IF;
+    RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %, recorded for a different holder)',
+            advance.token, pg_catalog.quote_ident(advance.resource), seen
+        USING ERRCODE = '23Q01',
+              DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s reason=repeat%s',
+                                         advance.token, seen, advance.resource,
+                                         ' holder=' OPERATOR(pg_catalog.||) seen_holder),
+              HINT = 'The token was issued twice (e.g. after a Redis failover); only the holder it was recorded for may repeat it.  Acquire the lease again for a higher token.';
 END
 $$;
 
@@ -569,9 +719,12 @@ $$;
 
 
 -- ------------------------------------------------------------------
--- Per-row mode
+-- Per-row mode, version 3's generic functions
 -- ------------------------------------------------------------------
 
+-- Kept for tables still protected by version 3 (implementation 'generic':
+-- their triggers have WHEN clauses and call these), which the upgrade
+-- could not protect again; fence.protect() no longer uses them.
 -- BEFORE row trigger of protected tables: checks the writer's token
 -- against the row's stamp and stamps the row.  TG_ARGV[0]: the token
 -- column; TG_ARGV[1]: 'strict' or 'permissive'.  Runs with the writer's
@@ -694,7 +847,383 @@ GRANT EXECUTE ON FUNCTION fence.row_guard() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.row_check() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.refuse_truncate() TO PUBLIC;
 
--- Drop fence's triggers from TBL (no error when there are none).
+-- ------------------------------------------------------------------
+-- Per-row mode, version 4: trigger functions generated per table
+-- ------------------------------------------------------------------
+
+-- The body of a table's generated BEFORE guard, a format() template:
+-- %1$I the token column, %2$L its name as a literal, %3$s 'true' in
+-- permissive mode, else 'false'.  The column is read and written directly
+-- (OLD.col, NEW.col := tok) and no WHEN clause is involved: the hot path
+-- -- the row already carries exactly the writer's token and the column is
+-- not written -- is one expression and RETURN.  The setting's text equal to
+-- the stamp's canonical text, with the stamp > 0, holds only for a valid
+-- token equal to the stamp.  Runs with the writer's rights and needs none;
+-- every operator is schema-qualified instead of pinning search_path (a
+-- configuration save/restore per row).  Table and schema names are read
+-- at run time (TG_TABLE_*), so a renamed table is named right.
+CREATE OR REPLACE FUNCTION fence.guard_template() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $template$ SELECT $body$
+DECLARE
+    raw pg_catalog.text;
+    tok pg_catalog.int8;
+BEGIN
+    -- The hot path, UPDATE, in one expression: PL/pgSQL prepares each
+    -- expression once per transaction, so every one costs.  (INSERT: OLD
+    -- is NULL; DELETE: NEW is; a comparison with NULL is not true.)
+    IF pg_catalog.current_setting('fence.token', true) OPERATOR(pg_catalog.=) OLD.%1$I::pg_catalog.text
+       AND NEW.%1$I OPERATOR(pg_catalog.=) OLD.%1$I
+       AND OLD.%1$I OPERATOR(pg_catalog.>) 0 THEN
+        RETURN NEW;
+    END IF;
+    raw := pg_catalog.current_setting('fence.token', true);
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE'
+       AND raw OPERATOR(pg_catalog.=) OLD.%1$I::pg_catalog.text AND OLD.%1$I OPERATOR(pg_catalog.>) 0 THEN
+        RETURN OLD;
+    END IF;
+
+    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
+        IF NOT %3$s THEN
+            RAISE EXCEPTION 'fence: no fencing token for %% on %%', TG_OP,
+                    pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                        OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)
+                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
+                      HINT = 'Set it in the writing transaction: SET LOCAL fence.token = <token>.',
+                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+        END IF;
+        -- Permissive mode, no token: keep the stamp (a new row gets 0).
+        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+            NEW.%1$I := 0;
+            RETURN NEW;
+        ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+            RETURN OLD;
+        END IF;
+        NEW.%1$I := OLD.%1$I;
+        RETURN NEW;
+    END IF;
+    IF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
+       OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
+           AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+        RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
+                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP,
+                pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                    OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
+                  HINT = 'fence.token must be a decimal integer 1..9223372036854775807, no sign, spaces or leading zeros.',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    END IF;
+    tok := raw::pg_catalog.int8;
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+        NEW.%1$I := tok;
+        RETURN NEW;
+    END IF;
+    IF tok OPERATOR(pg_catalog.<) OLD.%1$I THEN
+        RAISE EXCEPTION 'fence: stale token %% for %% (highest seen %%)', tok,
+                pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                    OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME),
+                OLD.%1$I
+            USING ERRCODE = '23Q01',
+                  DETAIL = pg_catalog.format('offered=%%s highest=%%s kind=table object=%%s reason=older',
+                                             tok, OLD.%1$I,
+                                             pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                                                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)),
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    NEW.%1$I := tok;
+    RETURN NEW;
+END
+$body$ $template$;
+
+-- The body of a table's generated AFTER check (same placeholders): the row
+-- as finally written must carry the stamp the guard gave it -- the
+-- writer's token, or with no token in permissive mode the kept stamp
+-- (OLD's on UPDATE, 0 on INSERT).  Raises 23Q03.  Only attached when a
+-- BEFORE row trigger fires after the guard (see fence.add_checks).
+CREATE OR REPLACE FUNCTION fence.check_template() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $template$ SELECT $body$
+DECLARE
+    raw pg_catalog.text := pg_catalog.current_setting('fence.token', true);
+    want pg_catalog.int8;
+    obj pg_catalog.text;
+BEGIN
+    -- The guard refused anything but a valid token (or none, permissive).
+    IF raw OPERATOR(pg_catalog.=) NEW.%1$I::pg_catalog.text THEN
+        RETURN NULL;
+    END IF;
+    obj := pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+               OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME);
+    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
+        IF NOT %3$s THEN
+            RAISE EXCEPTION 'fence: no fencing token for %% on %% (fence.token was cleared during the statement)', TG_OP, obj
+                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
+                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+        END IF;
+        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+            want := 0;
+        ELSE
+            want := COALESCE(OLD.%1$I, 0);
+        END IF;
+    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
+          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
+              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+        RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
+                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    ELSE
+        want := raw::pg_catalog.int8;
+    END IF;
+    IF NEW.%1$I IS NULL OR NEW.%1$I OPERATOR(pg_catalog.<>) want THEN
+        RAISE EXCEPTION 'fence: %% of %% was rewritten after the fencing check (%% written, %% expected) on %%',
+                pg_catalog.quote_ident(%2$L), obj, COALESCE(NEW.%1$I::pg_catalog.text, 'NULL'), want, TG_OP
+            USING ERRCODE = '23Q03',
+                  DETAIL = pg_catalog.format('written=%%s expected=%%s kind=table object=%%s',
+                                             COALESCE(NEW.%1$I::pg_catalog.text, 'NULL'), want, obj),
+                  HINT = 'A BEFORE trigger that fires after zz_fence_guard_* (triggers fire in name order) writes the token column; it must not.',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    END IF;
+    RETURN NULL;
+END
+$body$ $template$;
+REVOKE ALL ON FUNCTION fence.guard_template() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.check_template() FROM PUBLIC;
+
+-- Refuse (22023) to protect a table of a schema fence must never guard:
+-- its own (a guard on fence.marks would make every fence.advance without a
+-- token fail), and the system's.
+CREATE OR REPLACE FUNCTION fence.refuse_schema(tbl regclass) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nsp name;
+BEGIN
+    SELECT n.nspname INTO nsp FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF nsp IN ('fence', 'pg_catalog', 'information_schema') OR nsp LIKE 'pg\_toast%' THEN
+        RAISE EXCEPTION 'fence: % is in schema %: fence never protects the tables of schemas fence, pg_catalog, information_schema and pg_toast',
+                tbl, pg_catalog.quote_ident(nsp)
+            USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.refuse_schema(regclass) TO PUBLIC;
+
+-- Write (CREATE OR REPLACE) TBL's guard and check functions, named GNAME
+-- and CNAME in schema fence, from the templates, for token column COL and
+-- the mode.  Internal: generate() calls it after its checks, and the
+-- install re-writes the functions of every table protected 'plpgsql', so
+-- that a newer template reaches them.
+CREATE OR REPLACE FUNCTION fence.write_functions(tbl regclass, col name, permissive boolean,
+                                                 gname text, cname text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION fence.%I() RETURNS trigger LANGUAGE plpgsql AS %L',
+                              gname, pg_catalog.format(fence.guard_template(), col, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
+    EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION fence.%I() RETURNS trigger LANGUAGE plpgsql AS %L',
+                              cname, pg_catalog.format(fence.check_template(), col, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION fence.%I() IS %L', gname,
+                              pg_catalog.format('fence: BEFORE row guard of %s, column %I, %s (generated by fence.protect)',
+                                                tbl, col, CASE WHEN permissive THEN 'permissive' ELSE 'strict' END));
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION fence.%I() IS %L', cname,
+                              pg_catalog.format('fence: AFTER row check of %s, column %I, %s (generated by fence.protect)',
+                                                tbl, col, CASE WHEN permissive THEN 'permissive' ELSE 'strict' END));
+    -- Trigger functions cannot be called directly; any table owner's
+    -- CREATE TRIGGER needs EXECUTE.
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fence.%I() TO PUBLIC', gname);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fence.%I() TO PUBLIC', cname);
+END
+$$;
+REVOKE ALL ON FUNCTION fence.write_functions(regclass, name, boolean, text, text) FROM PUBLIC;
+
+-- Generate (or replace) TBL's guard and check functions for token column
+-- COL and mode: fence.guard_<oid>() and fence.check_<oid>() (a suffix
+-- _<n> when that name is taken by another table's triggers, e.g. after a
+-- restore reused an oid).  Returns their quoted, qualified names.  SECURITY
+-- DEFINER because only the installer may create functions in schema fence:
+-- so it first checks that the session's role may act as TBL's owner
+-- (protect() runs with the caller's rights and calls it), and it takes no
+-- code, only a table, a column name (quoted with %I/%L) and a mode.
+CREATE OR REPLACE FUNCTION fence.generate(tbl regclass, col name, permissive boolean,
+                                          OUT guard_fn text, OUT check_fn text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    owner oid;
+    n integer := 0;
+    gname text;
+    cname text;
+BEGIN
+    IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
+        RAISE EXCEPTION 'fence: generate: table, column and mode must not be NULL or empty'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT c.relowner INTO owner FROM pg_catalog.pg_class c WHERE c.oid = tbl AND c.relkind = 'r';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fence: % is not an ordinary table', tbl USING ERRCODE = '22023';
+    END IF;
+    PERFORM fence.refuse_schema(tbl);
+    -- session_user: current_user is the installer here.  A session that
+    -- may act as the owner could become it (SET ROLE) and do all this.
+    IF NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
+        RAISE EXCEPTION 'fence: only the owner of % may generate its trigger functions', tbl
+            USING ERRCODE = '42501';
+    END IF;
+    LOOP
+        gname := 'guard_' || tbl::oid || CASE WHEN n > 0 THEN '_' || n ELSE '' END;
+        cname := 'check_' || tbl::oid || CASE WHEN n > 0 THEN '_' || n ELSE '' END;
+        EXIT WHEN NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_trigger t
+            JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+            WHERE p.pronamespace = 'fence'::regnamespace AND p.proname IN (gname, cname)
+              AND t.tgrelid <> tbl);
+        n := n + 1;
+    END LOOP;
+    PERFORM fence.write_functions(tbl, col, permissive, gname, cname);
+    guard_fn := 'fence.' || pg_catalog.quote_ident(gname);
+    check_fn := 'fence.' || pg_catalog.quote_ident(cname);
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.generate(regclass, name, boolean) TO PUBLIC;
+
+-- Drop the generated functions no trigger uses any more (their table was
+-- unprotected, dropped, or protected by another implementation): a pair
+-- guard_X / check_X when neither is used.  Anyone
+-- may run it: it drops nothing in use.
+CREATE OR REPLACE FUNCTION fence.drop_orphans() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f regprocedure;
+    dropped integer := 0;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'fence'::regnamespace
+          AND p.proname ~ '^(guard|check)_[0-9]+(_[0-9]+)?$'
+          AND p.prorettype = 'pg_catalog.trigger'::regtype AND p.pronargs = 0
+          -- guard_X and check_X go together: both unused
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          JOIN pg_catalog.pg_proc q ON q.oid = t.tgfoid
+                          WHERE q.pronamespace = p.pronamespace
+                            AND q.proname IN ('guard_' || pg_catalog.substr(p.proname, 7),
+                                              'check_' || pg_catalog.substr(p.proname, 7)))
+    LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS %s', f);
+            dropped := dropped + 1;
+        EXCEPTION WHEN dependent_objects_still_exist OR undefined_function THEN
+            NULL;  -- attached or dropped concurrently
+        END;
+    END LOOP;
+    RETURN dropped;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.drop_orphans() TO PUBLIC;
+
+-- Protected tables: their token column and mode ('strict' or
+-- 'permissive'), the implementation of their guard ('plpgsql': generated
+-- functions; 'c': the C extension's fence.c_guard; 'generic': version 3's
+-- fence.row_guard with WHEN clauses), whether a BEFORE row trigger fires
+-- after the guard (check_needed: it could rewrite the token column), and
+-- whether every AFTER check that needs is in place (check_present; true
+-- when none is needed).  check_needed AND NOT check_present: re-run
+-- fence.protect() on that table.
+CREATE OR REPLACE VIEW fence.protected AS
+SELECT t.tgrelid::regclass AS tbl,
+       pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, a.nul OPERATOR(pg_catalog.-) 1), 'UTF8')::name AS col,
+       pg_catalog.convert_from(pg_catalog.substring(t.tgargs, a.nul OPERATOR(pg_catalog.+) 1,
+                                 pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.-) a.nul OPERATOR(pg_catalog.-) 1), 'UTF8') AS mode,
+       CASE p.proname WHEN 'row_guard' THEN 'generic' WHEN 'c_guard' THEN 'c' ELSE 'plpgsql' END AS implementation,
+       (l.ins OR l.upd) AS check_needed,
+       ((NOT l.ins OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
+                              WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
+                                AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_ins'))
+        AND (NOT l.upd OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
+                                  WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
+                                    AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_upd'))) AS check_present
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
+     LATERAL (SELECT position(pg_catalog.decode('00', 'hex') IN t.tgargs) AS nul) a,
+     -- BEFORE row triggers (not INSTEAD OF) that fire after the guard of
+     -- INSERT / of UPDATE: name order, byte-wise.  Disabled ones count
+     -- too (they can be enabled).
+     LATERAL (SELECT COALESCE(pg_catalog.bool_or(b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 4 OPERATOR(pg_catalog.<>) 0
+                                                 AND b.tgname COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) 'zz_fence_guard_ins'), false) AS ins,
+                     COALESCE(pg_catalog.bool_or(b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 16 OPERATOR(pg_catalog.<>) 0
+                                                 AND b.tgname COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) 'zz_fence_guard_upd'), false) AS upd
+              FROM pg_catalog.pg_trigger b
+              WHERE b.tgrelid OPERATOR(pg_catalog.=) t.tgrelid AND NOT b.tgisinternal
+                AND b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 67 OPERATOR(pg_catalog.=) 3
+                AND b.tgname OPERATOR(pg_catalog.<>) ALL ('{zz_fence_guard_ins,zz_fence_guard_upd,zz_fence_guard_del}'::pg_catalog.name[])) l
+WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
+  AND p.pronamespace OPERATOR(pg_catalog.=) 'fence'::regnamespace
+  AND (p.proname OPERATOR(pg_catalog.=) ANY ('{row_guard,c_guard}'::pg_catalog.name[])
+       OR p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$');
+REVOKE ALL ON fence.protected FROM PUBLIC;
+GRANT SELECT ON fence.protected TO PUBLIC;
+
+-- Attach TBL's AFTER checks (zz_fence_check_ins / _upd) where a BEFORE row
+-- trigger fires after its guard and the check is missing; never removes
+-- one (protect() starts afresh).  Runs with the caller's rights (the
+-- table's owner in protect(), the installer in the event trigger below).
+CREATE OR REPLACE FUNCTION fence.add_checks(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p record;
+    fn text;
+    need_ins boolean;
+    need_upd boolean;
+BEGIN
+    SELECT pr.col, pr.mode, pr.implementation, g.proname INTO p
+    FROM fence.protected pr
+    JOIN pg_catalog.pg_trigger t ON t.tgrelid = pr.tbl AND t.tgname = 'zz_fence_guard_upd'
+    JOIN pg_catalog.pg_proc g ON g.oid = t.tgfoid
+    WHERE pr.tbl = add_checks.tbl;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    fn := CASE p.implementation
+              WHEN 'generic' THEN 'fence.row_check'
+              WHEN 'c' THEN 'fence.c_check'
+              ELSE 'fence.' || pg_catalog.quote_ident(pg_catalog.regexp_replace(p.proname, '^guard_', 'check_'))
+          END;
+    SELECT pg_catalog.bool_or(b.tgtype::integer & 4 <> 0 AND b.tgname COLLATE "C" > 'zz_fence_guard_ins'),
+           pg_catalog.bool_or(b.tgtype::integer & 16 <> 0 AND b.tgname COLLATE "C" > 'zz_fence_guard_upd')
+    INTO need_ins, need_upd
+    FROM pg_catalog.pg_trigger b
+    WHERE b.tgrelid = tbl AND NOT b.tgisinternal AND b.tgtype::integer & 67 = 3
+      AND b.tgname NOT IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del');
+    -- Each existence test right before its CREATE: the CREATE fires the
+    -- event trigger, which may have added the other one.
+    IF need_ins AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                                WHERE t.tgrelid = tbl AND t.tgname = 'zz_fence_check_ins') THEN
+        EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_check_ins AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                                  tbl, fn, p.col, p.mode);
+    END IF;
+    IF need_upd AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                                WHERE t.tgrelid = tbl AND t.tgname = 'zz_fence_check_upd') THEN
+        EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_check_upd AFTER UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                                  tbl, fn, p.col, p.mode);
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.add_checks(regclass) TO PUBLIC;
+
+-- Drop fence's triggers from TBL (no error when there are none) and the
+-- generated functions nothing uses any more.
 CREATE OR REPLACE FUNCTION fence.unprotect(tbl regclass) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -713,41 +1242,48 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig, tbl);
     END LOOP;
+    PERFORM fence.drop_orphans();
 END
 $$;
 REVOKE ALL ON FUNCTION fence.unprotect(regclass) FROM PUBLIC;
 
 -- Protect TBL: make COL (default fence_token) a bigint NOT NULL DEFAULT 0
 -- stamp column (adding it, or converting an existing integer column and
--- its NULLs), and install the triggers.  Run again to change the mode.
--- Needs only EXECUTE on this function (and ownership of TBL).
-CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name DEFAULT 'fence_token',
-                                         permissive boolean DEFAULT false)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
+-- its NULLs), and install the triggers of the chosen implementation: 'c'
+-- when the C extension is installed (fence.c_guard() exists), else
+-- 'plpgsql'; the four-argument form forces one.  Run again to change the
+-- mode or the implementation, or after renaming the column.  Needs only
+-- EXECUTE on this function (and ownership of TBL).  The body is shared by
+-- both signatures (written once below): the four-argument one is a new
+-- function, so that a GRANT on the three-argument one keeps working alone.
+DO $protect$
+DECLARE
+    body CONSTANT text := $body$
 DECLARE
     kind "char";
     att record;
     trig record;
     children text;
     mode text := CASE WHEN permissive THEN 'permissive' ELSE 'strict' END;
-    -- The WHEN clauses skip the trigger function when the row already
-    -- carries exactly the writer's token (and, BEFORE UPDATE, the column
-    -- is not written): the setting's text equals the stamp's canonical
-    -- text, and the stamp is > 0, only for a valid token equal to the
-    -- stamp.  A comparison with a NULL operand is NULL, which makes the
-    -- AND NULL or false, and "IS NOT TRUE" runs the function: a NULL never
-    -- skips a check.  They are kept short: PostgreSQL reads and prepares
-    -- each WHEN clause once per statement.  Every operator is spelled
-    -- OPERATOR(pg_catalog.x), and search_path is pinned here anyway.
-    setting CONSTANT text := 'pg_catalog.current_setting(''fence.token'', true)';
+    have_c boolean := pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL;
+    fns record;
+    guard_fn text;
 BEGIN
     IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
         RAISE EXCEPTION 'fence: protect: table, column and mode must not be NULL or empty'
             USING ERRCODE = '22023';
     END IF;
+    IF use_impl IS NULL THEN
+        use_impl := CASE WHEN have_c THEN 'c' ELSE 'plpgsql' END;
+    ELSIF use_impl NOT IN ('c', 'plpgsql') THEN
+        RAISE EXCEPTION 'fence: protect: implementation must be ''c'' or ''plpgsql'', got %',
+                COALESCE(pg_catalog.quote_literal(use_impl), 'NULL')
+            USING ERRCODE = '22023';
+    ELSIF use_impl = 'c' AND NOT have_c THEN
+        RAISE EXCEPTION 'fence: protect: implementation ''c'' needs the C extension (CREATE EXTENSION fence), which is not installed in this database'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM fence.refuse_schema(tbl);
     SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = tbl;
     IF kind IS DISTINCT FROM 'r' THEN
         RAISE EXCEPTION 'fence: % is not an ordinary table (partitioned tables, views and foreign tables are not supported; protect each partition)', tbl
@@ -801,39 +1337,27 @@ BEGIN
                                   tbl, col, col);
     END IF;
 
-    EXECUTE pg_catalog.format(
-        'CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON %1$s FOR EACH ROW'
-        ' WHEN ((%5$s OPERATOR(pg_catalog.=) NEW.%2$I::pg_catalog.text'
-        ' AND NEW.%2$I OPERATOR(pg_catalog.>) 0) IS NOT TRUE)'
-        ' EXECUTE FUNCTION fence.row_guard(%3$L, %4$L)', tbl, col, col, mode, setting);
-    EXECUTE pg_catalog.format(
-        'CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON %1$s FOR EACH ROW'
-        ' WHEN ((%5$s OPERATOR(pg_catalog.=) OLD.%2$I::pg_catalog.text'
-        ' AND NEW.%2$I OPERATOR(pg_catalog.=) OLD.%2$I'
-        ' AND OLD.%2$I OPERATOR(pg_catalog.>) 0) IS NOT TRUE)'
-        ' EXECUTE FUNCTION fence.row_guard(%3$L, %4$L)', tbl, col, col, mode, setting);
-    EXECUTE pg_catalog.format(
-        'CREATE TRIGGER zz_fence_guard_del BEFORE DELETE ON %1$s FOR EACH ROW'
-        ' WHEN ((%5$s OPERATOR(pg_catalog.=) OLD.%2$I::pg_catalog.text'
-        ' AND OLD.%2$I OPERATOR(pg_catalog.>) 0) IS NOT TRUE)'
-        ' EXECUTE FUNCTION fence.row_guard(%3$L, %4$L)', tbl, col, col, mode, setting);
-    EXECUTE pg_catalog.format(
-        'CREATE TRIGGER zz_fence_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT'
-        ' EXECUTE FUNCTION fence.refuse_truncate()', tbl);
-    -- The final row must carry exactly the writer's token; else (a later
-    -- BEFORE trigger rewrote it, or permissive mode with no token) the
-    -- function decides.  False on the hot path: no event is queued.  The
-    -- setting is a valid token here (the guard refused anything else,
-    -- '0' included, before this row was written), so its text equal to the
-    -- stamp's means the stamp is the token.
-    EXECUTE pg_catalog.format(
-        'CREATE TRIGGER zz_fence_check_ins AFTER INSERT ON %1$s FOR EACH ROW'
-        ' WHEN ((%5$s OPERATOR(pg_catalog.=) NEW.%2$I::pg_catalog.text) IS NOT TRUE)'
-        ' EXECUTE FUNCTION fence.row_check(%3$L, %4$L)', tbl, col, col, mode, setting);
-    EXECUTE pg_catalog.format(
-        'CREATE TRIGGER zz_fence_check_upd AFTER UPDATE ON %1$s FOR EACH ROW'
-        ' WHEN ((%5$s OPERATOR(pg_catalog.=) NEW.%2$I::pg_catalog.text) IS NOT TRUE)'
-        ' EXECUTE FUNCTION fence.row_check(%3$L, %4$L)', tbl, col, col, mode, setting);
+    IF use_impl = 'plpgsql' THEN
+        SELECT * INTO fns FROM fence.generate(tbl, col, permissive);
+        guard_fn := fns.guard_fn;
+    ELSE
+        guard_fn := 'fence.c_guard';
+    END IF;
+    -- No WHEN clauses: the guard does its own fast path.  The arguments
+    -- (column, mode) are what fence.protected shows; the C guard reads
+    -- them, the generated functions have them baked in.
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_del BEFORE DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fence.refuse_truncate()',
+                              tbl);
+    -- The AFTER checks only where a later BEFORE trigger could rewrite the
+    -- column: on the hot path of every other table they cost nothing.
+    PERFORM fence.add_checks(tbl);
+    PERFORM fence.drop_orphans();
 
     -- What could still undo the check: BEFORE triggers that fire after
     -- fence's guard (name order), and roles other than the owner that may
@@ -861,44 +1385,99 @@ BEGIN
                 trig.who, tbl, tbl, trig.who;
     END LOOP;
 END
-$$;
+$body$;
+BEGIN
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name DEFAULT %L, permissive boolean DEFAULT false)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'fence_token', 'DECLARE use_impl text := NULL;' || body);
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name, permissive boolean, impl text)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'DECLARE use_impl text := COALESCE(impl, ''NULL'');' || body);
+END
+$protect$;
 REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean) FROM PUBLIC;
-
--- Protected tables: their token column and mode ('strict' or 'permissive').
-CREATE OR REPLACE VIEW fence.protected AS
-SELECT t.tgrelid::regclass AS tbl,
-       pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, a.nul OPERATOR(pg_catalog.-) 1), 'UTF8')::name AS col,
-       pg_catalog.convert_from(pg_catalog.substring(t.tgargs, a.nul OPERATOR(pg_catalog.+) 1,
-                                 pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.-) a.nul OPERATOR(pg_catalog.-) 1), 'UTF8') AS mode
-FROM pg_catalog.pg_trigger t,
-     LATERAL (SELECT position(pg_catalog.decode('00', 'hex') IN t.tgargs) AS nul) a
-WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
-  AND t.tgfoid OPERATOR(pg_catalog.=) 'fence.row_guard()'::pg_catalog.regprocedure;
-REVOKE ALL ON fence.protected FROM PUBLIC;
-GRANT SELECT ON fence.protected TO PUBLIC;
+REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean, text) FROM PUBLIC;
 
 -- Switch a protected table between 'strict' and 'permissive' (migration)
--- mode, keeping its column.  Calls protect(): needs EXECUTE on both.
+-- mode, keeping its column and implementation.  Calls protect(): needs
+-- EXECUTE on both (and on the four-argument protect() when the table's
+-- implementation is not the one protect() picks by default).
 CREATE OR REPLACE FUNCTION fence.set_mode(tbl regclass, mode text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c name;
+    impl text;
+    default_impl text;
 BEGIN
     IF tbl IS NULL OR mode IS NULL OR mode NOT IN ('strict', 'permissive') THEN
         RAISE EXCEPTION 'fence: set_mode: mode must be ''strict'' or ''permissive'', got %',
                 COALESCE(pg_catalog.quote_literal(mode), 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    SELECT p.col INTO c FROM fence.protected p WHERE p.tbl = set_mode.tbl;
+    SELECT p.col, p.implementation INTO c, impl FROM fence.protected p WHERE p.tbl = set_mode.tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fence: % is not protected (use fence.protect())', tbl USING ERRCODE = '22023';
     END IF;
-    PERFORM fence.protect(tbl, c, mode = 'permissive');
+    default_impl := 'plpgsql';
+    IF pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL THEN
+        default_impl := 'c';
+    END IF;
+    IF impl = 'generic' OR impl = default_impl THEN
+        PERFORM fence.protect(tbl, c, mode = 'permissive');
+    ELSE
+        PERFORM fence.protect(tbl, c, mode = 'permissive', impl);
+    END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION fence.set_mode(regclass, text) FROM PUBLIC;
+
+-- The event trigger's function: after CREATE TRIGGER, ALTER TRIGGER
+-- (rename) and ALTER TABLE (ENABLE TRIGGER, ...) on a protected table,
+-- attach the AFTER checks a later BEFORE trigger now needs.  SECURITY
+-- DEFINER (the installer, a superuser: event triggers need one) so that it
+-- may do so on any table, whoever ran the command; it only ever adds
+-- fence's own checks.  A failure fails the command: closed, not open.
+CREATE OR REPLACE FUNCTION fence.on_ddl() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass;
+BEGIN
+    FOR rel IN
+        SELECT DISTINCT pr.tbl
+        FROM pg_catalog.pg_event_trigger_ddl_commands() d
+        JOIN fence.protected pr
+          ON pr.tbl::oid = CASE WHEN d.classid = 'pg_catalog.pg_trigger'::regclass
+                                THEN (SELECT t.tgrelid FROM pg_catalog.pg_trigger t WHERE t.oid = d.objid)
+                                WHEN d.classid = 'pg_catalog.pg_class'::regclass THEN d.objid END
+        WHERE NOT pr.check_present
+    LOOP
+        PERFORM fence.add_checks(rel);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.on_ddl() FROM PUBLIC;
+
+DO $event$
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+        DROP EVENT TRIGGER IF EXISTS fence_later_triggers;
+        CREATE EVENT TRIGGER fence_later_triggers ON ddl_command_end
+            WHEN TAG IN ('CREATE TRIGGER', 'ALTER TRIGGER', 'ALTER TABLE')
+            EXECUTE FUNCTION fence.on_ddl();
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger e
+                      WHERE e.evtname = 'fence_later_triggers' AND e.evtenabled <> 'D') THEN
+        RAISE WARNING 'fence: installed by %, not a superuser: no event trigger watches for BEFORE triggers created later on protected tables',
+                pg_catalog.quote_ident(current_user)
+            USING HINT = 'A BEFORE row trigger that sorts after zz_fence_guard_* and is created after fence.protect() is not checked until fence.protect() runs again on its table (SELECT * FROM fence.protected WHERE check_needed AND NOT check_present).  A superuser may re-run this script to add the event trigger.';
+    END IF;
+END
+$event$;
 
 -- ------------------------------------------------------------------
 -- What applications may call
@@ -923,31 +1502,122 @@ BEGIN
 END
 $grant$;
 
+
+-- One call to restrict fence.advance() to ROLE: grants it EXECUTE on
+-- fence.advance (and on fence.mark, mark_holder, current_token and
+-- version where PUBLIC has lost it, and USAGE on the schema likewise),
+-- then revokes EXECUTE on fence.advance from PUBLIC (unless revoke_public
+-- is false).  Idempotent; call it once per application role.  Only the
+-- owner of schema fence (the installer) may run it.  Re-installing keeps
+-- what it did (advance() is granted to PUBLIC only on a fresh install).
+CREATE OR REPLACE FUNCTION fence.grant(role regrole, revoke_public boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f regprocedure;
+BEGIN
+    IF role IS NULL OR revoke_public IS NULL THEN
+        RAISE EXCEPTION 'fence: grant: role and revoke_public must not be NULL' USING ERRCODE = '22023';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(current_user,
+                                  (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'fence'),
+                                  'USAGE') THEN
+        RAISE EXCEPTION 'fence: grant: only the owner of schema fence (the role that installed it) may grant fence.advance(), not %',
+                pg_catalog.quote_ident(current_user)
+            USING ERRCODE = '42501';
+    END IF;
+    IF NOT pg_catalog.has_schema_privilege('public', 'fence', 'USAGE') THEN
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA fence TO %s', role);
+    END IF;
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO %s', role);
+    FOREACH f IN ARRAY ARRAY['fence.mark(text)', 'fence.mark_holder(text)',
+                             'fence.current_token(boolean, text)', 'fence.version()']::regprocedure[]
+    LOOP
+        IF NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE') THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f, role);
+        END IF;
+    END LOOP;
+    IF revoke_public THEN
+        REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.grant(regrole, boolean) FROM PUBLIC;
+
 -- ------------------------------------------------------------------
 -- Upgrade: tables protected by an older version get the current triggers
 -- ------------------------------------------------------------------
 
+-- Tables still on version 3's generic functions (WHEN clauses, or version
+-- 1's without the AFTER checks) are protected again with the default
+-- implementation when the installer may; a WARNING names the others (the
+-- generic functions stay for them: they keep working as before).
 DO $upgrade$
 DECLARE
     p record;
 BEGIN
     FOR p IN
         SELECT pr.tbl, pr.col, pr.mode FROM fence.protected pr
-        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
-                          WHERE t.tgrelid = pr.tbl AND t.tgname = 'zz_fence_check_upd')
+        WHERE pr.implementation = 'generic'
         ORDER BY pr.tbl::text
     LOOP
         BEGIN
             PERFORM fence.protect(p.tbl, p.col, p.mode = 'permissive');
         EXCEPTION WHEN insufficient_privilege OR invalid_parameter_value THEN
-            RAISE WARNING 'fence: % keeps the triggers of an older version, without the checks of version 2: %',
+            RAISE WARNING 'fence: % keeps the triggers of an older version, without the generated guards of version 4: %',
                     p.tbl, SQLERRM
                 USING HINT = pg_catalog.format('As its owner: SELECT fence.protect(%L, %L, permissive => %s);',
                                                p.tbl::text, p.col,
                                                CASE WHEN p.mode = 'permissive' THEN 'true' ELSE 'false' END);
         END;
     END LOOP;
+    -- Tables protected 'plpgsql': their functions from this version's
+    -- templates (the names, column and mode stay).
+    FOR p IN
+        SELECT pr.tbl, pr.col, pr.mode, g.proname
+        FROM fence.protected pr
+        JOIN pg_catalog.pg_trigger t ON t.tgrelid = pr.tbl AND t.tgname = 'zz_fence_guard_upd'
+        JOIN pg_catalog.pg_proc g ON g.oid = t.tgfoid
+        WHERE pr.implementation = 'plpgsql'
+    LOOP
+        PERFORM fence.write_functions(p.tbl, p.col, p.mode = 'permissive', p.proname,
+                                      'check_' || pg_catalog.substr(p.proname, 7));
+    END LOOP;
+    PERFORM fence.drop_orphans();
 END
 $upgrade$;
+
+-- fence.token and fence.holder set for whole sessions by ALTER ROLE /
+-- ALTER DATABASE ... SET (or left in the installing session): every
+-- transaction of those sessions would carry that token.  PL/pgSQL cannot
+-- tell a session-level SET from SET LOCAL at write time (the C extension
+-- can, and refuses it); this is the one place SQL can see it.
+DO $session$
+DECLARE
+    s record;
+BEGIN
+    FOR s IN
+        SELECT CASE WHEN d.setrole = 0 THEN 'every role' ELSE 'role ' || pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(d.setrole)) END
+               || CASE WHEN d.setdatabase = 0 THEN ' in every database'
+                       ELSE ' in database ' || pg_catalog.quote_ident(db.datname) END AS who,
+               pg_catalog.split_part(cfg, '=', 1) AS name
+        FROM pg_catalog.pg_db_role_setting d
+        LEFT JOIN pg_catalog.pg_database db ON db.oid = d.setdatabase,
+             pg_catalog.unnest(d.setconfig) cfg
+        WHERE cfg ~ '^fence\.(token|holder)='
+        ORDER BY 1, 2
+    LOOP
+        RAISE WARNING 'fence: % is set for % (ALTER ROLE/DATABASE ... SET): every transaction of those sessions carries it',
+                s.name, s.who
+            USING HINT = 'Remove it (ALTER ROLE/DATABASE ... RESET): set fence.token per transaction, with SET LOCAL or set_config(..., true).';
+    END LOOP;
+    IF COALESCE(pg_catalog.current_setting('fence.token', true), '') <> '' THEN
+        RAISE WARNING 'fence: fence.token is set for this whole session (%): every later transaction of it carries that token',
+                pg_catalog.quote_literal(pg_catalog.left(pg_catalog.current_setting('fence.token', true), 40))
+            USING HINT = 'RESET fence.token; set it per transaction, with SET LOCAL or set_config(..., true).';
+    END IF;
+END
+$session$;
 
 COMMIT;

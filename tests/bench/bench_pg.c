@@ -2,32 +2,46 @@
  * bench_pg.c -- what fencing costs a PostgreSQL write.
  *
  * pgbench-style single-row UPDATE (accounts, 10,000 rows, random id,
- * prepared statement, one statement per transaction), one client:
+ * prepared statement, one statement per transaction), one client.  The
+ * database has fence.sql and the extension (CREATE EXTENSION fence), and
+ * each per-row mode runs once per implementation, on a table of its own
+ * protected with fence.protect(tbl, col, false, 'c' | 'plpgsql'):
  *   plain          UPDATE in autocommit (PQexecPrepared): 1 round trip.
- *   row_fenced     the same UPDATE on a fence.protect()ed table, with the
- *                  token set in the same round trip: libpq pipeline mode,
- *                  fence_pg_send_token() + the UPDATE + Sync, which run in
- *                  one implicit transaction, on a connection that called
- *                  fence_pg_prepare().  The token is the same for the whole
- *                  run (one holder writing many times), so after the
- *                  warm-up every row already carries it and the WHEN clause
- *                  skips the trigger function.
+ *   row_fenced, row_fenced_plpgsql  the same UPDATE on a protected
+ *                  table, with the token set in the same round trip: libpq
+ *                  pipeline mode, fence_pg_send_token() + the UPDATE +
+ *                  Sync, which run in one implicit transaction, on a
+ *                  connection that called fence_pg_prepare().  The token is
+ *                  the same for the whole run (one holder writing many
+ *                  times), so after the warm-up every row already carries
+ *                  it: the guard's fast path.  row_fenced is 'c', the best
+ *                  shipped implementation: pg_row_fenced_vs_plain_ratio and
+ *                  pg_row_fenced_c_vs_plain_ratio are the same figure.
  *   row_fenced_unprepared  as row_fenced on a connection without
  *                  fence_pg_prepare(): set_config is parsed and planned
  *                  every time.
- *   row_restamp    as row_fenced (on a table of its own) but a new, higher
- *                  token every transaction (a new holder each time): the
- *                  trigger function runs for every row.  The worst case,
- *                  shown for honesty.
+ *   row_restamp, row_restamp_plpgsql  as row_fenced (on tables of their
+ *                  own) but a new, higher token every transaction (a new
+ *                  holder each time): the guard stamps every row.  The
+ *                  worst case, shown for honesty; row_restamp is 'c'.
  *   resource_fenced  set_config + fence.advance('bench', token) + the
  *                  UPDATE on the plain table, pipelined, one transaction;
  *                  no holder (fence.holder '').
  *   resource_fenced_holder  the same with a holder id (fence.holder set to
  *                  32 hex digits and checked by fence.advance, resource
  *                  'bench-h'): what the holder rule adds.
- *   plain_pipe, plain_set  diagnostics: the plain UPDATE alone in a
- *                  pipeline, and after a prepared set_config (no trigger):
- *                  they split the cost into protocol, setting, trigger.
+ *   plain_pipe, plain_set, plain_token, trivial_trigger  diagnostics: the
+ *                  plain UPDATE alone in a pipeline; after a prepared
+ *                  set_config of fence.token alone (no trigger); after
+ *                  fence_pg_send_token() (token and holder, as row_fenced
+ *                  sends them; no trigger); and as plain_token on a table
+ *                  whose only trigger is PostgreSQL's own C BEFORE UPDATE
+ *                  row trigger suppress_redundant_updates_trigger() (the
+ *                  floor of any BEFORE row trigger: the old row is locked
+ *                  first, then a C function called).  Differences of their
+ *                  times split a fenced write into protocol, token,
+ *                  trigger floor and guard (FENCE_BENCH_VERBOSE=1 prints
+ *                  them in us).
  * Modes are interleaved in batches of 25 transactions (ABC..CBA..), their
  * times summed per round; figures are medians over the rounds.
  * Prints "name value unit" lines.
@@ -112,19 +126,43 @@ static void drain_pipeline(PGconn *c, int n)
 
 enum mode {
     PLAIN,
-    ROW_FENCED,
+    ROW_FENCED,    /* implementation 'c' */
+    ROW_FENCED_PL, /* implementation 'plpgsql' */
     ROW_FENCED_UNPREP,
     ROW_RESTAMP,
+    ROW_RESTAMP_PL,
     RESOURCE_FENCED,
     RESOURCE_FENCED_HOLDER,
     PLAIN_PIPE,
     PLAIN_SET,
+    PLAIN_TOKEN,
+    TRIVIAL_TRIGGER,
     NMODES
 };
 static const char *const mode_name[NMODES] = {
-    "plain",           "row_fenced", "row_fenced_unprepared", "row_restamp",
-    "resource_fenced", "resource_fenced_holder", "plain_pipe", "plain_set",
+    "plain",         "row_fenced",          "row_fenced_plpgsql", "row_fenced_unprepared",
+    "row_restamp",   "row_restamp_plpgsql", "resource_fenced",    "resource_fenced_holder",
+    "plain_pipe",    "plain_set",           "plain_token",        "trivial_trigger",
 };
+/* The prepared UPDATE of each mode. */
+static const char *stmt_of(enum mode m)
+{
+    switch (m) {
+    case ROW_FENCED:
+    case ROW_FENCED_UNPREP:
+        return "upd_fenced";
+    case ROW_FENCED_PL:
+        return "upd_fenced_pl";
+    case ROW_RESTAMP:
+        return "upd_restamp";
+    case ROW_RESTAMP_PL:
+        return "upd_restamp_pl";
+    case TRIVIAL_TRIGGER:
+        return "upd_trivial";
+    default:
+        return "upd_plain";
+    }
+}
 static const char BENCH_HOLDER[] = "0123456789abcdef0123456789abcdef";
 
 static uint64_t g_token = 1000;       /* the steady holder's token */
@@ -146,7 +184,7 @@ static void one_tx(enum mode m)
         PQclear(r);
         return;
     }
-    uint64_t tok = m == ROW_RESTAMP ? ++g_restamp_token : g_token;
+    uint64_t tok = m == ROW_RESTAMP || m == ROW_RESTAMP_PL ? ++g_restamp_token : g_token;
     if (m == PLAIN_PIPE) {
         if (!PQsendQueryPrepared(c, "upd_plain", 1, p1, NULL, NULL, 0) || !PQpipelineSync(c)) {
             die("send update", PQerrorMessage(c));
@@ -164,14 +202,13 @@ static void one_tx(enum mode m)
     } else {
         int holder = m == RESOURCE_FENCED_HOLDER;
         const char *res = m == RESOURCE_FENCED ? "bench" : holder ? "bench-h" : NULL;
+        /* row modes, plain_token and trivial_trigger: token and holder
+         * (none), no resource */
         if (fence_pg_send_token(c, tok, holder ? BENCH_HOLDER : NULL, res) != FENCE_OK) {
             die("fence_pg_send_token", fence_pg_errmsg(c));
         }
     }
-    const char *stmt = m == ROW_RESTAMP                              ? "upd_restamp"
-                       : m == ROW_FENCED || m == ROW_FENCED_UNPREP ? "upd_fenced"
-                                                                   : "upd_plain";
-    if (!PQsendQueryPrepared(c, stmt, 1, p1, NULL, NULL, 0) ||
+    if (!PQsendQueryPrepared(c, stmt_of(m), 1, p1, NULL, NULL, 0) ||
         !PQpipelineSync(c)) {
         die("send update", PQerrorMessage(c));
     }
@@ -222,7 +259,7 @@ int main(void)
     }
 
     /* A database of our own. */
-    char dbname[64], sql[1024];
+    char dbname[64], sql[4096];
     snprintf(dbname, sizeof dbname, "fence_bench_%d", (int)getpid());
     PGconn *admin = PQconnectdb(conninfo);
     if (PQstatus(admin) != CONNECTION_OK) {
@@ -240,26 +277,50 @@ int main(void)
     if (fence_pg_install(g_conn) != FENCE_OK) {
         die("install", fence_pg_errmsg(g_conn));
     }
+    {
+        PGresult *r = PQexec(g_conn, "CREATE EXTENSION fence");
+        if (fence_pg_classify(g_conn, r, NULL) != FENCE_OK) {
+            die("CREATE EXTENSION fence (run under scripts/with-servers with "
+                "FENCE_PGEXT_DIR=BUILD/lib/pgext, as make bench does)",
+                fence_pg_errmsg(g_conn));
+        }
+        PQclear(r);
+    }
     snprintf(sql, sizeof sql,
              "CREATE TABLE plain_accounts (id int PRIMARY KEY, balance bigint NOT NULL, "
              "filler char(84) NOT NULL DEFAULT '');"
-             "CREATE TABLE fenced_accounts (LIKE plain_accounts INCLUDING ALL);"
-             "CREATE TABLE restamp_accounts (LIKE plain_accounts INCLUDING ALL);"
              "INSERT INTO plain_accounts (id, balance) SELECT g, 0 FROM generate_series(1, %d) g;"
+             "CREATE TABLE fenced_accounts (LIKE plain_accounts INCLUDING ALL);"
+             "CREATE TABLE fenced_pl_accounts (LIKE plain_accounts INCLUDING ALL);"
+             "CREATE TABLE restamp_accounts (LIKE plain_accounts INCLUDING ALL);"
+             "CREATE TABLE restamp_pl_accounts (LIKE plain_accounts INCLUDING ALL);"
+             "CREATE TABLE trivial_accounts (LIKE plain_accounts INCLUDING ALL);"
              "INSERT INTO fenced_accounts SELECT * FROM plain_accounts;"
+             "INSERT INTO fenced_pl_accounts SELECT * FROM plain_accounts;"
              "INSERT INTO restamp_accounts SELECT * FROM plain_accounts;"
-             "SELECT fence.protect('fenced_accounts'), fence.protect('restamp_accounts')",
+             "INSERT INTO restamp_pl_accounts SELECT * FROM plain_accounts;"
+             "INSERT INTO trivial_accounts SELECT * FROM plain_accounts;"
+             "CREATE TRIGGER trivial BEFORE UPDATE ON trivial_accounts FOR EACH ROW "
+             "EXECUTE FUNCTION suppress_redundant_updates_trigger();"
+             "SELECT fence.protect('fenced_accounts', 'fence_token', false, 'c'),"
+             " fence.protect('fenced_pl_accounts', 'fence_token', false, 'plpgsql'),"
+             " fence.protect('restamp_accounts', 'fence_token', false, 'c'),"
+             " fence.protect('restamp_pl_accounts', 'fence_token', false, 'plpgsql')",
              ROWS);
     exec_ok(g_conn, sql);
-    exec_ok(g_conn, "VACUUM ANALYZE plain_accounts");
-    exec_ok(g_conn, "VACUUM ANALYZE fenced_accounts");
-    exec_ok(g_conn, "VACUUM ANALYZE restamp_accounts");
+    exec_ok(g_conn, "VACUUM ANALYZE");
     prepare(g_conn, "upd_plain", "UPDATE plain_accounts SET balance = balance + 1 WHERE id = $1",
             1);
     prepare(g_conn, "upd_fenced",
             "UPDATE fenced_accounts SET balance = balance + 1 WHERE id = $1", 1);
+    prepare(g_conn, "upd_fenced_pl",
+            "UPDATE fenced_pl_accounts SET balance = balance + 1 WHERE id = $1", 1);
     prepare(g_conn, "upd_restamp",
             "UPDATE restamp_accounts SET balance = balance + 1 WHERE id = $1", 1);
+    prepare(g_conn, "upd_restamp_pl",
+            "UPDATE restamp_pl_accounts SET balance = balance + 1 WHERE id = $1", 1);
+    prepare(g_conn, "upd_trivial",
+            "UPDATE trivial_accounts SET balance = balance + 1 WHERE id = $1", 1);
     prepare(g_conn, "set_tok", "SELECT pg_catalog.set_config('fence.token', $1, true)", 1);
     if (fence_pg_prepare(g_conn) != FENCE_OK) {
         die("fence_pg_prepare", fence_pg_errmsg(g_conn));
@@ -273,13 +334,14 @@ int main(void)
 
     /* Warm-up: stamp every fenced row with the steady token, warm caches. */
     {
-        char stamp[160];
+        char stamp[256];
         snprintf(stamp, sizeof stamp,
                  "BEGIN; SET LOCAL fence.token = %" PRIu64 "; UPDATE fenced_accounts SET "
-                 "balance = balance; COMMIT",
+                 "balance = balance; UPDATE fenced_pl_accounts SET balance = balance; COMMIT",
                  g_token);
         exec_ok(g_conn, stamp);
         exec_ok(g_conn, "VACUUM fenced_accounts");
+        exec_ok(g_conn, "VACUUM fenced_pl_accounts");
         for (int m = 0; m < NMODES; m++) {
             run((enum mode)m, 300);
         }
@@ -319,20 +381,45 @@ int main(void)
         med_ratio[m] = median(ratio[m], rounds);
     }
     printf("pg_row_fenced_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED]);
+    printf("pg_row_fenced_c_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED]);
+    printf("pg_row_fenced_plpgsql_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED_PL]);
     printf("pg_resource_fenced_vs_plain_ratio %.3f x\n", med_ratio[RESOURCE_FENCED]);
     printf("pg_resource_fenced_holder_vs_plain_ratio %.3f x\n", med_ratio[RESOURCE_FENCED_HOLDER]);
     printf("pg_row_fenced_unprepared_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED_UNPREP]);
     printf("pg_plain_set_token_only_vs_plain_ratio %.3f x\n", med_ratio[PLAIN_SET]);
     printf("pg_row_restamp_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP]);
+    printf("pg_row_restamp_c_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP]);
+    printf("pg_row_restamp_plpgsql_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP_PL]);
+    printf("pg_plain_token_vs_plain_ratio %.3f x\n", med_ratio[PLAIN_TOKEN]);
+    printf("pg_trivial_trigger_vs_plain_ratio %.3f x\n", med_ratio[TRIVIAL_TRIGGER]);
     for (int m = 0; m < NMODES; m++) {
         printf("pg_%s_tps %.0f tx/s\n", mode_name[m], med_tps[m]);
     }
     printf("pg_bench_rounds %d rounds\n", rounds);
+    if (getenv("FENCE_BENCH_VERBOSE") != NULL) {
+        /* Where the time of a fenced write goes: differences of the
+         * medians' times per transaction. */
+        double us[NMODES];
+        for (int m = 0; m < NMODES; m++) {
+            us[m] = 1e6 / med_tps[m];
+        }
+        fprintf(stderr,
+                "# us/tx: plain %.1f | pipeline +%.1f | token (set_config of fence.token "
+                "+%.1f) fence_pg_send_token +%.1f | trigger floor +%.1f | c guard +%.1f "
+                "(row_fenced %.1f) | plpgsql guard +%.1f (row_fenced_plpgsql %.1f) | restamp "
+                "c +%.1f, plpgsql +%.1f over row_fenced\n",
+                us[PLAIN], us[PLAIN_PIPE] - us[PLAIN], us[PLAIN_SET] - us[PLAIN_PIPE],
+                us[PLAIN_TOKEN] - us[PLAIN_PIPE], us[TRIVIAL_TRIGGER] - us[PLAIN_TOKEN],
+                us[ROW_FENCED] - us[TRIVIAL_TRIGGER],
+                us[ROW_FENCED], us[ROW_FENCED_PL] - us[TRIVIAL_TRIGGER], us[ROW_FENCED_PL],
+                us[ROW_RESTAMP] - us[ROW_FENCED], us[ROW_RESTAMP_PL] - us[ROW_FENCED_PL]);
+    }
 
     /* Sanity: every fenced row carries a token; no transaction was lost. */
     PGresult *res = PQexec(g_conn, "SELECT (SELECT count(*) FROM fenced_accounts WHERE "
-                                   "fence_token = 0), fence.mark('bench'), fence.mark('bench-h'), "
-                                   "fence.mark_holder('bench-h')");
+                                   "fence_token = 0) + (SELECT count(*) FROM fenced_pl_accounts "
+                                   "WHERE fence_token = 0), fence.mark('bench'), "
+                                   "fence.mark('bench-h'), fence.mark_holder('bench-h')");
     if (PQresultStatus(res) != PGRES_TUPLES_OK || strcmp(PQgetvalue(res, 0, 0), "0") != 0 ||
         strcmp(PQgetvalue(res, 0, 1), "1000") != 0 ||
         strcmp(PQgetvalue(res, 0, 2), "1000") != 0 ||

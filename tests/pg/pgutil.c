@@ -236,6 +236,23 @@ void make_table(PGconn *c, const char *name)
 /* Fixture: one database and one application role per run               */
 /* ------------------------------------------------------------------ */
 
+const char *pg_impl(void)
+{
+    const char *v = getenv("FENCE_TEST_PG_IMPL");
+    return v != NULL && strcmp(v, "c") == 0 ? "c" : "plpgsql";
+}
+
+void create_extension(PGconn *c)
+{
+    outcome e;
+    fence_status st = run(c, "CREATE EXTENSION fence", &e);
+    ck_assert_msg(st == FENCE_OK,
+                  "CREATE EXTENSION fence: %s (%s); is the test PostgreSQL offering it "
+                  "(scripts/with-servers with FENCE_PGEXT_DIR=BUILD/lib/pgext)?",
+                  e.message, e.sqlstate);
+    ck_assert_int_eq(num(c, "SELECT fence.c_version()"), 1);
+}
+
 void setup_db(void)
 {
     unsigned r = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
@@ -253,6 +270,9 @@ void setup_db(void)
     for (int i = 0; i < 2; i++) { /* idempotent: twice */
         fence_status st = fence_pg_install(c);
         ck_assert_msg(st == FENCE_OK, "install #%d: %s", i + 1, fence_pg_errmsg(c));
+    }
+    if (strcmp(pg_impl(), "c") == 0) {
+        create_extension(c);
     }
     snprintf(sql, sizeof sql, "GRANT USAGE, CREATE ON SCHEMA public TO %s", g_app);
     ok(c, sql);

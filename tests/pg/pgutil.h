@@ -13,10 +13,19 @@
 extern char g_db[64];  /* this run's database */
 extern char g_app[64]; /* this run's non-superuser role */
 
-/* The fixture: creates g_db (fence.sql installed twice) and g_app; the
- * teardown drops both and every side database and role of this run. */
+/* The fixture: creates g_db (fence.sql installed twice, then CREATE
+ * EXTENSION fence when pg_impl() is "c") and g_app; the teardown drops
+ * both and every side database and role of this run. */
 void setup_db(void);
 void teardown_db(void);
+
+/* The per-row implementation this run tests, from FENCE_TEST_PG_IMPL
+ * (scripts/run-suites runs every PostgreSQL suite once per value): "c"
+ * (the extension of lib/pgext, which fence.protect() then picks) or
+ * "plpgsql" (the portable generated trigger functions; the default). */
+const char *pg_impl(void);
+/* CREATE EXTENSION fence in the database of c (superuser). */
+void create_extension(PGconn *c);
 
 /* Connect to dbname (NULL: the server's default database) as user (NULL:
  * the superuser of FENCE_TEST_PG_CONNINFO). */

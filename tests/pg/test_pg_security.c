@@ -83,10 +83,20 @@ START_TEST(app_role_cannot_bypass)
     ck_assert_int_eq(advance_h(app, 51, "0123456789abcdef0123456789abcdef", "sec-res", &e),
                      FENCE_STALE);
     ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
-    ck_assert_int_eq(num(app, "SELECT fence.version()"), 3);
+    ck_assert_int_eq(num(app, "SELECT fence.version()"), 4);
+    /* The four guards, enabled; no AFTER check (nothing fires after them). */
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sec'::regclass"
                             " AND tgenabled = 'O'"),
-                     6);
+                     4);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sec'::regclass"),
+                     4);
+    /* The generated functions, like the generic ones, cannot be called. */
+    if (strcmp(pg_impl(), "plpgsql") == 0) {
+        char fn[128];
+        snprintf(fn, sizeof fn, "SELECT fence.guard_%lld()",
+                 num(c, "SELECT 'sec'::regclass::oid::bigint"));
+        fails(app, fn, "0A000");
+    }
     PQfinish(app);
     PQfinish(c);
 }
@@ -310,16 +320,39 @@ START_TEST(install_ignores_hostile_search_path)
     ok(su, "SET search_path = public, pg_catalog");
     ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
     ck_assert_str_eq(text1(su, "SELECT current_setting('search_path')"), "public, pg_catalog");
-    const char *def = text1(su, "SELECT pg_get_triggerdef(oid) FROM pg_trigger"
-                                " WHERE tgname = 'marks_no_lowering'");
-    ck_assert_msg(strstr(def, "OPERATOR(pg_catalog.<)") != NULL, "bound to public.<: %s", def);
+    /* Version 4's marks guard has no WHEN clause: its function compares,
+     * with operators spelled OPERATOR(pg_catalog.x), and still refuses a
+     * lowering under this search_path (public.< is always false). */
+    ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_trigger WHERE tgname = 'marks_no_lowering'"
+                             " AND tgqual IS NULL"),
+                     1);
+    const char *def = text1(su, "SELECT prosrc FROM pg_proc WHERE oid = 'fence.marks_guard()'::regprocedure");
+    ck_assert_msg(strstr(def, "NEW.token OPERATOR(pg_catalog.>) OLD.token") != NULL,
+                  "not pinned to pg_catalog.>: %s", def);
     ck_assert_int_eq(deps_on_public_operators(su), 0);
+    /* fence.advance no longer pins search_path (it costs a configuration
+     * save/restore per call): everything in it is qualified instead. */
+    ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_proc WHERE oid = 'fence.advance(text, bigint)'::regprocedure"
+                             " AND proconfig IS NULL AND prosecdef"),
+                     1);
     /* protect() pins its own. */
     ok(su, "CREATE TABLE sp (id int PRIMARY KEY); SELECT fence.protect('sp')");
     ck_assert_int_eq(deps_on_public_operators(su), 0);
     ok(su, "BEGIN; SET LOCAL fence.token = 3; INSERT INTO sp VALUES (1); COMMIT");
     ok(su, "BEGIN; SELECT fence.advance('sp', 3); COMMIT");
     ck_assert_int_eq(num(su, "SELECT fence.mark('sp')"), 3);
+    /* public.< (always false) and public.<> would let a stale or repeated
+     * token through advance(), public.<= a lowering through the guard. */
+    fails(su, "SELECT fence.advance('sp', 2)", "23Q01");
+    fails(su, "BEGIN; SET LOCAL fence.holder = '0123456789abcdef0123456789abcdef';"
+              " SELECT fence.advance('sp', 3)", "23Q01");
+    ok(su, "ROLLBACK");
+    ok(su, "BEGIN; SELECT fence.advance('sp', 4); COMMIT");
+    fails(su, "UPDATE fence.marks SET token = 1 WHERE resource = 'sp'", "23Q03");
+    ck_assert_int_eq(num(su, "SELECT fence.mark('sp')"), 4);
+    fails(su, "BEGIN; SET LOCAL fence.token = 2; UPDATE sp SET id = 1", "23Q01");
+    ok(su, "ROLLBACK");
+    ok(su, "BEGIN; SET LOCAL fence.token = 3; UPDATE sp SET id = 1; COMMIT");
     /* The holder check is pinned too: public.~ (always true) would admit a
      * malformed holder, and the marks' CHECK would admit one. */
     fails(su, "BEGIN; SET LOCAL fence.holder = 'NOT-HEX'; SELECT fence.advance('sp', 4)", "23Q02");
@@ -443,13 +476,20 @@ START_TEST(upgrade_from_version_1)
     notes n = {{0}};
     PQsetNoticeReceiver(fa, collect_notice, &n);
     ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(fa));
-    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 3);
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 4);
     char h[FENCE_HOLDER_LEN + 1];
     ck_assert_uint_eq(mark_of(fa, "v1-res", h), 41); /* the mark is kept, no holder */
     ck_assert_str_eq(h, "");
+    /* mine: version 4's generated guards (no AFTER check needed). */
     ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'mine'::regclass"
-                             " AND tgname LIKE 'zz_fence_check_%'"),
-                     2);
+                             " AND tgname LIKE 'zz_fence_guard_%'"),
+                     4);
+    ck_assert_str_eq(text1(fa, "SELECT implementation || ' ' || check_present FROM fence.protected"
+                               " WHERE tbl = 'mine'::regclass"),
+                     "plpgsql true");
+    ck_assert_str_eq(text1(fa, "SELECT string_agg(implementation, ',' ORDER BY tbl::text)"
+                               " FROM fence.protected"),
+                     "plpgsql,generic,generic"); /* mine, parent, theirs */
     ck_assert_str_eq(text1(fa, "SELECT mode FROM fence.protected WHERE tbl = 'mine'::regclass"),
                      "permissive");
     ck_assert_msg(strstr(n.text, "theirs keeps the triggers of an older version") != NULL &&

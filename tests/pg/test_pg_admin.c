@@ -1,0 +1,660 @@
+/*
+ * test_pg_admin.c -- the administration of sql/postgres/fence.sql
+ * version 4 against a real PostgreSQL: protect() refuses fence's own and
+ * the system's tables, the install repairs a database where an older
+ * version protected fence.marks, fence.grant(), session-level tokens, the
+ * life of the generated trigger functions (unprotect, orphans, renames,
+ * oid reuse), when the AFTER check is attached (at protect time and by the
+ * event trigger), and real upgrades from version 3 (tests/pg/fence_v3.sql,
+ * embedded).  Runs once per per-row implementation (FENCE_TEST_PG_IMPL);
+ * what only the 'plpgsql' one has is tested with protect(..., 'plpgsql').
+ */
+#include "pgutil.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* fence.sql version 3 as released (tests/pg/fence_v3.sql, embedded). */
+extern const char pgtest__sql_fence_v3[];
+extern const size_t pgtest__sql_fence_v3_len;
+
+static const char HA[] = "0123456789abcdef0123456789abcdef";
+
+/* Install version 3 into the database of c (which must hold none newer). */
+static void install_v3(PGconn *c)
+{
+    ck_assert_uint_eq(strlen(pgtest__sql_fence_v3), pgtest__sql_fence_v3_len);
+    ck_assert_ptr_nonnull(strstr(pgtest__sql_fence_v3, "version 3."));
+    PGresult *r = PQexec(c, pgtest__sql_fence_v3);
+    ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "installing version 3: %s",
+                  PQresultErrorMessage(r));
+    PQclear(r);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), 3);
+}
+
+static int is_c(void)
+{
+    return strcmp(pg_impl(), "c") == 0;
+}
+
+/* The oid of table tbl, as text (static buffer). */
+static const char *oid_of(PGconn *c, const char *tbl)
+{
+    static char buf[32];
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT '%s'::regclass::oid", tbl);
+    snprintf(buf, sizeof buf, "%s", text1(c, sql));
+    return buf;
+}
+
+/* How many functions of schema fence are named like pattern (a regex). */
+static long long fence_functions(PGconn *c, const char *pattern)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace"
+             " AND proname ~ '%s'",
+             pattern);
+    return num(c, sql);
+}
+
+/* ------------------------------------------------------------------ */
+/* protect() refuses schema fence and the system's schemas              */
+/* ------------------------------------------------------------------ */
+
+START_TEST(protect_refuses_fence_and_system_tables)
+{
+    PGconn *c = db();
+    outcome e;
+    static const char *const refused[] = {
+        "SELECT fence.protect('fence.marks')",
+        "SELECT fence.protect('fence.meta', 'version')",
+        "SELECT fence.protect('fence.marks', 'token', false, 'plpgsql')",
+        "SELECT fence.protect('pg_catalog.pg_class')",
+        "SELECT fence.protect('information_schema.sql_features')",
+        "SELECT fence.generate('fence.marks', 'fence_token', false)",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        ck_assert_int_eq(run(c, refused[i], &e), FENCE_EDB);
+        ck_assert_msg(strcmp(e.sqlstate, "22023") == 0, "%s: %s %s", refused[i], e.sqlstate,
+                      e.message);
+    }
+    ck_assert_ptr_nonnull(strstr(e.message, "fence never protects"));
+    /* A TOAST table too. */
+    char sql[256];
+    ok(c, "CREATE TABLE toasted (id int, t text)");
+    snprintf(sql, sizeof sql, "SELECT fence.protect('%s')",
+             text1(c, "SELECT reltoastrelid::regclass FROM pg_class WHERE oid = 'toasted'::regclass"));
+    fails(c, sql, "22023");
+    /* Nothing was changed: fence.advance works without any fence.token. */
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid IN"
+                            " ('fence.marks'::regclass, 'fence.meta'::regclass)"
+                            " AND tgname LIKE 'zz_fence_%'"),
+                     0);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'fence.marks'::regclass"
+                            " AND attname = 'fence_token'"),
+                     0);
+    ck_assert_int_eq(num(c, "SELECT fence.advance('adm-refuse', 5)"), 5);
+    ck_assert_int_eq(num(c, "SELECT fence.mark('adm-refuse')"), 5);
+    PQfinish(c);
+}
+END_TEST
+
+/* Version 3 let fence.protect('fence.marks') through: from then on every
+ * fence.advance() without a token failed, and reinstalling did not help.
+ * Version 4's install drops the triggers (NOTICE) and the column. */
+START_TEST(install_repairs_protected_marks)
+{
+    char d[NAME_BUF];
+    side_db("repair", NULL, d);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install_v3(c);
+    outcome e;
+    ok(c, "BEGIN; SELECT fence.advance('rp', 3); COMMIT");
+    ok(c, "SELECT fence.protect('fence.marks'); SELECT fence.protect('fence.meta', 'version')");
+    fails(c, "SELECT fence.advance('rp', 4)", "23Q02"); /* broken: no fence.token */
+
+    notes n = {{0}};
+    PQsetNoticeReceiver(c, collect_notice, &n);
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install: %s", fence_pg_errmsg(c));
+    ck_assert_msg(strstr(n.text, "dropped trigger zz_fence_guard_upd from fence.marks") != NULL,
+                  "no notice: %s", n.text);
+    ck_assert_msg(strstr(n.text, "dropped column fence_token that fence.protect() added to fence.marks") != NULL,
+                  "no notice: %s", n.text);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger t JOIN pg_class r ON r.oid = t.tgrelid"
+                            " WHERE r.relnamespace = 'fence'::regnamespace AND t.tgname LIKE 'zz_fence_%'"),
+                     0);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'fence.marks'::regclass"
+                            " AND attname = 'fence_token' AND NOT attisdropped"),
+                     0);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_attrdef d JOIN pg_attribute a"
+                            " ON a.attrelid = d.adrelid AND a.attnum = d.adnum"
+                            " WHERE d.adrelid = 'fence.meta'::regclass AND a.attname = 'version'"),
+                     0); /* protect() gave it DEFAULT 0 */
+    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 4);
+    ck_assert_int_eq(num(c, "SELECT fence.advance('rp', 4)"), 4);
+    ck_assert_int_eq(advance_h(c, 3, NULL, "rp", &e), FENCE_STALE);
+    ck_assert_int_eq(num(c, "SELECT fence.mark('rp')"), 4);
+    /* And again: nothing left to repair. */
+    n.text[0] = '\0';
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    ck_assert_msg(strstr(n.text, "dropped") == NULL, "%s", n.text);
+    PQfinish(c);
+    drop_side_db(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* fence.grant                                                          */
+/* ------------------------------------------------------------------ */
+
+START_TEST(grant_restricts_advance_to_a_role)
+{
+    char d[NAME_BUF], fadmin[NAME_BUF], app[NAME_BUF], other[NAME_BUF], sql[1024];
+    side_role("gadmin", fadmin);
+    side_role("gapp", app);
+    side_role("gother", other);
+    side_db("grant", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    snprintf(sql, sizeof sql, "GRANT CREATE ON DATABASE %s TO %s", d, fadmin);
+    ok(su, sql);
+    PGconn *fa = connect_as(d, fadmin);
+    PQsetNoticeProcessor(fa, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    PGconn *ap = connect_as(d, app);
+    PGconn *ot = connect_as(d, other);
+    ck_assert_int_eq(num(ot, "SELECT fence.advance('g', 1)"), 1); /* PUBLIC by default */
+
+    /* Only the schema's owner may run it (EXECUTE is not PUBLIC; a role
+     * granted EXECUTE is still refused). */
+    snprintf(sql, sizeof sql, "SELECT fence.grant('%s')", app);
+    fails(ot, sql, "42501");
+    snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.grant(regrole, boolean) TO %s", other);
+    ok(fa, sql);
+    snprintf(sql, sizeof sql, "SELECT fence.grant('%s')", other);
+    outcome e;
+    ck_assert_int_eq(run(ot, sql, &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "42501");
+    ck_assert_ptr_nonnull(strstr(e.message, "only the owner of schema fence"));
+    fails(fa, "SELECT fence.grant(NULL)", "22023");
+    fails(fa, "SELECT fence.grant('no_such_role_at_all')", "42704");
+
+    /* One call: PUBLIC loses advance, the role has it.  Twice: the same. */
+    ok(fa, "REVOKE EXECUTE ON FUNCTION fence.mark(text) FROM PUBLIC");
+    for (int i = 0; i < 2; i++) {
+        snprintf(sql, sizeof sql, "SELECT fence.grant('%s')", app);
+        ok(fa, sql);
+        ck_assert_int_eq(num(ap, "SELECT fence.advance('g', 2)"), 2);
+        fails(ot, "SELECT fence.advance('g', 3)", "42501");
+        ck_assert_int_eq(num(ap, "SELECT fence.mark('g')"), 2); /* re-granted to the role */
+        ck_assert_str_eq(text1(ap, "SELECT coalesce(fence.mark_holder('g'), 'none')"), "none");
+    }
+    /* A re-install keeps it (advance goes to PUBLIC only when fresh). */
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    fails(ot, "SELECT fence.advance('g', 3)", "42501");
+    ck_assert_int_eq(num(ap, "SELECT fence.advance('g', 3)"), 3);
+    /* revoke_public => false: grant without taking it from PUBLIC. */
+    ok(fa, "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO PUBLIC");
+    snprintf(sql, sizeof sql, "SELECT fence.grant('%s', revoke_public => false)", app);
+    ok(fa, sql);
+    ck_assert_int_eq(num(ot, "SELECT fence.advance('g', 4)"), 4);
+    PQfinish(ot);
+    PQfinish(ap);
+    PQfinish(fa);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Session-level tokens                                                  */
+/* ------------------------------------------------------------------ */
+
+/* SET fence.token without LOCAL holds for every later transaction of the
+ * session.  The C guard refuses it (23Q02, reason=session); PL/pgSQL cannot
+ * tell it from SET LOCAL (custom settings are not in pg_settings, and SQL
+ * sees no GUC stack), so the portable guard admits it -- documented next to
+ * SET LOCAL -- and the install warns where SQL can see one: ALTER ROLE /
+ * ALTER DATABASE ... SET, and the installing session.  libfence_pg only
+ * ever sets them LOCAL. */
+START_TEST(session_level_token)
+{
+    PGconn *c = db();
+    outcome e;
+    make_table(c, "sess");
+    ok(c, "SET fence.token = 6");
+    fence_status st = write_raw(c, NULL, "UPDATE sess SET v = 1 WHERE id = 1", &e);
+    if (is_c()) {
+        ck_assert_int_eq(st, FENCE_ENOTOKEN);
+        ck_assert_str_eq(e.sqlstate, "23Q02");
+    } else {
+        ck_assert_msg(st == FENCE_OK, "%s", e.message);
+        ck_assert_int_eq(num(c, "SELECT fence_token FROM sess WHERE id = 1"), 6);
+    }
+    /* SET LOCAL / set_config(..., true) on top of it work either way. */
+    ck_assert_int_eq(write_tok(c, 7, "UPDATE sess SET v = 2 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM sess WHERE id = 1"), 7);
+    ok(c, "RESET fence.token");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE sess SET v = 3 WHERE id = 1", &e), FENCE_ENOTOKEN);
+    /* The library sets both LOCAL: nothing is left after the transaction. */
+    ck_assert_int_eq(write_tok(c, 8, "UPDATE sess SET v = 4 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT coalesce(current_setting('fence.token', true), '')"), "");
+    ck_assert_str_eq(text1(c, "SELECT coalesce(current_setting('fence.holder', true), '')"), "");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE sess SET v = 5 WHERE id = 1", &e), FENCE_ENOTOKEN);
+    PQfinish(c);
+
+    /* The install warns about settings made for whole sessions. */
+    char d[NAME_BUF], r[NAME_BUF], sql[512];
+    side_role("sessrole", r);
+    side_db("sess", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    snprintf(sql, sizeof sql, "ALTER ROLE %s IN DATABASE %s SET fence.token = '9'", r, d);
+    ok(su, sql);
+    notes n = {{0}};
+    PQsetNoticeReceiver(su, collect_notice, &n);
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+    snprintf(sql, sizeof sql, "fence.token is set for role %s in database %s", r, d);
+    ck_assert_msg(strstr(n.text, sql) != NULL, "no warning: %s", n.text);
+    n.text[0] = '\0';
+    ok(su, "SET fence.token = 5");
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+    ck_assert_msg(strstr(n.text, "fence.token is set for this whole session ('5')") != NULL,
+                  "no warning: %s", n.text);
+    snprintf(sql, sizeof sql, "ALTER ROLE %s IN DATABASE %s RESET fence.token", r, d);
+    ok(su, sql);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* The generated trigger functions ('plpgsql')                          */
+/* ------------------------------------------------------------------ */
+
+START_TEST(generated_functions_lifecycle)
+{
+    PGconn *c = db();
+    outcome e;
+    char sql[1024], pat[64];
+    ok(c, "CREATE TABLE gl (id int PRIMARY KEY, v int); INSERT INTO gl VALUES (1, 0), (2, 0);"
+          "SELECT fence.protect('gl', 'fence_token', false, 'plpgsql')");
+    const char *oid = oid_of(c, "gl");
+    snprintf(pat, sizeof pat, "^(guard|check)_%s$", oid);
+    ck_assert_int_eq(fence_functions(c, pat), 2);
+    /* Owned by the installer, EXECUTE to PUBLIC, no WHEN clause, the
+     * column accessed directly (no jsonb), the mode baked in. */
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_proc WHERE proname = 'guard_%s'"
+             " AND proowner = (SELECT nspowner FROM pg_namespace WHERE nspname = 'fence')"
+             " AND has_function_privilege('public', oid, 'EXECUTE')"
+             " AND prosrc LIKE '%%OLD.fence_token::pg_catalog.text%%'"
+             " AND prosrc NOT LIKE '%%jsonb%%' AND prosrc LIKE '%%IF NOT false THEN%%'",
+             oid);
+    ck_assert_int_eq(num(c, sql), 1);
+    ck_assert_str_eq(text1(c, "SELECT implementation || ' ' || col || ' ' || mode FROM fence.protected"
+                              " WHERE tbl = 'gl'::regclass"),
+                     "plpgsql fence_token strict");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'gl'::regclass"
+                            " AND tgqual IS NOT NULL"),
+                     0);
+    ck_assert_int_eq(write_tok(c, 5, "UPDATE gl SET v = 1", &e), FENCE_OK);
+    /* The install writes them again from its templates (a newer version's
+     * reach tables protected before it; here: undoes a tampering). */
+    snprintf(sql, sizeof sql, "CREATE OR REPLACE FUNCTION fence.guard_%s() RETURNS trigger"
+                              " LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'", oid);
+    ok(c, sql);
+    ck_assert_int_eq(write_tok(c, 1, "UPDATE gl SET v = 1", &e), FENCE_OK);
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 1, "UPDATE gl SET v = 1", &e), FENCE_STALE);
+    ck_assert_int_eq(write_tok(c, 5, "UPDATE gl SET v = 1", &e), FENCE_OK);
+
+    /* set_mode re-generates it in place, keeping the implementation. */
+    ok(c, "SELECT fence.set_mode('gl', 'permissive')");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_proc WHERE proname = 'guard_%s'"
+                              " AND prosrc LIKE '%%IF NOT true THEN%%'", oid);
+    ck_assert_int_eq(num(c, sql), 1);
+    ck_assert_str_eq(text1(c, "SELECT implementation || ' ' || mode FROM fence.protected"
+                              " WHERE tbl = 'gl'::regclass"),
+                     "plpgsql permissive");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE gl SET v = 2", &e), FENCE_OK);
+    ok(c, "SELECT fence.set_mode('gl', 'strict')");
+
+    /* Renamed table: the messages name it as it is now. */
+    ok(c, "ALTER TABLE gl RENAME TO gl_renamed");
+    ck_assert_int_eq(write_tok(c, 4, "UPDATE gl_renamed SET v = 3", &e), FENCE_STALE);
+    ck_assert_str_eq(e.stale.object, "public.gl_renamed");
+    /* Renamed column: writes fail closed until protect() is run again. */
+    ok(c, "ALTER TABLE gl_renamed RENAME COLUMN fence_token TO stamp");
+    ck_assert_int_ne(write_tok(c, 6, "UPDATE gl_renamed SET v = 4", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM gl_renamed WHERE v = 4"), 0);
+    ok(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'plpgsql')");
+    ck_assert_int_eq(write_tok(c, 4, "UPDATE gl_renamed SET v = 4", &e), FENCE_STALE);
+    ck_assert_int_eq(write_tok(c, 6, "UPDATE gl_renamed SET v = 4", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT min(stamp) FROM gl_renamed"), 6);
+    ck_assert_int_eq(fence_functions(c, pat), 2); /* same oid, same names */
+
+    /* unprotect drops them; protect brings them back. */
+    ok(c, "SELECT fence.unprotect('gl_renamed')");
+    ck_assert_int_eq(fence_functions(c, pat), 0);
+    ok(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'plpgsql')");
+    ck_assert_int_eq(fence_functions(c, pat), 2);
+    /* Switching to the other implementation leaves no orphan either. */
+    if (is_c()) {
+        ok(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'c')");
+        ck_assert_int_eq(fence_functions(c, pat), 0);
+        ok(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'plpgsql')");
+    } else {
+        fails(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'c')", "22023");
+        ck_assert_int_eq(fence_functions(c, pat), 2);
+    }
+    fails(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'sql')", "22023");
+    fails(c, "SELECT fence.protect('gl_renamed', 'stamp', false, NULL)", "22023");
+
+    /* A dropped table leaves orphans, which the next protect, unprotect
+     * or install removes. */
+    ok(c, "DROP TABLE gl_renamed");
+    ck_assert_int_eq(fence_functions(c, pat), 2);
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    ck_assert_int_eq(fence_functions(c, pat), 0);
+    ok(c, "CREATE TABLE gl2 (id int); SELECT fence.protect('gl2', 'fence_token', false, 'plpgsql')");
+    snprintf(pat, sizeof pat, "^(guard|check)_%s$", oid_of(c, "gl2"));
+    ok(c, "DROP TABLE gl2");
+    ck_assert_int_eq(fence_functions(c, pat), 2);
+    ok(c, "CREATE TABLE gl3 (id int); SELECT fence.protect('gl3', 'fence_token', false, 'plpgsql')");
+    ck_assert_int_eq(fence_functions(c, pat), 0); /* gl2's are gone */
+    snprintf(pat, sizeof pat, "^(guard|check)_%s$", oid_of(c, "gl3"));
+    ck_assert_int_eq(fence_functions(c, pat), 2);
+    ok(c, "SELECT fence.unprotect('gl3'); DROP TABLE gl3");
+    ck_assert_int_eq(fence_functions(c, pat), 0);
+    PQfinish(c);
+}
+END_TEST
+
+/* After a restore, a table's new oid may be the one in the name of
+ * another table's functions: protect() must not overwrite those. */
+START_TEST(generated_names_never_taken_from_another_table)
+{
+    PGconn *c = db();
+    outcome e;
+    char sql[1024];
+    ok(c, "CREATE TABLE na (id int PRIMARY KEY, v int); INSERT INTO na VALUES (1, 0);"
+          "CREATE TABLE nb (id int PRIMARY KEY, v int); INSERT INTO nb VALUES (1, 0);"
+          "SELECT fence.protect('na', 'fence_token', false, 'plpgsql')");
+    /* Make na's guard carry nb's oid, as a restore could have. */
+    char nb_oid[32];
+    snprintf(nb_oid, sizeof nb_oid, "%s", oid_of(c, "nb"));
+    snprintf(sql, sizeof sql,
+             "ALTER FUNCTION fence.guard_%s() RENAME TO guard_%s;"
+             "ALTER FUNCTION fence.check_%s() RENAME TO check_%s",
+             oid_of(c, "na"), nb_oid, oid_of(c, "na"), nb_oid);
+    ok(c, sql);
+    ok(c, "SELECT fence.protect('nb', 'fence_token', true, 'plpgsql')");
+    snprintf(sql, sizeof sql,
+             "SELECT string_agg(t.tgrelid::regclass || ' ' || t.tgfoid::regproc, ',' ORDER BY 1)"
+             " FROM pg_trigger t WHERE t.tgname = 'zz_fence_guard_upd'"
+             " AND t.tgrelid IN ('na'::regclass, 'nb'::regclass)");
+    char want[256];
+    snprintf(want, sizeof want, "na fence.guard_%s,nb fence.guard_%s_1", nb_oid, nb_oid);
+    ck_assert_str_eq(text1(c, sql), want);
+    /* na is still strict, nb permissive. */
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE na SET v = 1", &e), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE nb SET v = 1", &e), FENCE_OK);
+    /* Only the owner's session may generate functions for a table. */
+    PGconn *app = db_app();
+    fails(app, "SELECT fence.generate('na', 'fence_token', true)", "42501");
+    ok(app, "CREATE TABLE app_own (id int)");
+    ok(app, "SELECT fence.generate('app_own', 'fence_token', true)");
+    ok(app, "DROP TABLE app_own");
+    ck_assert_int_eq(num(app, "SELECT fence.drop_orphans()"), 2);
+    PQfinish(app);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* The AFTER check: only where a later BEFORE trigger needs it          */
+/* ------------------------------------------------------------------ */
+
+static const char *checks_of(PGconn *c, const char *tbl)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(string_agg(tgname, ',' ORDER BY tgname), '') FROM pg_trigger"
+             " WHERE tgrelid = '%s'::regclass AND tgname LIKE 'zz_fence_check_%%'",
+             tbl);
+    return text1(c, sql);
+}
+
+START_TEST(after_check_only_when_needed)
+{
+    PGconn *c = db();
+    outcome e;
+    make_table(c, "ac");
+    ok(c, "CREATE FUNCTION ac_zero() RETURNS trigger LANGUAGE plpgsql"
+          " AS 'BEGIN NEW.fence_token := 0; RETURN NEW; END'");
+    ck_assert_str_eq(checks_of(c, "ac"), "");
+    ck_assert_int_eq(write_tok(c, 10, "UPDATE ac SET v = 1", &e), FENCE_OK);
+    /* A BEFORE trigger that fires before the guard (name order) or an
+     * AFTER one needs no check. */
+    ok(c, "CREATE TRIGGER a_first BEFORE INSERT OR UPDATE ON ac FOR EACH ROW EXECUTE FUNCTION ac_zero();"
+          "CREATE TRIGGER zzz_after AFTER UPDATE ON ac FOR EACH ROW EXECUTE FUNCTION ac_zero()");
+    ck_assert_str_eq(checks_of(c, "ac"), "");
+    ck_assert_int_eq(write_tok(c, 11, "UPDATE ac SET v = 2", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT min(fence_token) FROM ac"), 11);
+    ok(c, "DROP TRIGGER a_first ON ac; DROP TRIGGER zzz_after ON ac");
+
+    /* Created after protect(): the event trigger adds the check for its
+     * event only, and the rewrite is refused. */
+    ok(c, "CREATE TRIGGER zzz_upd BEFORE UPDATE ON ac FOR EACH ROW EXECUTE FUNCTION ac_zero()");
+    ck_assert_str_eq(checks_of(c, "ac"), "zz_fence_check_upd");
+    ck_assert_str_eq(text1(c, "SELECT check_needed || ' ' || check_present FROM fence.protected"
+                              " WHERE tbl = 'ac'::regclass"),
+                     "true true");
+    ck_assert_int_eq(write_tok(c, 11, "UPDATE ac SET v = 3", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ck_assert_int_eq(write_tok(c, 12, "INSERT INTO ac (id, v) VALUES (7, 0)", &e), FENCE_OK);
+    /* Renamed into place (ALTER TRIGGER), for INSERT. */
+    ok(c, "CREATE TRIGGER a_ins BEFORE INSERT ON ac FOR EACH ROW EXECUTE FUNCTION ac_zero()");
+    ck_assert_str_eq(checks_of(c, "ac"), "zz_fence_check_upd");
+    ok(c, "ALTER TRIGGER a_ins ON ac RENAME TO zzz_ins");
+    ck_assert_str_eq(checks_of(c, "ac"), "zz_fence_check_ins,zz_fence_check_upd");
+    ck_assert_int_eq(write_tok(c, 12, "INSERT INTO ac (id, v) VALUES (8, 0)", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ck_assert_int_eq(num(c, "SELECT min(fence_token) FROM ac"), 11);
+
+    /* protect() starts afresh: the checks the triggers need, no more. */
+    ok(c, "DROP TRIGGER zzz_ins ON ac; SELECT fence.protect('ac')");
+    ck_assert_str_eq(checks_of(c, "ac"), "zz_fence_check_upd");
+    ok(c, "DROP TRIGGER zzz_upd ON ac; SELECT fence.protect('ac')");
+    ck_assert_str_eq(checks_of(c, "ac"), "");
+    ck_assert_str_eq(text1(c, "SELECT check_needed || ' ' || check_present FROM fence.protected"
+                              " WHERE tbl = 'ac'::regclass"),
+                     "false true");
+
+    /* A disabled later trigger counts (it can be enabled). */
+    ok(c, "CREATE TRIGGER zzz_off BEFORE UPDATE ON ac FOR EACH ROW EXECUTE FUNCTION ac_zero();"
+          "ALTER TABLE ac DISABLE TRIGGER zzz_off; SELECT fence.protect('ac')");
+    ck_assert_str_eq(checks_of(c, "ac"), "zz_fence_check_upd");
+    ok(c, "DROP TRIGGER zzz_off ON ac; SELECT fence.protect('ac')");
+
+    /* Without the event trigger (a non-superuser install has none),
+     * fence.protected shows what is missing; the C guard refuses such a
+     * write by itself, the generated one cannot see it: protect() again. */
+    ok(c, "ALTER EVENT TRIGGER fence_later_triggers DISABLE");
+    ok(c, "CREATE TRIGGER zzz_late BEFORE UPDATE ON ac FOR EACH ROW EXECUTE FUNCTION ac_zero()");
+    ck_assert_str_eq(checks_of(c, "ac"), "");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE check_needed AND NOT check_present"),
+                     1);
+    fence_status st = write_tok(c, 13, "UPDATE ac SET v = 4 WHERE id = 1", &e);
+    if (is_c()) {
+        ck_assert_int_eq(st, FENCE_EDB);
+        ck_assert_str_eq(e.sqlstate, "23Q03");
+        ck_assert_ptr_nonnull(strstr(e.message, "zzz_late"));
+    } else {
+        ck_assert_int_eq(st, FENCE_OK); /* the documented limit */
+        ck_assert_int_eq(num(c, "SELECT fence_token FROM ac WHERE id = 1"), 0);
+    }
+    ok(c, "SELECT fence.protect('ac')");
+    ck_assert_str_eq(checks_of(c, "ac"), "zz_fence_check_upd");
+    ck_assert_int_eq(write_tok(c, 13, "UPDATE ac SET v = 5 WHERE id = 2", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "23Q03");
+    ok(c, "ALTER EVENT TRIGGER fence_later_triggers ENABLE");
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Upgrade from version 3                                               */
+/* ------------------------------------------------------------------ */
+
+/* The released version 3 with marks (with and without holders), a table
+ * of the installer's, one of another role's, installed by a superuser:
+ * the upgrade re-protects both with generated functions (no WHEN clause),
+ * keeps stamps and marks; twice is the same. */
+START_TEST(upgrade_from_version_3)
+{
+    char d[NAME_BUF], owner[NAME_BUF], sql[1024];
+    side_role("v3owner", owner);
+    side_db("v3", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    install_v3(su);
+    snprintf(sql, sizeof sql,
+             "GRANT CREATE ON SCHEMA public TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s",
+             owner, owner);
+    ok(su, sql);
+    outcome e;
+    ck_assert_int_eq(advance_h(su, 30, HA, "v3-h", &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(su, 31, NULL, "v3-n", &e), FENCE_OK);
+    ok(su, "CREATE TABLE t3 (id int PRIMARY KEY, v int); INSERT INTO t3 VALUES (1, 0), (2, 0);"
+           "SELECT fence.protect('t3');"
+           "BEGIN; SET LOCAL fence.token = 40; UPDATE t3 SET v = 1; COMMIT");
+    PGconn *o = connect_as(d, owner);
+    PQsetNoticeProcessor(o, quiet_notice, NULL);
+    ok(o, "CREATE TABLE o3 (id int PRIMARY KEY, lock_version integer); INSERT INTO o3 VALUES (1, 2);"
+          "SELECT fence.protect('o3', 'lock_version', permissive => true)");
+    ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_trigger WHERE tgqual IS NOT NULL"
+                             " AND tgname LIKE 'zz_fence_%'"),
+                     10);
+
+    for (int i = 0; i < 2; i++) {
+        notes n = {{0}};
+        PQsetNoticeReceiver(su, collect_notice, &n);
+        ck_assert_msg(fence_pg_install(su) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(su));
+        ck_assert_msg(strstr(n.text, "WARNING") == NULL, "warnings: %s", n.text);
+        ck_assert_int_eq(num(su, "SELECT fence.version()"), 4);
+        ck_assert_str_eq(text1(su, "SELECT string_agg(tbl || ' ' || col || ' ' || mode || ' '"
+                                   " || implementation || ' ' || check_present, ',' ORDER BY tbl::text)"
+                                   " FROM fence.protected"),
+                         "o3 lock_version permissive plpgsql true,t3 fence_token strict plpgsql true");
+        ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'zz_fence_%'"), 8);
+        ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_trigger WHERE tgqual IS NOT NULL"
+                                 " AND tgname LIKE 'zz_fence_%'"),
+                         0);
+        ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_event_trigger"
+                                 " WHERE evtname = 'fence_later_triggers'"),
+                         1);
+    }
+    /* Marks and stamps kept; the rules apply as before. */
+    char h[FENCE_HOLDER_LEN + 1];
+    ck_assert_uint_eq(mark_of(su, "v3-h", h), 30);
+    ck_assert_str_eq(h, HA);
+    ck_assert_uint_eq(mark_of(su, "v3-n", h), 31);
+    ck_assert_str_eq(h, "");
+    ck_assert_int_eq(advance_h(su, 30, NULL, "v3-h", &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(advance_h(su, 30, HA, "v3-h", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(su, 39, "UPDATE t3 SET v = 2", &e), FENCE_STALE);
+    ck_assert_str_eq(e.stale.object, "public.t3");
+    ck_assert_uint_eq(e.stale.highest, 40);
+    ck_assert_int_eq(write_tok(su, 40, "UPDATE t3 SET v = 2", &e), FENCE_OK);
+    ck_assert_int_eq(write_raw(o, NULL, "UPDATE o3 SET id = 1", &e), FENCE_OK); /* permissive */
+    ck_assert_int_eq(write_tok(o, 1, "UPDATE o3 SET id = 1", &e), FENCE_STALE);
+    ck_assert_int_eq(num(o, "SELECT lock_version FROM o3"), 2);
+    /* The owner's GRANT on protect() still works alone. */
+    ok(o, "SELECT fence.protect('o3', 'lock_version')");
+    ck_assert_int_eq(write_raw(o, NULL, "UPDATE o3 SET id = 1", &e), FENCE_ENOTOKEN);
+    PQfinish(o);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* The same installed by a non-superuser admin: another role's table
+ * keeps version 3's triggers (a WARNING names the command) and stays
+ * fenced by them; its owner re-protects it. */
+START_TEST(upgrade_from_version_3_not_owner)
+{
+    char d[NAME_BUF], fadmin[NAME_BUF], owner[NAME_BUF], sql[1024];
+    side_role("v3admin", fadmin);
+    side_role("v3own", owner);
+    side_db("v3b", NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    snprintf(sql, sizeof sql,
+             "GRANT CREATE ON DATABASE %s TO %s; GRANT CREATE ON SCHEMA public TO %s, %s", d,
+             fadmin, owner, fadmin);
+    ok(su, sql);
+    PGconn *fa = connect_as(d, fadmin);
+    PQsetNoticeProcessor(fa, quiet_notice, NULL);
+    install_v3(fa);
+    snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s",
+             owner);
+    ok(fa, sql);
+    PGconn *o = connect_as(d, owner);
+    PQsetNoticeProcessor(o, quiet_notice, NULL);
+    ok(o, "CREATE TABLE theirs3 (id int PRIMARY KEY, v int); INSERT INTO theirs3 VALUES (1, 0);"
+          "SELECT fence.protect('theirs3');"
+          "BEGIN; SET LOCAL fence.token = 9; UPDATE theirs3 SET v = 1; COMMIT");
+
+    notes n = {{0}};
+    PQsetNoticeReceiver(fa, collect_notice, &n);
+    ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(fa));
+    ck_assert_msg(strstr(n.text, "theirs3 keeps the triggers of an older version") != NULL &&
+                      strstr(n.text, "SELECT fence.protect('public.theirs3', 'fence_token', "
+                                     "permissive => false)") != NULL,
+                  "no warning for theirs3: %s", n.text);
+    ck_assert_msg(strstr(n.text, "not a superuser: no event trigger") != NULL, "%s", n.text);
+    ck_assert_str_eq(text1(fa, "SELECT implementation FROM fence.protected"), "generic");
+    outcome e;
+    ck_assert_int_eq(write_tok(o, 8, "UPDATE theirs3 SET v = 2", &e), FENCE_STALE);
+    ck_assert_str_eq(e.stale.object, "public.theirs3");
+    ck_assert_int_eq(write_tok(o, 9, "UPDATE theirs3 SET v = 2", &e), FENCE_OK);
+    ok(o, "SELECT fence.protect('theirs3')");
+    ck_assert_str_eq(text1(fa, "SELECT implementation FROM fence.protected"), "plpgsql");
+    ck_assert_int_eq(write_tok(o, 8, "UPDATE theirs3 SET v = 3", &e), FENCE_STALE);
+    n.text[0] = '\0';
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
+    ck_assert_msg(strstr(n.text, "theirs3") == NULL, "warned again: %s", n.text);
+    PQfinish(o);
+    PQfinish(fa);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+static Suite *pg_admin_suite(void)
+{
+    Suite *s = suite_create("pg_admin");
+    TCase *t = pg_tcase("pg_admin");
+    tcase_add_test(t, protect_refuses_fence_and_system_tables);
+    tcase_add_test(t, install_repairs_protected_marks);
+    tcase_add_test(t, grant_restricts_advance_to_a_role);
+    tcase_add_test(t, session_level_token);
+    tcase_add_test(t, generated_functions_lifecycle);
+    tcase_add_test(t, generated_names_never_taken_from_another_table);
+    tcase_add_test(t, after_check_only_when_needed);
+    tcase_add_test(t, upgrade_from_version_3);
+    tcase_add_test(t, upgrade_from_version_3_not_owner);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(pg_admin_suite());
+}
