@@ -253,7 +253,13 @@ static long io_result(SSL *ssl, int rc, char *err, size_t errlen)
         return 0;
     case SSL_ERROR_SYSCALL:
         if (ERR_peek_error() == 0) {
-            snprintf(err, errlen, "TLS: %s", errno ? strerror(errno) : "connection closed");
+            /* With TLS 1.3 a server that wants a client certificate
+             * refuses one after the handshake; its alert is often lost
+             * to the reset, so say what most likely happened. */
+            int nocert = (errno == ECONNRESET || errno == EPIPE) && SSL_get_certificate(ssl) == NULL;
+            snprintf(err, errlen, "TLS: %s%s", errno ? strerror(errno) : "connection closed",
+                     nocert ? " (no client certificate was given: does the server require one? "
+                              "tls_cert_file / --cert)" : "");
             return errno ? -1 : 0;
         }
         ssl_error(err, errlen, "TLS");
