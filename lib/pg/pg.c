@@ -19,6 +19,16 @@ static const char SQL_SET[] = "SELECT pg_catalog.set_config('fence.token', $1, t
 static const char SQL_SET_ADVANCE[] =
     "SELECT pg_catalog.set_config('fence.token', $1, true), "
     "pg_catalog.set_config('fence.holder', $2, true), fence.advance($3, $1::pg_catalog.int8)";
+/* The same with the extension's C fence.advance (extension fence 1.1,
+ * docs/postgres-extension.md): fence_pg_prepare() prepares it instead when
+ * the connection's role may call fence.c_advance(text, bigint). */
+static const char SQL_SET_ADVANCE_C[] =
+    "SELECT pg_catalog.set_config('fence.token', $1, true), "
+    "pg_catalog.set_config('fence.holder', $2, true), fence.c_advance($3, $1::pg_catalog.int8)";
+/* Whether fence.c_advance exists and may be called: 't', 'f' or NULL. */
+static const char SQL_HAS_C_ADVANCE[] =
+    "SELECT pg_catalog.has_function_privilege(p, 'EXECUTE') FROM "
+    "pg_catalog.to_regprocedure('fence.c_advance(pg_catalog.text,pg_catalog.int8)') p";
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
 static const char SQL_MARK_HOLDER[] = "SELECT fence.mark($1), fence.mark_holder($1)";
 
@@ -303,8 +313,22 @@ fence_status fence_pg_prepare(PGconn *conn)
     if (is_prepared(conn)) {
         return fence_pg__ok(conn);
     }
+    /* Once per connection: the advance statement calls the extension's
+     * fence.c_advance when this database has it (extension fence 1.1) and
+     * the role may call it, else fence.advance.  Same name either way. */
+    PGresult *has = PQexec(conn, SQL_HAS_C_ADVANCE);
+    if (has == NULL) {
+        return null_result(fn, conn);
+    }
+    st = fence_pg_classify(conn, has, NULL);
+    int c_advance = st == FENCE_OK && PQntuples(has) == 1 && !PQgetisnull(has, 0, 0) &&
+                    strcmp(PQgetvalue(has, 0, 0), "t") == 0;
+    PQclear(has);
+    if (st != FENCE_OK) {
+        return st;
+    }
     const char *const names[2] = {STMT_SET, STMT_SET_ADVANCE};
-    const char *const sqls[2] = {SQL_SET, SQL_SET_ADVANCE};
+    const char *const sqls[2] = {SQL_SET, c_advance ? SQL_SET_ADVANCE_C : SQL_SET_ADVANCE};
     for (int i = 0; i < 2; i++) {
         PGresult *res = PQprepare(conn, names[i], sqls[i], i + 2, text_types);
         if (res == NULL) {

@@ -10,6 +10,7 @@
  *   guard.c  fence.c_guard(): BEFORE ROW INSERT/UPDATE/DELETE
  *   check.c  fence.c_check(): AFTER ROW INSERT/UPDATE
  *   scope.c  whether a setting holds for the transaction or the session
+ *   advance.c  fence.c_advance(): fence.advance() in C (version 1.1)
  * Memory: everything is palloc'd in the memory context current at the
  * call (the trigger's per-tuple context) unless said otherwise. */
 #ifndef FENCE_EXT_H

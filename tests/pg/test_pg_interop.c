@@ -359,7 +359,7 @@ START_TEST(extension_needs_fence_sql_4)
     /* Upgraded in place: accepted. */
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
     create_extension(c);
-    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.0");
+    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.1");
     ck_assert_str_eq(text1(c, "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n"
                               " ON n.oid = e.extnamespace WHERE e.extname = 'fence'"),
                      "fence");
@@ -658,6 +658,369 @@ START_TEST(c_misuse)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* fence.c_advance (extension 1.1) against fence.advance                */
+/* ------------------------------------------------------------------ */
+
+#define CA_HA "0123456789abcdef0123456789abcdef"
+#define CA_HB "fedcba9876543210fedcba9876543210"
+
+/* One transaction, rolled back: fence.holder set LOCAL to holder (NULL:
+ * left alone), then SELECT fence.<fn>(resource, <tok>) (resource NULL:
+ * SQL NULL; tok is SQL text: "7", "0", "NULL").  The error goes to *e;
+ * on success *mark gets the call's value and the mark it left
+ * ("token|holder", read in the same transaction). */
+static void adv_attempt(PGconn *c, const char *fn, const char *holder, const char *resource,
+                        const char *tok, err *e, char *mark, size_t n)
+{
+    char sql[256];
+    memset(e, 0, sizeof *e);
+    mark[0] = '\0';
+    ok(c, "BEGIN");
+    if (holder != NULL) {
+        const char *v[1] = {holder};
+        PGresult *h = PQexecParams(c, "SELECT pg_catalog.set_config('fence.holder', $1, true)", 1,
+                                   NULL, v, NULL, NULL, 0);
+        ck_assert_int_eq(PQresultStatus(h), PGRES_TUPLES_OK);
+        PQclear(h);
+    }
+    snprintf(sql, sizeof sql, "SELECT fence.%s($1::text, %s)", fn, tok);
+    const char *v[1] = {resource};
+    PGresult *r = PQexecParams(c, sql, 1, NULL, v, NULL, NULL, 0);
+    e->status = fence_pg_classify(c, r, &e->stale);
+    field(r, PG_DIAG_SQLSTATE, e->state, sizeof e->state);
+    field(r, PG_DIAG_MESSAGE_PRIMARY, e->msg, sizeof e->msg);
+    field(r, PG_DIAG_MESSAGE_DETAIL, e->detail, sizeof e->detail);
+    field(r, PG_DIAG_MESSAGE_HINT, e->hint, sizeof e->hint);
+    if (e->status == FENCE_OK) {
+        char got[64];
+        snprintf(got, sizeof got, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        const char *mv[1] = {resource};
+        r = PQexecParams(c, "SELECT token || '|' || coalesce(holder, '') FROM fence.marks"
+                            " WHERE resource = $1", 1, NULL, mv, NULL, NULL, 0);
+        ck_assert_int_eq(PQntuples(r), 1);
+        snprintf(mark, n, "%s -> %s", got, PQgetvalue(r, 0, 0));
+    }
+    PQclear(r);
+    ok(c, "ROLLBACK");
+}
+
+/* fence.advance and fence.c_advance on the same state: the same outcome,
+ * SQLSTATE state ("" for success), field for field. */
+static void same_advance(PGconn *c, const char *holder, const char *resource, const char *tok,
+                         const char *state)
+{
+    err ep, ec;
+    char mp[128], mc[128];
+    adv_attempt(c, "advance", holder, resource, tok, &ep, mp, sizeof mp);
+    adv_attempt(c, "c_advance", holder, resource, tok, &ec, mc, sizeof mc);
+    ck_assert_msg(strcmp(ep.state, state) == 0, "advance(%s, %s) holder %s gave '%s' (%s), expected '%s'",
+                  resource ? resource : "NULL", tok, holder ? holder : "-", ep.state, ep.msg, state);
+    ck_assert_msg(strcmp(ec.state, ep.state) == 0, "c_advance(%s, %s): '%s' (%s) vs '%s' (%s)",
+                  resource ? resource : "NULL", tok, ec.state, ec.msg, ep.state, ep.msg);
+    ck_assert_int_eq(ec.status, ep.status);
+    ck_assert_str_eq(ec.msg, ep.msg);
+    ck_assert_str_eq(ec.detail, ep.detail);
+    ck_assert_str_eq(ec.hint, ep.hint);
+    ck_assert_uint_eq(ec.stale.offered, ep.stale.offered);
+    ck_assert_uint_eq(ec.stale.highest, ep.stale.highest);
+    ck_assert_int_eq(ec.stale.kind, ep.stale.kind);
+    ck_assert_int_eq(ec.stale.reason, ep.stale.reason);
+    ck_assert_str_eq(ec.stale.object, ep.stale.object);
+    ck_assert_str_eq(ec.stale.holder, ep.stale.holder);
+    ck_assert_str_eq(mc, mp);
+}
+
+/* Commit one call of fence.<fn> (holder LOCAL, NULL none); its status. */
+static fence_status adv_commit(PGconn *c, const char *fn, const char *holder,
+                               const char *resource, long long tok, outcome *o)
+{
+    char sql[256];
+    ok(c, "BEGIN");
+    const char *v[2] = {holder != NULL ? holder : "", resource};
+    PGresult *h = PQexecParams(c, "SELECT pg_catalog.set_config('fence.holder', $1, true)", 1,
+                               NULL, v, NULL, NULL, 0);
+    PQclear(h);
+    snprintf(sql, sizeof sql, "SELECT fence.%s($1::text, %lld)", fn, tok);
+    PGresult *r = PQexecParams(c, sql, 1, NULL, v + 1, NULL, NULL, 0);
+    fence_status st = fence_pg_classify(c, r, o != NULL ? &o->stale : NULL);
+    note(c, st, o);
+    PQclear(r);
+    ok(c, st == FENCE_OK ? "COMMIT" : "ROLLBACK");
+    return st;
+}
+
+START_TEST(c_advance_same_as_advance)
+{
+    PGconn *c = two_tables();
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_proc WHERE oid ="
+                            " 'fence.c_advance(text,bigint)'::regprocedure AND NOT prosecdef"),
+                     1);
+    char rh[128], rn[128], rq[128], fresh[128];
+    snprintf(rh, sizeof rh, "%s", tu_name("ca-h"));       /* mark 10, holder HA */
+    snprintf(rn, sizeof rn, "%s", tu_name("ca-n"));       /* mark 10, no holder */
+    snprintf(rq, sizeof rq, "%s", tu_name("Ca \"Q\" x")); /* needs quoting */
+    snprintf(fresh, sizeof fresh, "%s", tu_name("ca-new"));
+    ck_assert_int_eq(adv_commit(c, "advance", CA_HA, rh, 10, NULL), FENCE_OK);
+    ck_assert_int_eq(adv_commit(c, "advance", NULL, rn, 10, NULL), FENCE_OK);
+    ck_assert_int_eq(adv_commit(c, "advance", CA_HB, rq, 10, NULL), FENCE_OK);
+    const char *rs[3] = {rh, rn, rq};
+    const char *holders[6] = {NULL, "", CA_HA, CA_HB, "ABC", CA_HA "0123456789"};
+    const char *toks[7] = {"5", "10", "11", "9223372036854775807", "0", "-3", "NULL"};
+    for (int r = 0; r < 4; r++) {
+        const char *res = r < 3 ? rs[r] : fresh;
+        for (int h = 0; h < 6; h++) {
+            for (int t = 0; t < 7; t++) {
+                const char *tok = toks[t];
+                const char *want;
+                int bad_tok = t >= 4, bad_holder = h >= 4;
+                int mine = (r == 0 && h == 2) || (r == 1 && h < 2) || (r == 2 && h == 3);
+                if (bad_tok) {
+                    want = "23Q02";
+                } else if (bad_holder) {
+                    want = "23Q02";
+                } else if (r == 3 || t >= 2) {
+                    want = ""; /* new resource, or raised */
+                } else if (t == 0) {
+                    want = "23Q01"; /* older */
+                } else {
+                    want = mine ? "" : "23Q01"; /* same holder, or repeat */
+                }
+                same_advance(c, holders[h], res, tok, want);
+            }
+        }
+    }
+    /* Names: NULL, empty, too long; the longest is fine. */
+    char big[600];
+    memset(big, 'x', 513);
+    big[513] = '\0';
+    same_advance(c, NULL, NULL, "5", "22023");
+    same_advance(c, NULL, NULL, "NULL", "22023");
+    same_advance(c, NULL, "", "5", "22023");
+    same_advance(c, "ABC", big, "0", "22023");
+    big[512] = '\0';
+    same_advance(c, NULL, big, "5", "");
+    same_advance(c, "", "\xc3\xb1 \xe2\x82\xac", "NULL", "23Q02");
+    /* A malformed holder is clipped to 40 characters in the message. */
+    same_advance(c, "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                    "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                    "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                    "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                    "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1'",
+                 rh, "10", "23Q02");
+
+    /* Both on the same marks, interleaved and committed. */
+    char ri[128];
+    outcome e;
+    char holder[FENCE_HOLDER_LEN + 1];
+    snprintf(ri, sizeof ri, "%s", tu_name("ca-mix"));
+    ck_assert_int_eq(adv_commit(c, "advance", NULL, ri, 5, &e), FENCE_OK);
+    ck_assert_int_eq(adv_commit(c, "c_advance", NULL, ri, 6, &e), FENCE_OK);
+    ck_assert_uint_eq(mark_of(c, ri, holder), 6);
+    ck_assert_int_eq(adv_commit(c, "advance", "", ri, 6, &e), FENCE_OK);
+    ck_assert_int_eq(adv_commit(c, "c_advance", NULL, ri, 5, &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_OLDER);
+    ck_assert_uint_eq(e.stale.highest, 6);
+    ck_assert_int_eq(adv_commit(c, "advance", CA_HA, ri, 7, &e), FENCE_OK);
+    ck_assert_int_eq(adv_commit(c, "c_advance", CA_HB, ri, 7, &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_str_eq(e.stale.holder, CA_HA);
+    ck_assert_int_eq(adv_commit(c, "c_advance", CA_HA, ri, 7, &e), FENCE_OK);
+    ck_assert_int_eq(adv_commit(c, "c_advance", CA_HB, ri, 8, &e), FENCE_OK);
+    ck_assert_uint_eq(mark_of(c, ri, holder), 8);
+    ck_assert_str_eq(holder, CA_HB);
+    ck_assert_int_eq(adv_commit(c, "advance", CA_HA, ri, 8, &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(adv_commit(c, "advance", NULL, ri, 9, &e), FENCE_OK);
+    ck_assert_uint_eq(mark_of(c, ri, holder), 9);
+    ck_assert_str_eq(holder, "");
+    /* updated_at moves with a raise (now(), the transaction's time). */
+    ok(c, "BEGIN");
+    ok(c, "SELECT fence.c_advance('ca-time', 1)");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.marks WHERE resource = 'ca-time'"
+                            " AND updated_at = now()"), 1);
+    ok(c, "ROLLBACK");
+
+    /* A session-level holder: fence.advance cannot tell, c_advance refuses
+     * it as the C guard does; the library's LOCAL setting hides it. */
+    err x;
+    char m[128];
+    ok(c, "SET fence.holder = '" CA_HA "'");
+    adv_attempt(c, "c_advance", NULL, rh, "10", &x, m, sizeof m);
+    ck_assert_str_eq(x.state, "23Q02");
+    ck_assert_int_eq(x.status, FENCE_ENOTOKEN);
+    ck_assert_str_eq(x.detail, "reason=session setting=fence.holder");
+    ck_assert_ptr_nonnull(strstr(x.msg, "fence.holder is set for the session"));
+    ck_assert_ptr_nonnull(strstr(x.hint, "SET LOCAL fence.holder"));
+    adv_attempt(c, "advance", NULL, rh, "10", &x, m, sizeof m);
+    ck_assert_str_eq(x.state, "");
+    adv_attempt(c, "c_advance", CA_HA, rh, "10", &x, m, sizeof m); /* LOCAL over it */
+    ck_assert_str_eq(x.state, "");
+    ck_assert_int_eq(fence_pg_prepare(c), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 10, CA_HA, rh, &e), FENCE_OK);
+    ck_assert_int_eq(pipelined_h(c, 10, CA_HA, rh, "SELECT 1", &e), FENCE_OK);
+    ok(c, "RESET fence.holder");
+    PQfinish(c);
+}
+END_TEST
+
+/* The library prepares the advance with fence.c_advance when the
+ * extension has it; an application role can call it but still cannot
+ * write fence.marks; who may not call fence.advance may not call it. */
+START_TEST(c_advance_as_application)
+{
+    PGconn *c = two_tables();
+    PGconn *a = db_app();
+    outcome e;
+    char res[128];
+    snprintf(res, sizeof res, "%s", tu_name("ca-app"));
+    ck_assert_int_eq(fence_pg_prepare(a), FENCE_OK);
+    ck_assert_int_eq(num(a, "SELECT count(*) FROM pg_prepared_statements"
+                            " WHERE name = 'fence_pg_set_token_h_advance'"
+                            " AND statement LIKE '%fence.c_advance(%'"),
+                     1);
+    ck_assert_int_eq(advance_h(a, 3, CA_HA, res, &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(a, 2, CA_HA, res, &e), FENCE_STALE);
+    ck_assert_int_eq(advance_h(a, 3, CA_HB, res, &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(pipelined_h(a, 4, NULL, res, "SELECT 1", &e), FENCE_OK);
+    ck_assert_int_eq(adv_commit(a, "c_advance", NULL, res, 5, &e), FENCE_OK);
+    char holder[FENCE_HOLDER_LEN + 1];
+    ck_assert_uint_eq(mark_of(c, res, holder), 5);
+    /* fence.marks itself stays closed to the role. */
+    fails(a, "UPDATE fence.marks SET token = 9223372036854775807", "42501");
+    fails(a, "INSERT INTO fence.marks (resource, token) VALUES ('ca-app-x', 1)", "42501");
+    fails(a, "SELECT * FROM fence.marks FOR UPDATE", "42501");
+    /* The marks' guard still applies under c_advance (never lowered:
+     * c_advance never tries; its triggers ran on the raise). */
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'fence.marks'::regclass"
+                            " AND tgname = 'marks_no_lowering' AND tgenabled = 'O'"),
+                     1);
+    /* Revoking fence.advance from PUBLIC (fence.grant's restriction)
+     * closes c_advance too, with fence.advance's error. */
+    ok(c, "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC");
+    outcome ea, ec;
+    ck_assert_int_eq(run(a, "SELECT fence.advance('ca-app-y', 1)", &ea), FENCE_EDB);
+    ck_assert_int_eq(run(a, "SELECT fence.c_advance('ca-app-y', 1)", &ec), FENCE_EDB);
+    ck_assert_str_eq(ec.sqlstate, "42501");
+    ck_assert_str_eq(ea.sqlstate, "42501");
+    char grant[256];
+    snprintf(grant, sizeof grant, "SELECT fence.grant('%s', false)", g_app);
+    ok(c, grant);
+    ck_assert_int_eq(run(a, "SELECT fence.c_advance('ca-app-y', 1)", &ec), FENCE_OK);
+    ok(c, "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO PUBLIC");
+    snprintf(grant, sizeof grant, "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM %s",
+             g_app);
+    ok(c, grant);
+    PQfinish(a);
+    PQfinish(c);
+}
+END_TEST
+
+/* The mark's row stays locked until the transaction ends: a second
+ * session's advance waits (here: runs into lock_timeout), through either
+ * function, for an existing mark and for a new one. */
+START_TEST(c_advance_locks_until_commit)
+{
+    PGconn *c = two_tables();
+    PGconn *d = db();
+    outcome e;
+    char res[128], fresh[128], sql[512];
+    snprintf(res, sizeof res, "%s", tu_name("ca-lock"));
+    snprintf(fresh, sizeof fresh, "%s", tu_name("ca-lock-new"));
+    ck_assert_int_eq(adv_commit(c, "c_advance", NULL, res, 5, &e), FENCE_OK);
+    const char *fns[2] = {"c_advance", "advance"};
+    for (int i = 0; i < 2; i++) {
+        for (int k = 0; k < 2; k++) {
+            const char *r = k == 0 ? res : fresh;
+            long long base = 10 * (i + 1);
+            ok(c, "BEGIN");
+            snprintf(sql, sizeof sql, "SELECT fence.c_advance('%s', %lld)", r, base);
+            ok(c, sql);
+            for (int j = 0; j < 2; j++) {
+                ok(d, "BEGIN; SET LOCAL lock_timeout = '150ms'");
+                snprintf(sql, sizeof sql, "SELECT fence.%s('%s', %lld)", fns[j], r, base + 1);
+                fails(d, sql, "55P03");
+                ok(d, "ROLLBACK");
+            }
+            /* Even the hot path (the same token, no holder) waits. */
+            ok(d, "BEGIN; SET LOCAL lock_timeout = '150ms'");
+            snprintf(sql, sizeof sql, "SELECT fence.%s('%s', %lld)", fns[i], r, base);
+            fails(d, sql, "55P03");
+            ok(d, "ROLLBACK");
+            ok(c, "COMMIT");
+            ck_assert_int_eq(adv_commit(d, fns[i], NULL, r, base + 1, &e), FENCE_OK);
+        }
+    }
+    char holder[FENCE_HOLDER_LEN + 1];
+    ck_assert_uint_eq(mark_of(c, res, holder), 21);
+    ck_assert_uint_eq(mark_of(c, fresh, holder), 21);
+    PQfinish(d);
+    PQfinish(c);
+}
+END_TEST
+
+/* CREATE EXTENSION fence VERSION '1.0', then UPDATE TO '1.1': c_advance
+ * arrives (the same declaration as a fresh 1.1), and the library uses it
+ * on connections prepared after the update only. */
+START_TEST(c_advance_upgrade)
+{
+    char name[NAME_BUF];
+    side_db("cadv", NULL, name);
+    PGconn *c = connect_as(name, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    ok(c, "CREATE EXTENSION fence VERSION '1.0'");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_proc WHERE proname = 'c_advance'"), 0);
+    PGconn *before = connect_as(name, NULL);
+    PQsetNoticeProcessor(before, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_prepare(before), FENCE_OK);
+    const char *which = "SELECT CASE WHEN statement LIKE '%fence.c_advance(%' THEN 'c'"
+                        " WHEN statement LIKE '%fence.advance(%' THEN 'plpgsql' END"
+                        " FROM pg_prepared_statements WHERE name = 'fence_pg_set_token_h_advance'";
+    ck_assert_str_eq(text1(before, which), "plpgsql");
+    outcome e;
+    ck_assert_int_eq(advance_h(before, 3, CA_HA, "up", &e), FENCE_OK);
+
+    ok(c, "ALTER EXTENSION fence UPDATE TO '1.1'");
+    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.1");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_depend WHERE objid ="
+                            " 'fence.c_advance(text,bigint)'::regprocedure AND refobjid ="
+                            " (SELECT oid FROM pg_extension WHERE extname = 'fence') AND deptype = 'e'"),
+                     1);
+    char acl[256];
+    snprintf(acl, sizeof acl, "%s",
+             text1(c, "SELECT proacl::text || provolatile::text || prosecdef::text FROM pg_proc"
+                      " WHERE oid = 'fence.c_advance(text,bigint)'::regprocedure"));
+    PGconn *f = db(); /* the fixture's database: a fresh 1.1 */
+    ok(f, "CREATE EXTENSION IF NOT EXISTS fence");
+    ck_assert_str_eq(text1(f, "SELECT proacl::text || provolatile::text || prosecdef::text FROM pg_proc"
+                              " WHERE oid = 'fence.c_advance(text,bigint)'::regprocedure"),
+                     acl);
+    PQfinish(f);
+
+    ck_assert_str_eq(text1(before, which), "plpgsql"); /* kept its statement */
+    PGconn *after = connect_as(name, NULL);
+    PQsetNoticeProcessor(after, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_prepare(after), FENCE_OK);
+    ck_assert_str_eq(text1(after, which), "c");
+    ck_assert_int_eq(advance_h(after, 3, CA_HB, "up", &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(advance_h(after, 4, CA_HB, "up", &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(before, 4, CA_HA, "up", &e), FENCE_STALE);
+    ck_assert_int_eq(advance_h(before, 5, CA_HA, "up", &e), FENCE_OK);
+    ck_assert_int_eq(advance_h(after, 5, CA_HA, "up", &e), FENCE_OK);
+    char holder[FENCE_HOLDER_LEN + 1];
+    ck_assert_uint_eq(mark_of(c, "up", holder), 5);
+    ck_assert_str_eq(holder, CA_HA);
+    PQfinish(after);
+    PQfinish(before);
+    PQfinish(c);
+    drop_side_db(name);
+}
+END_TEST
+
 static Suite *pg_interop_suite(void)
 {
     Suite *s = suite_create("pg_interop");
@@ -676,6 +1039,10 @@ static Suite *pg_interop_suite(void)
     tcase_add_test(t, c_refuses_session_token);
     tcase_add_test(t, c_refuses_unchecked_later_trigger);
     tcase_add_test(t, c_misuse);
+    tcase_add_test(t, c_advance_same_as_advance);
+    tcase_add_test(t, c_advance_as_application);
+    tcase_add_test(t, c_advance_locks_until_commit);
+    tcase_add_test(t, c_advance_upgrade);
     suite_add_tcase(s, t);
     return s;
 }
