@@ -85,7 +85,11 @@ FENCE_API fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const c
  * ALL the next set_token fails once with FENCE_EDB (SQLSTATE 26000) and the
  * calls go back to unprepared statements; prepare again.  conn must be
  * idle, outside a transaction block and out of pipeline mode
- * (FENCE_ESTATE).  Calling it again is harmless.
+ * (FENCE_ESTATE).  Calling it again is harmless.  It first asks (one query)
+ * whether the PostgreSQL extension "fence" 1.1 or later is installed and
+ * this role may use it: then the prepared statements advance a resource
+ * with fence.c_advance, the same rule in C (docs/postgres-extension.md);
+ * an extension installed later is used by connections prepared later.
  */
 FENCE_API fence_status fence_pg_prepare(PGconn *conn);
 
