@@ -40,8 +40,15 @@ BEGIN
             USING ERRCODE = '55000',
                   HINT = 'psql -v ON_ERROR_STOP=1 -f fence.sql (or fence_pg_install()), then CREATE EXTENSION fence.';
     END IF;
-    EXECUTE 'SELECT fence.version()' INTO v;
-    IF v IS NULL OR v < 4 THEN
+    -- Read, never run: fence.version() belongs to the schema's owner, who
+    -- may not be a superuser, and this script runs as one (running it
+    -- would run the owner's code with superuser rights).  Its body is
+    -- "SELECT <version>".
+    SELECT pg_catalog.substring(p.prosrc, '^\s*SELECT\s+([0-9]{1,9})\s*;?\s*$')::pg_catalog.int4
+      INTO v
+      FROM pg_catalog.pg_proc p
+     WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure('fence.version()');
+    IF v IS NULL OR v OPERATOR(pg_catalog.<) 4 THEN
         RAISE EXCEPTION 'fence: CREATE EXTENSION fence needs fence.sql version 4 or later; version % is installed', v
             USING ERRCODE = '55000',
                   HINT = 'Run sql/postgres/fence.sql version 4 or later first (it upgrades in place), then CREATE EXTENSION fence.';

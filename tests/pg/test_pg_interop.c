@@ -399,6 +399,42 @@ START_TEST(extension_with_admin_installer)
 }
 END_TEST
 
+/* The superuser who runs CREATE EXTENSION never runs code of the schema's
+ * (non-superuser) owner: a fence.version() replaced by the admin with one
+ * that makes it superuser when a superuser calls it is read, not run --
+ * its body is not "SELECT <version>", so the extension is refused -- and
+ * the admin stays what it was. */
+START_TEST(extension_runs_no_admin_code)
+{
+    char admin[NAME_BUF], name[NAME_BUF], sql[512];
+    side_role("fadmin2", admin);
+    side_db("adm2", admin, name);
+    PGconn *a = connect_as(name, admin);
+    PQsetNoticeProcessor(a, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_install(a), FENCE_OK);
+    snprintf(sql, sizeof sql,
+             "CREATE OR REPLACE FUNCTION fence.version() RETURNS integer LANGUAGE plpgsql AS $f$"
+             " BEGIN IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN"
+             " EXECUTE 'ALTER ROLE %s SUPERUSER'; END IF; RETURN 4; END $f$",
+             admin);
+    ok(a, sql);
+    PGconn *su = connect_as(name, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    outcome e;
+    ck_assert_int_ne(run(su, "CREATE EXTENSION fence", &e), FENCE_OK);
+    ck_assert_str_eq(e.sqlstate, "55000");
+    snprintf(sql, sizeof sql, "SELECT rolsuper::int FROM pg_roles WHERE rolname = '%s'", admin);
+    ck_assert_int_eq(num(su, sql), 0);
+    /* The real fence.sql again: accepted. */
+    ck_assert_int_eq(fence_pg_install(a), FENCE_OK);
+    create_extension(su);
+    ck_assert_int_eq(num(su, sql), 0);
+    PQfinish(su);
+    PQfinish(a);
+    drop_side_db(name);
+}
+END_TEST
+
 /* pg_dump | psql: the dump creates the extension before the fence.sql
  * objects it holds (with check_function_bodies off, which lets CREATE
  * EXTENSION skip its fence.sql check), and the copy is fenced like the
@@ -1033,6 +1069,7 @@ static Suite *pg_interop_suite(void)
     tcase_add_test(t, switch_implementation);
     tcase_add_test(t, extension_needs_fence_sql_4);
     tcase_add_test(t, extension_with_admin_installer);
+    tcase_add_test(t, extension_runs_no_admin_code);
     tcase_add_test(t, extension_dump_and_restore);
     tcase_add_test(t, extension_update_path);
     tcase_add_test(t, drop_extension);
