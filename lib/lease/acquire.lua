@@ -7,8 +7,9 @@
 -- ARGV[2] owner id (32 hex), ARGV[3] ttl ms ('a') or owner value ('r'),
 -- ARGV[4] 'clock' or 'dense', ARGV[5] the jump in microseconds (clock),
 -- ARGV[6] floor ('r'; decimal).
--- 'a' with ARGV[6], a holder description: "<owner key>:info" (the same
--- {NAME} hash slot; derived here, like renew.lua and release.lua do) is set
+-- 'a' with ARGV[6], a holder description: KEYS[3] "<owner key>:info" (the
+-- same {NAME} hash slot; declared: Redis Cluster checks every key a script
+-- touches before running it) is set
 -- to "<owner id>:<description>" with the owner key's TTL, in this same
 -- call.  'r' leaves it alone: the owner id does not change.
 -- Returns {1, token} (token as a decimal string), {0, pttl} when another
@@ -92,6 +93,6 @@ end
 local token = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), nil)
 redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])
 if ARGV[6] then
-  redis.call('SET', KEYS[1] .. ':info', ARGV[2] .. ':' .. ARGV[6], 'PX', ARGV[3])
+  redis.call('SET', KEYS[3] or (KEYS[1] .. ':info'), ARGV[2] .. ':' .. ARGV[6], 'PX', ARGV[3])
 end
 return {1, token}

@@ -28,19 +28,23 @@ static int node_index_locked(fence__cluster *cl, const char *host, int port)
     return cl->nnodes++;
 }
 
-/* One node of a CLUSTER SLOTS range ([host, port, id, ...]); an empty or
- * "?" host is the one asked. */
+/* One node of a CLUSTER SLOTS range ([host, port, id, ...]): a nil or
+ * empty host (cluster-preferred-endpoint-type unknown-endpoint) is the
+ * one asked; "?" (a hostname endpoint with no hostname set) is a node we
+ * cannot reach: skipped (-1). */
 static int reply_node_locked(fence__cluster *cl, const redisReply *e, const char *asked)
 {
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-        e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_INTEGER) {
+        (e->element[0]->type != REDIS_REPLY_STRING && e->element[0]->type != REDIS_REPLY_NIL) ||
+        e->element[1]->type != REDIS_REPLY_INTEGER || e->element[1]->integer < 1 ||
+        e->element[1]->integer > 65535) {
         return -1;
     }
-    const char *h = e->element[0]->str;
-    if (h[0] == '\0' || strcmp(h, "?") == 0) {
-        h = asked;
+    const char *h = e->element[0]->type == REDIS_REPLY_NIL ? "" : e->element[0]->str;
+    if (strcmp(h, "?") == 0) {
+        return -1;
     }
-    return node_index_locked(cl, h, (int)e->element[1]->integer);
+    return node_index_locked(cl, h[0] == '\0' ? asked : h, (int)e->element[1]->integer);
 }
 
 /* Replace the map with a CLUSTER SLOTS reply (cl->lock held); -1 if it is
@@ -156,32 +160,51 @@ static fence_status refresh_from(fence_client *c, int i, int64_t timeout_ms)
     return st;
 }
 
-fence_status fence__cluster_refresh(fence_client *c, int64_t timeout_ms)
+/* The refresh itself (refresh_lock held). */
+static fence_status refresh_locked(fence_client *c, int64_t timeout_ms)
 {
     fence__cluster *cl = c->cl;
     int64_t end = fence__now_us() + (timeout_ms > 0 ? timeout_ms : 1) * 1000;
-    pthread_mutex_lock(&cl->refresh_lock);
     pthread_mutex_lock(&cl->lock);
     int n = cl->nnodes, first = cl->next_seed;
     pthread_mutex_unlock(&cl->lock);
     fence_status st = fence__fail(c, FENCE_ECONN, "%s: no cluster node known", c->url.display);
     /* Start after the node asked last time: the one that failed is often
-     * the one a redirection or a failover is about. */
+     * the one a redirection or a failover is about.  A node that does not
+     * answer is passed over next time too (a hung node must not take every
+     * refresh's time). */
     for (int k = 0; k < n; k++) {
         int64_t left = (end - fence__now_us()) / 1000;
         if (left < 1) {
             break;
         }
         int i = (first + k) % n;
+        cl->next_seed = (i + 1) % n;
         st = refresh_from(c, i, left);
         if (st == FENCE_OK) {
-            cl->next_seed = (i + 1) % n;
             atomic_store(&cl->stale, 0);
             atomic_fetch_add(&cl->refreshes, 1);
             break;
         }
     }
-    pthread_mutex_unlock(&cl->refresh_lock);
+    return st;
+}
+
+fence_status fence__cluster_refresh(fence_client *c, int64_t timeout_ms)
+{
+    pthread_mutex_lock(&c->cl->refresh_lock);
+    fence_status st = refresh_locked(c, timeout_ms);
+    pthread_mutex_unlock(&c->cl->refresh_lock);
+    return st;
+}
+
+fence_status fence__cluster_refresh_try(fence_client *c, int64_t timeout_ms)
+{
+    if (pthread_mutex_trylock(&c->cl->refresh_lock) != 0) {
+        return FENCE_OK; /* another thread is at it */
+    }
+    fence_status st = refresh_locked(c, timeout_ms);
+    pthread_mutex_unlock(&c->cl->refresh_lock);
     return st;
 }
 
@@ -201,6 +224,20 @@ int fence__cluster_node_of(fence_client *c, int slot, int64_t timeout_ms)
     return i;
 }
 
+/* A decimal number of 1 to 5 digits at *p, at most max: the number (*p
+ * past it), or -1 (no digits, too many, or too large). */
+static long digits(const char **p, long max)
+{
+    long v = 0;
+    int n = 0;
+    while (**p >= '0' && **p <= '9' && n < 6) {
+        v = v * 10 + (**p - '0');
+        (*p)++;
+        n++;
+    }
+    return n == 0 || n > 5 || v > max ? -1 : v;
+}
+
 int fence__redirect_parse(const char *err, fence__redirect *rd)
 {
     memset(rd, 0, sizeof *rd);
@@ -215,32 +252,44 @@ int fence__redirect_parse(const char *err, fence__redirect *rd)
     if (!moved && !ask) {
         return FENCE__RD_NONE;
     }
-    /* "MOVED <slot> <host>:<port>"; the host may hold ':' (IPv6). */
-    char *end = NULL;
-    long slot = strtol(err + (moved ? 6 : 4), &end, 10);
-    const char *addr = end != NULL && *end == ' ' ? end + 1 : NULL;
+    /* "MOVED <slot> <host>:<port>"; the host may hold ':' (IPv6).  The
+     * slot and the port must be digits, in range. */
+    const char *p = err + (moved ? 6 : 4);
+    long slot = digits(&p, FENCE__SLOTS - 1);
+    const char *addr = slot >= 0 && *p == ' ' ? p + 1 : NULL;
     const char *colon = addr != NULL ? strrchr(addr, ':') : NULL;
-    if (slot < 0 || slot >= FENCE__SLOTS || colon == NULL ||
-        (size_t)(colon - addr) >= sizeof rd->host) {
+    if (colon == NULL || (size_t)(colon - addr) >= sizeof rd->host) {
         return FENCE__RD_NONE; /* not understood: reported as the error it is */
     }
+    const char *q = colon + 1;
+    long port = digits(&q, 65535);
+    if (port < 1 || *q != '\0') {
+        return FENCE__RD_NONE;
+    }
     memcpy(rd->host, addr, (size_t)(colon - addr));
-    rd->port = atoi(colon + 1);
+    rd->port = (int)port;
     rd->slot = (int)slot;
     return rd->kind = moved ? FENCE__RD_MOVED : FENCE__RD_ASK;
 }
 
-int fence__cluster_moved(fence_client *c, const fence__redirect *rd)
+int fence__cluster_redirect(fence_client *c, const fence__redirect *rd, int from)
 {
     fence__cluster *cl = c->cl;
-    const char *host = rd->host[0] != '\0' ? rd->host : c->url.host;
+    char host[256];
     pthread_mutex_lock(&cl->lock);
+    /* An empty host (cluster-preferred-endpoint-type unknown-endpoint):
+     * the node that sent the reply, at the port it names. */
+    snprintf(host, sizeof host, "%s",
+             rd->host[0] != '\0' ? rd->host
+             : from >= 0 && from < cl->nnodes ? cl->nodes[from].host : c->url.host);
     int i = node_index_locked(cl, host, rd->port);
-    if (i >= 0) {
+    if (i >= 0 && rd->kind == FENCE__RD_MOVED) {
         cl->slots[rd->slot] = (uint16_t)i;
     }
     pthread_mutex_unlock(&cl->lock);
-    atomic_store(&cl->stale, 1);
+    if (rd->kind == FENCE__RD_MOVED) {
+        atomic_store(&cl->stale, 1);
+    }
     return i;
 }
 

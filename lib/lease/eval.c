@@ -92,7 +92,7 @@ fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nke
     if (timed_out != NULL) {
         *timed_out = 0;
     }
-    enum { MAXARGV = 3 + 8 };
+    enum { MAXARGV = 3 + 9 };
     const char *argv[MAXARGV];
     size_t argvlen[MAXARGV];
     char nk[16];
@@ -236,7 +236,7 @@ static fence_status standalone_locked(fence_client *c, const call *k, int *retri
 /* What to do after a failed cluster attempt: 1 retry (on *next, -1: the
  * map's node), 0 stop.  Redirections mean the script did not run. */
 static int cluster_next(fence_client *c, const fence__redirect *rd, int *redirs, int *next,
-                        int *asking, int64_t end)
+                        int *asking, int64_t end, int from)
 {
     *next = -1;
     *asking = 0;
@@ -245,10 +245,10 @@ static int cluster_next(fence_client *c, const fence__redirect *rd, int *redirs,
     }
     if (rd->kind == FENCE__RD_MOVED) {
         atomic_fetch_add(&c->cl->moved, 1);
-        *next = fence__cluster_moved(c, rd);
+        *next = fence__cluster_redirect(c, rd, from);
     } else if (rd->kind == FENCE__RD_ASK) {
         atomic_fetch_add(&c->cl->ask, 1);
-        *next = fence__cluster_node_index(c, rd->host[0] ? rd->host : c->url.host, rd->port);
+        *next = fence__cluster_redirect(c, rd, from);
         *asking = *next >= 0;
     } else {
         /* TRYAGAIN, CLUSTERDOWN, or a node we could not reach (a failover
@@ -299,7 +299,7 @@ static fence_status cluster_locked(fence_client *c, const call *k, int *retried)
                 *retried = 1;
             }
         }
-        if (!cluster_next(c, &rd, &redirs, &next, &asking, end)) {
+        if (!cluster_next(c, &rd, &redirs, &next, &asking, end, node)) {
             return fence__fail(c, FENCE_ECONN, "%s: slot %d: gave up after %d attempts "
                                "(last: %.150s)", c->url.display, slot, redirs, last);
         }

@@ -1,15 +1,24 @@
 /* hbcluster.c -- a heartbeat pass in a Redis Cluster.  The due leases are
  * grouped by node, and within a node by slot: one renew_batch.lua call per
- * slot (a script may only touch keys of one slot), every node's calls
- * written before any reply is read (nodes in parallel): one round trip per
- * node.  A batch answered MOVED or ASK is sent once more, to its new node
- * (a second round trip, for it alone); anything else unanswered stays
- * unanswered -- validity comes only from accepted renewals (state.c), so a
- * lease that cannot be renewed is lost on time.  Called by heartbeat.c
- * with hb_lock held (the node heartbeat connections are under it). */
+ * slot (a script may only touch keys of one slot), each node's calls
+ * written before any reply is read: one round trip per node.  The pass has
+ * one deadline (just before the earliest validity the heartbeat keeps);
+ * every connect, write and read gets only the time left.  The nodes
+ * already connected go first: their batches are sent, then their replies
+ * read with one poll() over all their sockets (nodes in parallel: a hung
+ * node delays no other node's reply); then the nodes needing a new
+ * connection (connected one after another, each within the time left)
+ * likewise.  A node that fails is failed for the whole pass.  A batch
+ * answered MOVED or ASK is sent once more, to its new node (a second round
+ * trip, for it alone); anything else unanswered stays unanswered --
+ * validity comes only from accepted renewals (state.c), so a lease that
+ * cannot be renewed is lost on time.  Called by heartbeat.c with hb_lock
+ * held (the node heartbeat connections are under it). */
 #include "lease_internal.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +49,20 @@ typedef struct hbc {
     size_t *lens;
     char (*ttl)[24];
     fence_status st;
+    int64_t end_us;    /* the pass's deadline */
+    size_t cur[FENCE__CL_MAX_NODES], stop[FENCE__CL_MAX_NODES]; /* replies due */
 } hbc;
+
+/* The time left before the pass's deadline, in ms (may be <= 0). */
+static int64_t left_ms(const hbc *h)
+{
+    return (h->end_us - fence__now_us()) / 1000;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
 
 static int by_node_slot(const void *a, const void *b)
 {
@@ -80,28 +102,46 @@ static int plan(hbc *h)
             h->b[h->nb++] = (batch){h->it[i].node, i, 1, 0, -1, 0, 0, 0};
         }
     }
+    for (size_t i = 0; i < h->nb; i++) { /* a node's batches are contiguous */
+        int nd = h->b[i].node;
+        if (i == 0 || h->b[i - 1].node != nd) {
+            h->cur[nd] = i;
+        }
+        h->stop[nd] = i + 1;
+    }
     return 0;
 }
 
-/* Queue batch b on rc (ASKING first when asking). */
+/* Queue batch b on rc (ASKING first when asking).  Its keys: the owner
+ * keys, then the holder descriptions of those leases that have one (every
+ * key the script touches is declared: during a slot migration Redis then
+ * answers ASK / TRYAGAIN before running it). */
 static int append_batch(hbc *h, fence__conn *rc, const batch *b, int use_sha, int asking)
 {
     fence_client *c = h->c;
-    char nk[16];
-    snprintf(nk, sizeof nk, "%zu", b->k);
+    size_t m = 0;
+    for (size_t i = 0; i < b->k; i++) {
+        m += h->ls[h->it[b->lo + i].idx]->info_key != NULL;
+    }
+    char nk[24];
+    snprintf(nk, sizeof nk, "%zu", b->k + m);
     const char **argv = h->argv;
     argv[0] = use_sha ? "EVALSHA" : "EVAL";
     argv[1] = use_sha ? c->sha[FENCE__RENEW_BATCH] : fence__script_body(FENCE__RENEW_BATCH);
     h->lens[1] = use_sha ? 40 : fence__script_len(FENCE__RENEW_BATCH);
     argv[2] = nk;
+    size_t at = 3 + b->k, args = 3 + b->k + m;
     for (size_t i = 0; i < b->k; i++) {
         fence_lease *l = h->ls[h->it[b->lo + i].idx];
         fence__renew_ttl_arg(l, h->ttl[i], sizeof h->ttl[i]);
         argv[3 + i] = l->owner_key;
-        argv[3 + b->k + 2 * i] = l->value;
-        argv[3 + b->k + 2 * i + 1] = h->ttl[i];
+        if (l->info_key != NULL) {
+            argv[at++] = l->info_key;
+        }
+        argv[args + 2 * i] = l->value;
+        argv[args + 2 * i + 1] = h->ttl[i];
     }
-    size_t argc = 3 + 3 * b->k;
+    size_t argc = args + 2 * b->k;
     for (size_t i = 0; i < argc; i++) {
         if (i != 1) {
             h->lens[i] = strlen(argv[i]);
@@ -130,10 +170,10 @@ static void take_reply(hbc *h, batch *b, const redisReply *r)
         int to = -1;
         if (rd.kind == FENCE__RD_MOVED) {
             atomic_fetch_add(&c->cl->moved, 1);
-            to = fence__cluster_moved(c, &rd);
+            to = fence__cluster_redirect(c, &rd, b->node);
         } else if (ask) {
             atomic_fetch_add(&c->cl->ask, 1);
-            to = fence__cluster_node_index(c, rd.host[0] ? rd.host : c->url.host, rd.port);
+            to = fence__cluster_redirect(c, &rd, b->node);
         } else {
             atomic_fetch_add(&c->cl->tryagain, 1);
             if (rd.kind == FENCE__RD_TRYAGAIN && b->k > 1) {
@@ -149,7 +189,8 @@ static void take_reply(hbc *h, batch *b, const redisReply *r)
     }
 }
 
-/* Node conn failed: drop it, the map may be stale (a failover). */
+/* Node conn failed: drop it, the map may be stale (a failover).  The node
+ * is failed for the rest of the pass. */
 static void node_failed(hbc *h, int node, fence__conn **rc)
 {
     if (*rc != NULL) {
@@ -162,62 +203,118 @@ static void node_failed(hbc *h, int node, fence__conn **rc)
     fence__cluster_stale(h->c);
 }
 
-/* Connect to each node with batches and queue them all. */
-static void queue_all(hbc *h, int64_t bound_ms, int use_sha)
+/* Send node nd's batches (connecting first if connect is set; a node not
+ * connected is otherwise left for later): 1 sent, 0 left, -1 failed. */
+static int send_node(hbc *h, int nd, int use_sha, int connect)
 {
     fence_client *c = h->c;
-    for (size_t i = 0; i < h->nb; i++) {
-        int nd = h->b[i].node;
-        fence__node *node = &c->cl->nodes[nd];
-        if (h->failed[nd]) {
-            continue;
+    fence__node *node = &c->cl->nodes[nd];
+    int64_t left = left_ms(h);
+    if (h->failed[nd] || left < 1) {
+        return -1;
+    }
+    if (node->hb == NULL || node->hb->err != 0) {
+        if (!connect) {
+            return 0;
         }
-        if (i == 0 || h->b[i - 1].node != nd) {
-            fence_status st = fence__cluster_ensure(c, nd, &node->hb, &node->hb_ever, bound_ms);
-            if (st != FENCE_OK) {
-                h->st = st;
-                node_failed(h, nd, &node->hb);
-                continue;
-            }
-            fence__conn_timeout(node->hb, bound_ms < c->io_timeout_ms ? bound_ms
-                                                                      : c->io_timeout_ms);
+        fence_status st = fence__cluster_ensure(c, nd, &node->hb, &node->hb_ever, left);
+        if (st != FENCE_OK) {
+            h->st = st;
+            node_failed(h, nd, &node->hb);
+            return -1;
         }
+        left = left_ms(h);
+    }
+    fence__conn_timeout(node->hb, min64(left, c->io_timeout_ms));
+    for (size_t i = h->cur[nd]; i < h->stop[nd]; i++) {
         if (append_batch(h, node->hb, &h->b[i], use_sha, 0) != 0) {
             node_failed(h, nd, &node->hb); /* nothing of it may go out */
+            return -1;
+        }
+    }
+    if (fence__tr_flush(node->hb) != 0) {
+        node_failed(h, nd, &node->hb);
+        return -1;
+    }
+    return 1;
+}
+
+/* Take what node nd has sent; 0 all its replies in (or it failed), else
+ * the poll events to wait for. */
+static short drain_node(hbc *h, int nd)
+{
+    fence__conn **rc = &h->c->cl->nodes[nd].hb;
+    while (!h->failed[nd] && h->cur[nd] < h->stop[nd]) {
+        redisReply *r = NULL;
+        short ev = 0;
+        int got = fence__tr_try_reply(*rc, (void **)&r, &ev);
+        if (got < 0) {
+            node_failed(h, nd, rc);
+        } else if (got == 0) {
+            return ev;
+        } else {
+            take_reply(h, &h->b[h->cur[nd]++], r);
+            freeReplyObject(r);
+        }
+    }
+    return 0;
+}
+
+/* Read the replies of the nodes in sent[0..k) with one poll() over all of
+ * them, until every reply is in or the deadline passes (the nodes still
+ * owing replies then fail). */
+static void read_nodes(hbc *h, const int *sent, int k)
+{
+    fence__cluster *cl = h->c->cl;
+    for (;;) {
+        struct pollfd pf[FENCE__CL_MAX_NODES];
+        int who[FENCE__CL_MAX_NODES], np = 0;
+        for (int j = 0; j < k; j++) {
+            short ev = drain_node(h, sent[j]);
+            if (ev != 0) {
+                pf[np] = (struct pollfd){.fd = cl->nodes[sent[j]].hb->fd, .events = ev};
+                who[np++] = sent[j];
+            }
+        }
+        int64_t left = left_ms(h);
+        if (np == 0) {
+            return;
+        }
+        if (left < 1) {
+            for (int j = 0; j < np; j++) {
+                h->st = fence__fail(h->c, FENCE_ECONN, "%s: heartbeat: %s:%d did not answer "
+                                    "in time", h->c->url.display, cl->nodes[who[j]].host,
+                                    cl->nodes[who[j]].port);
+                fence__conn_drop(&cl->nodes[who[j]].hb);
+                h->failed[who[j]] = 1;
+                fence__cluster_stale(h->c);
+            }
+            return;
+        }
+        if (poll(pf, (nfds_t)np, (int)min64(left, 1000)) < 0 && errno != EINTR) {
+            h->end_us = 0; /* cannot wait: what did not come is unanswered */
         }
     }
 }
 
-/* Flush every node, then read each node's replies: one round trip each. */
-static void round_trip(hbc *h)
+/* Send and read the batches of the nodes connected (connect 0) or not yet
+ * connected (connect 1): one round trip per node, all in parallel. */
+static void round_trip(hbc *h, int use_sha, int connect)
 {
     fence__cluster *cl = h->c->cl;
-    uint64_t nodes = 0;
+    int sent[FENCE__CL_MAX_NODES], k = 0;
     for (size_t i = 0; i < h->nb; i++) {
         int nd = h->b[i].node;
-        if (!h->failed[nd] && (i == 0 || h->b[i - 1].node != nd) &&
-            fence__tr_flush(cl->nodes[nd].hb) != 0) {
-            node_failed(h, nd, &cl->nodes[nd].hb);
+        if ((i == 0 || h->b[i - 1].node != nd) && h->cur[nd] < h->stop[nd] &&
+            send_node(h, nd, use_sha, connect) > 0) {
+            sent[k++] = nd;
         }
     }
-    for (size_t i = 0; i < h->nb; i++) {
-        int nd = h->b[i].node;
-        if (h->failed[nd]) {
-            continue;
-        }
-        nodes += i == 0 || h->b[i - 1].node != nd;
-        redisReply *r = NULL;
-        if (fence__tr_reply(cl->nodes[nd].hb, (void **)&r) != 0) {
-            node_failed(h, nd, &cl->nodes[nd].hb);
-            continue;
-        }
-        take_reply(h, &h->b[i], r);
-        freeReplyObject(r);
-    }
-    atomic_fetch_add(&cl->hb_round_trips, nodes);
-    atomic_fetch_add(&cl->hb_node_visits, nodes);
-    atomic_store(&cl->hb_last_round_trips, nodes);
-    atomic_store(&cl->hb_last_nodes, nodes);
+    read_nodes(h, sent, k);
+    atomic_fetch_add(&cl->hb_round_trips, (uint64_t)k);
+    atomic_fetch_add(&cl->hb_node_visits, (uint64_t)k);
+    atomic_fetch_add(&cl->hb_last_round_trips, (uint64_t)k);
+    atomic_fetch_add(&cl->hb_last_nodes, (uint64_t)k);
 }
 
 /* Split batch i (answered TRYAGAIN: a slot being migrated, its keys
@@ -235,21 +332,28 @@ static void split(hbc *h, size_t i)
     }
 }
 
-/* Send batch b again on its own (ASKING first after ASK). */
-static void send_again(hbc *h, batch *b, int64_t bound_ms)
+/* Send batch b again on its own (ASKING first after ASK), within the time
+ * left; never to a node failed in this pass. */
+static void send_again(hbc *h, batch *b)
 {
     fence_client *c = h->c;
-    fence__node *node = &c->cl->nodes[b->again_node];
+    int nd = b->again_node;
+    fence__node *node = &c->cl->nodes[nd];
     b->again = 0;
-    if (fence__cluster_ensure(c, b->again_node, &node->hb, &node->hb_ever, bound_ms) != 0) {
+    int64_t left = left_ms(h);
+    if (h->failed[nd] || left < 1) {
         return;
     }
-    fence__conn_timeout(node->hb, bound_ms < c->io_timeout_ms ? bound_ms : c->io_timeout_ms);
+    if (fence__cluster_ensure(c, nd, &node->hb, &node->hb_ever, left) != 0) {
+        node_failed(h, nd, &node->hb);
+        return;
+    }
+    fence__conn_timeout(node->hb, min64(left_ms(h), c->io_timeout_ms));
     int use_sha = !b->eval && c->sha[FENCE__RENEW_BATCH][0] != '\0';
     redisReply *r = NULL;
     if (append_batch(h, node->hb, b, use_sha, b->asking) != 0 ||
         (b->asking && fence__tr_reply(node->hb, (void **)&r) != 0)) {
-        fence__conn_drop(&node->hb);
+        node_failed(h, nd, &node->hb);
         return;
     }
     if (r != NULL) {
@@ -259,17 +363,17 @@ static void send_again(hbc *h, batch *b, int64_t bound_ms)
     atomic_fetch_add(&c->cl->hb_round_trips, 1);
     atomic_fetch_add(&c->cl->hb_last_round_trips, 1);
     if (fence__tr_reply(node->hb, (void **)&r) != 0) {
-        fence__conn_drop(&node->hb);
+        node_failed(h, nd, &node->hb);
         return;
     }
-    b->node = b->again_node;
+    b->node = nd;
     take_reply(h, b, r); /* may ask for one more round */
     freeReplyObject(r);
 }
 
 /* The batches answered MOVED / ASK / NOSCRIPT / TRYAGAIN, sent again: at
  * most two more rounds (a split batch's leases may then be asked on). */
-static void resend(hbc *h, int64_t bound_ms)
+static void resend(hbc *h)
 {
     for (int round = 0; round < 2; round++) {
         for (size_t i = 0; i < h->nb; i++) {
@@ -278,7 +382,7 @@ static void resend(hbc *h, int64_t bound_ms)
                 split(h, i);
             }
             if (h->b[i].again && h->b[i].again_node >= 0) {
-                send_again(h, &h->b[i], bound_ms);
+                send_again(h, &h->b[i]);
             }
         }
     }
@@ -292,22 +396,30 @@ fence_status fence__hb_cluster(fence_client *c, fence_lease **ls, size_t n, int 
     h.it = malloc(n * sizeof *h.it);
     h.b = malloc(n * sizeof *h.b);
     h.failed = calloc(FENCE__CL_MAX_NODES, sizeof *h.failed);
-    h.argv = malloc((3 + 3 * per) * sizeof *h.argv);
-    h.lens = malloc((3 + 3 * per) * sizeof *h.lens);
+    h.argv = malloc((3 + 4 * per) * sizeof *h.argv);
+    h.lens = malloc((3 + 4 * per) * sizeof *h.lens);
     h.ttl = malloc(per * sizeof *h.ttl);
     *sent = fence__now_us();
+    /* Stop a little before the earliest validity, so that the renewals
+     * answered in time can still be applied in time. */
+    h.end_us = *sent + bound_ms * 1000 - (bound_ms > 20 ? 2000 : bound_ms * 100);
     if (h.it == NULL || h.b == NULL || h.failed == NULL || h.argv == NULL || h.lens == NULL ||
         h.ttl == NULL) {
         h.st = fence__fail(c, FENCE_ENOMEM, "out of memory");
     } else {
         if (atomic_load(&c->cl->stale)) {
-            fence__cluster_refresh(c, bound_ms); /* on failure: the map we have */
+            /* A quarter of the time at most, and never waiting for a
+             * refresh another thread runs; on failure: the map we have. */
+            fence__cluster_refresh_try(c, bound_ms / 4 > 0 ? bound_ms / 4 : 1);
         }
         plan(&h);
-        queue_all(&h, bound_ms, c->sha[FENCE__RENEW_BATCH][0] != '\0');
+        int use_sha = c->sha[FENCE__RENEW_BATCH][0] != '\0';
+        atomic_store(&c->cl->hb_last_round_trips, 0);
+        atomic_store(&c->cl->hb_last_nodes, 0);
         *sent = fence__now_us();
-        round_trip(&h);
-        resend(&h, bound_ms);
+        round_trip(&h, use_sha, 0); /* the nodes connected */
+        round_trip(&h, use_sha, 1); /* then those to connect */
+        resend(&h);
     }
     free(h.it);
     free(h.b);

@@ -38,6 +38,11 @@ static fence_status lease_new(fence_client *c, const char *name, const fence_lea
     }
     l->ttl_ms = o->ttl_ms;
     l->has_info = o->holder_info != NULL && o->holder_info[0] != '\0';
+    if (l->has_info && (l->info_key = fence__key(c, name, ":info")) == NULL) {
+        free(k);
+        fence__lease_free(l);
+        return fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
     l->renew_every_ms = o->renew_every_ms > 0 ? o->renew_every_ms : o->ttl_ms / 3;
     if (l->renew_every_ms < 1) {
         l->renew_every_ms = 1;
@@ -115,15 +120,37 @@ const char *fence__mode_args(const fence_client *c, char *jump_us)
     return c->token_mode == FENCE_TOKENS_DENSE ? "dense" : "clock";
 }
 
+/* release.lua's keys and arguments for l into args (4): the count, with
+ * the keys' in *nkeys.  A holder description's key is declared (KEYS[2]);
+ * without one, a cluster client says 'n' (leave ":info" alone), one
+ * server lets the script delete a stale one. */
+static int release_args(const fence_lease *l, const char **args, int *nkeys)
+{
+    if (l->info_key != NULL) {
+        *nkeys = 2;
+        args[0] = l->owner_key;
+        args[1] = l->info_key;
+        args[2] = l->value;
+        args[3] = l->channel;
+        return 4;
+    }
+    *nkeys = 1;
+    args[0] = l->owner_key;
+    args[1] = l->value;
+    args[2] = l->channel;
+    args[3] = "n";
+    return l->c->cl != NULL ? 4 : 3;
+}
+
 /* Fewer replicas than asked acknowledged the acquisition of l: give it
  * back (compare-and-delete) and say how many did. */
 static fence_status too_few_replicas(fence_lease *l, long long acked)
 {
     fence_client *c = l->c;
-    const char *args[4] = {l->owner_key, l->value, l->channel, "n"};
-    int nargs = c->cl != NULL && !l->has_info ? 4 : 3; /* release.lua */
+    const char *args[4];
+    int nkeys = 1, nargs = release_args(l, args, &nkeys);
     void *r = NULL;
-    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, nargs, args, 0, NULL, NULL, &r);
+    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, nkeys, nargs, args, 0, NULL, NULL, &r);
     if (r != NULL) {
         freeReplyObject(r);
     }
@@ -148,16 +175,31 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     char ttl[24], jump[24];
     snprintf(ttl, sizeof ttl, "%" PRId64, o->ttl_ms);
     const char *mode = fence__mode_args(c, jump);
-    /* A holder description goes as ARGV[6] (the script derives its key). */
-    int has_info = o->holder_info != NULL && o->holder_info[0] != '\0';
-    const char *args[8] = {l->owner_key, counter, "a", owner, ttl, mode, jump, o->holder_info};
+    /* A holder description goes as ARGV[6], its key declared as KEYS[3]
+     * (a script declares every key it touches: Redis Cluster). */
+    int has_info = l->has_info;
+    const char *args[9];
+    int na = 0;
+    args[na++] = l->owner_key;
+    args[na++] = counter;
+    if (has_info) {
+        args[na++] = l->info_key;
+    }
+    int nkeys = na;
+    args[na++] = "a";
+    args[na++] = owner;
+    args[na++] = ttl;
+    args[na++] = mode;
+    args[na++] = jump;
+    if (has_info) {
+        args[na++] = o->holder_info;
+    }
     fence__issue io;
     fence__issue_init(c, &io);
     redisReply *r = NULL;
     atomic_fetch_add(&c->m.acquire_attempts, 1);
     int64_t sent = fence__now_us();
-    st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, has_info ? 8 : 7, args, bound_ms, NULL, &io,
-                         (void **)&r);
+    st = fence__eval_cmd(c, FENCE__ACQUIRE, nkeys, na, args, bound_ms, NULL, &io, (void **)&r);
     free(counter);
     uint64_t token = 0;
     if (st == FENCE_OK) {
@@ -214,11 +256,18 @@ static fence_status renew_send(fence_lease *l, int64_t *sent, int *ok)
     pthread_mutex_lock(&c->lock);
     memcpy(value, l->value, sizeof value);
     pthread_mutex_unlock(&c->lock);
-    const char *args[3] = {l->owner_key, value, ttl};
+    /* The holder description's key declared as KEYS[2] when there is one. */
+    const char *args[4] = {l->owner_key, l->info_key, value, ttl};
+    if (l->info_key == NULL) {
+        args[1] = value;
+        args[2] = ttl;
+    }
+    int nk = l->info_key != NULL ? 2 : 1;
     redisReply *r = NULL;
     *ok = 0;
     *sent = fence__now_us();
-    fence_status st = fence__eval_cmd(c, FENCE__RENEW, 1, 3, args, 0, NULL, NULL, (void **)&r);
+    fence_status st = fence__eval_cmd(c, FENCE__RENEW, nk, nk + 2, args, 0, NULL, NULL,
+                                      (void **)&r);
     if (st == FENCE_OK) {
         int proto = r->type != REDIS_REPLY_INTEGER;
         *ok = !proto && r->integer == 1;
@@ -289,11 +338,11 @@ fence_status fence_renew(fence_lease *l)
 static fence_status release_in_redis(fence_lease *l, int was_held)
 {
     fence_client *c = l->c;
-    const char *args[4] = {l->owner_key, l->value, l->channel, "n"};
-    int nargs = c->cl != NULL && !l->has_info ? 4 : 3; /* release.lua */
+    const char *args[4];
+    int nkeys = 1, nargs = release_args(l, args, &nkeys);
     redisReply *r = NULL;
     int retried = 0;
-    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, 1, nargs, args, 0, &retried, NULL,
+    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, nkeys, nargs, args, 0, &retried, NULL,
                                       (void **)&r);
     if (st != FENCE_OK) {
         return st;

@@ -180,6 +180,7 @@ struct fence_lease {
     char *name;
     char *owner_key; /* "<prefix>{NAME}" */
     char *channel;   /* "<prefix>{NAME}:released" */
+    char *info_key;  /* "<prefix>{NAME}:info" when has_info, else NULL */
     char holder[FENCE_HOLDER_LEN + 1]; /* the owner id, "<hex>" */
     /* value and token change only under c->lock with in_pass set
      * (fence_lease_reissue), so the heartbeat never reads them then. */
@@ -320,6 +321,10 @@ int fence__tr_reply(fence__conn *cn, void **reply);
 /* Send what is queued (within the I/O timeout), reading nothing: a
  * pipeline to several servers at once.  0, or -1 with cn->err set. */
 int fence__tr_flush(fence__conn *cn);
+/* The next reply without waiting (reading what the socket has): 1 and
+ * *reply, 0 none yet (poll cn->fd for *ev, then call again), -1 failed
+ * (cn->err set).  Nothing is sent: fence__tr_flush first. */
+int fence__tr_try_reply(fence__conn *cn, void **reply, short *ev);
 /* fence__tr_append + fence__tr_reply; NULL on failure. */
 void *fence__tr_command(fence__conn *cn, int argc, const char **argv, const size_t *lens);
 /* Wait up to us for a reply (pub/sub): 1 *reply set, 0 none yet, -1 failed. */
@@ -387,6 +392,9 @@ void fence__cluster_stale(fence_client *c);
 /* Ask the known nodes in turn for CLUSTER SLOTS (within timeout_ms) and
  * replace the map.  FENCE_OK, or FENCE_ECONN with a message. */
 fence_status fence__cluster_refresh(fence_client *c, int64_t timeout_ms);
+/* The same unless another thread is refreshing now: then FENCE_OK at
+ * once, nothing done (the heartbeat never waits on a caller's refresh). */
+fence_status fence__cluster_refresh_try(fence_client *c, int64_t timeout_ms);
 /* The master of slot (refreshing a stale map first): a node index, or -1
  * when no known node serves it. */
 int fence__cluster_node_of(fence_client *c, int slot, int64_t timeout_ms);
@@ -394,9 +402,10 @@ int fence__cluster_node_of(fence_client *c, int slot, int64_t timeout_ms);
 int fence__cluster_node_index(fence_client *c, const char *host, int port);
 /* Parse an error reply: FENCE__RD_* (NONE: not a cluster redirection). */
 int fence__redirect_parse(const char *err, fence__redirect *rd);
-/* A MOVED reply: the slot now belongs to its node (returned, -1 if the
- * table is full); the whole map is refreshed before the next command. */
-int fence__cluster_moved(fence_client *c, const fence__redirect *rd);
+/* The node a MOVED or ASK reply sent by node from names (added if new;
+ * -1 if the table is full); an empty host is from's.  MOVED: the slot now
+ * belongs to it, and the whole map is refreshed before the next command. */
+int fence__cluster_redirect(fence_client *c, const fence__redirect *rd, int from);
 /* A new connection to node (AUTH; no scripts: pub/sub). */
 fence_status fence__cluster_open(fence_client *c, int node, fence__conn **out,
                                  int64_t timeout_ms);
@@ -490,9 +499,12 @@ void fence__fire_lost(fence__leasev *q);
 
 /* ==== level 3: hbcluster.c, heartbeat.c ================================== */
 /* Renew ls[0..n) in a cluster: grouped by node, and within a node by slot
- * (one renew_batch.lua call per slot: a script touches one slot); every
- * node's batches sent before any reply is read: one round trip per node.
- * Redirected batches are sent again once to their new node.  results[i]:
+ * (one renew_batch.lua call per slot: a script touches one slot); each
+ * node's batches sent before its replies are read: one round trip per
+ * node, the replies of all nodes read with one poll().  bound_ms is the
+ * whole pass's limit: each step gets only the time left; a failed node is
+ * failed for the whole pass.  Redirected batches are sent again once to
+ * their new node.  results[i]:
  * 1 renewed, 0 refused, -1 no answer (kept at -1 on any failure).  *sent:
  * when the first batch went out.  FENCE_OK, or the last failure. */
 fence_status fence__hb_cluster(fence_client *c, fence_lease **ls, size_t n, int *results,

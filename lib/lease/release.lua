@@ -7,10 +7,15 @@
 -- holder.  ARGV[3] 'n' (Redis Cluster, a lease without a description):
 -- leave ":info" alone -- inside a script, a missing key of a slot being
 -- migrated is an error there; a stale description expires by its own TTL.
+-- KEYS[2] (Redis Cluster, a lease with a description): the description,
+-- declared (so that during a slot migration Redis answers TRYAGAIN / ASK
+-- before the script runs, instead of aborting it midway).
 -- One key per DEL: a multi-key command on partly migrated keys is refused.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if ARGV[3] ~= 'n' then
+  if KEYS[2] then
+    redis.call('DEL', KEYS[2])
+  elseif ARGV[3] ~= 'n' then
     redis.call('DEL', KEYS[1] .. ':info')
   end
   redis.call('PUBLISH', ARGV[2], '1')

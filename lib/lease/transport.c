@@ -358,6 +358,27 @@ int fence__tr_reply(fence__conn *cn, void **reply)
     }
 }
 
+int fence__tr_try_reply(fence__conn *cn, void **reply, short *ev)
+{
+    *reply = NULL;
+    *ev = 0;
+    if (cn->err) {
+        return -1;
+    }
+    /* Read until the socket would block: bytes TLS already decrypted are
+     * taken too, so a poll() on the fd then misses nothing. */
+    for (;;) {
+        int got = parsed(cn, reply);
+        if (got != 0) {
+            return got;
+        }
+        int rd = read_some(cn, ev);
+        if (rd <= 0) {
+            return rd;
+        }
+    }
+}
+
 int fence__tr_flush(fence__conn *cn)
 {
     if (cn->err) {

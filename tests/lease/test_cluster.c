@@ -11,10 +11,13 @@
 #include "lease_internal.h"
 #include "setutil.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The shared cluster (an unchecked fixture: started once, in the parent). */
@@ -520,6 +523,272 @@ START_TEST(bad_input)
 }
 END_TEST
 
+
+/* MIGRATE the keys of name given as suffixes ("", ":token", ":info"). */
+static void migrate_keys(int src, int dst, const char *name, const char *s1, const char *s2)
+{
+    redisContext *r = lu_connect(src);
+    char k1[96], k2[96];
+    snprintf(k1, sizeof k1, "fence:{%s}%s", name, s1);
+    snprintf(k2, sizeof k2, "fence:{%s}%s", name, s2 != NULL ? s2 : "");
+    redisReply *rep = s2 != NULL ? redisCommand(r, "MIGRATE 127.0.0.1 %d %b 0 5000 KEYS %s %s",
+                                                dst, "", (size_t)0, k1, k2)
+                                 : redisCommand(r, "MIGRATE 127.0.0.1 %d %s 0 5000", dst, k1);
+    ck_assert_msg(rep != NULL && rep->type != REDIS_REPLY_ERROR, "MIGRATE: %s",
+                  rep ? rep->str : r->errstr);
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+/* A lease with a holder description whose ":info" key has already moved
+ * in a slot migration: the scripts declare it, so Redis answers TRYAGAIN
+ * (or ASK) before running them -- never a script aborted midway ("non
+ * local key"). */
+START_TEST(info_migration)
+{
+    char name[64], key[96], sid[41], did[41];
+    snprintf(name, sizeof name, "%s", tu_name("infomig"));
+    snprintf(key, sizeof key, "fence:{%s}", name);
+    int slot = fence__key_slot(key, strlen(key));
+    int src = slot_owner(shared_ports[0], slot);
+    int dst = src == shared_ports[0] ? shared_ports[1] : shared_ports[0];
+    node_id(src, sid);
+    node_id(dst, did);
+    fence_client_options o;
+    fence_client_options_init(&o);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", shared_ports[2]);
+    o.url = url;
+    o.heartbeat_mode = FENCE_HEARTBEAT_MANUAL;
+    o.io_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    fence_client *c = lu_open_opts(&o);
+    fence_lease_options lo;
+    fence_lease_options_init(&lo, 5000);
+    lo.renew_every_ms = 100;
+    lo.holder_info = "migrating holder";
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_acquire(c, name, &lo, &l), FENCE_OK, c);
+    redisContext *rs = lu_connect(src), *rd = lu_connect(dst);
+    lu_cmd_ok(rd, "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    lu_cmd_ok(rs, "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    migrate_keys(src, dst, name, ":info", NULL); /* the description only */
+
+    int rc = fence_renew(l);
+    ck_assert_msg(rc == FENCE_ECONN && strstr(fence_client_errmsg(c), "TRYAGAIN") != NULL,
+                  "renew: %d %s", rc, fence_client_errmsg(c));
+    tu_sleep_ms(120);
+    uint64_t try0 = atomic_load(&c->cl->tryagain);
+    int64_t next;
+    rc = fence_heartbeat_run(c, &next);
+    ck_assert_msg(rc != FENCE_EPROTO, "heartbeat: %s", fence_client_errmsg(c));
+    ck_assert_uint_gt(atomic_load(&c->cl->tryagain), try0);
+    ck_assert(!fence_lease_lost(l));
+
+    migrate_keys(src, dst, name, "", ":token"); /* all moved: ASK */
+    EXPECT_RC(fence_renew(l), FENCE_OK, c);
+    tu_sleep_ms(120);
+    uint64_t ok0 = lu_metrics(c).renew_ok;
+    EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
+    ck_assert_uint_eq(lu_metrics(c).renew_ok - ok0, 1);
+    lu_cmd_ok(rd, "ASKING"); /* the slot is importing there */
+    redisReply *pt = redisCommand(rd, "PTTL fence:{%s}:info", name);
+    ck_assert(pt != NULL && pt->type == REDIS_REPLY_INTEGER && pt->integer > 4000);
+    freeReplyObject(pt);
+    EXPECT_RC(fence_release(l), FENCE_OK, c); /* ASK; both keys deleted there */
+    lu_cmd_ok(rd, "ASKING");
+    redisReply *ex = redisCommand(rd, "EXISTS fence:{%s}:info", name);
+    ck_assert(ex != NULL && ex->type == REDIS_REPLY_INTEGER && ex->integer == 0);
+    freeReplyObject(ex);
+    for (int p = 0; p < 3; p++) {
+        redisContext *r = lu_connect(shared_ports[p]);
+        lu_cmd_ok(r, "CLUSTER SETSLOT %d NODE %s", slot, did);
+        redisFree(r);
+    }
+    redisFree(rs);
+    redisFree(rd);
+    fence_client_close(c);
+}
+END_TEST
+
+/* CONFIG SET name value on the six shared nodes. */
+static void config_all(const char *name, const char *value)
+{
+    for (int i = 0; i < 6; i++) {
+        redisContext *r = lu_connect(shared_ports[i]);
+        lu_cmd_ok(r, "CONFIG SET %s %s", name, value);
+        redisFree(r);
+    }
+}
+
+/* The pid of shared node port. */
+static pid_t shared_pid(int port)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/node%d/redis.pid", shared.dir, dir_of(shared_ports, port));
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "no %s", path);
+    long pid = 0;
+    ck_assert_int_eq(fscanf(f, "%ld", &pid), 1);
+    fclose(f);
+    return (pid_t)pid;
+}
+
+/* A guard process: when the test lets go of *fd (guard_end), or dies on a
+ * failed check, it sends SIGCONT to pid and restores cluster-node-timeout
+ * 500 on every node.  Forked before any thread of the test exists. */
+static pid_t guard_start(pid_t pid, int *fd)
+{
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    pid_t g = fork();
+    ck_assert_int_ge(g, 0);
+    if (g == 0) {
+        close(p[1]);
+        char ch;
+        while (read(p[0], &ch, 1) != 0) {
+        }
+        kill(pid, SIGCONT);
+        usleep(300000); /* pings exchanged again before the timeout drops */
+        for (int i = 0; i < 6; i++) {
+            struct timeval tv = {5, 0};
+            redisContext *r = redisConnectWithTimeout("127.0.0.1", shared_ports[i], tv);
+            if (r != NULL && r->err == 0) {
+                redisReply *rep = redisCommand(r, "CONFIG SET cluster-node-timeout 500");
+                if (rep != NULL) {
+                    freeReplyObject(rep);
+                }
+            }
+            if (r != NULL) {
+                redisFree(r);
+            }
+        }
+        _exit(0);
+    }
+    close(p[0]);
+    *fd = p[1];
+    return g;
+}
+
+static void guard_end(pid_t g, int fd)
+{
+    close(fd);
+    int st = 0;
+    waitpid(g, &st, 0);
+}
+
+/* A master frozen (SIGSTOP, no failover: cluster-node-timeout raised):
+ * a lease on a healthy master stays held for several TTLs, the one on the
+ * frozen master is lost on time, and no pass outlasts the earliest
+ * validity. */
+START_TEST(hung_master)
+{
+    int victim = slot_owner(shared_ports[0], 0), healthy = 0;
+    for (int i = 0; i < 3 && healthy == 0; i++) {
+        int m = slot_owner(shared_ports[0], i * 6000 + 5500);
+        healthy = m != victim ? m : 0;
+    }
+    ck_assert_int_gt(healthy, 0);
+    config_all("cluster-node-timeout", "60000");
+    int gfd = -1;
+    pid_t g = guard_start(shared_pid(victim), &gfd);
+    fence_client *c = open_port(healthy, FENCE_HEARTBEAT_THREAD);
+    lu_lost la, lb;
+    lu_lost_init(&la);
+    lu_lost_init(&lb);
+    char ba[64], bb[64];
+    const char *na = name_on(healthy, victim, "hung-a", ba);
+    const char *nb = name_on(healthy, healthy, "hung-b", bb);
+    fence_lease *a = lu_acquire_cb(c, na, 1000, 0, 0, &la);
+    fence_lease *b = lu_acquire_cb(c, nb, 1500, 0, 0, &lb);
+    tu_sleep_ms(400); /* a pass or two: both nodes connected */
+    ck_assert_int_eq(kill(shared_pid(victim), SIGSTOP), 0);
+    int64_t t0 = tu_now_ms();
+    int64_t waited = lu_wait_lost(&la, 3000);
+    ck_assert_int_eq(atomic_load(&la.calls), 1);
+    ck_assert_int_eq(atomic_load(&la.reason), FENCE_ECONN);
+    ck_assert_msg(tu_now_ms() - t0 <= 1000 + 300, "a lost after %lld ms (waited %lld)",
+                  (long long)(tu_now_ms() - t0), (long long)waited);
+    while (tu_now_ms() - t0 < 5000) { /* > 3 TTLs of b */
+        tu_sleep_ms(100);
+        ck_assert_msg(atomic_load(&lb.calls) == 0 && !fence_lease_lost(b),
+                      "b lost after %lld ms: %s", (long long)(tu_now_ms() - t0),
+                      fence_client_errmsg(c));
+    }
+    EXPECT_RC(fence_renew(b), FENCE_OK, c);
+    guard_end(g, gfd);
+    EXPECT_RC(fence_release(b), FENCE_OK, c);
+    fence_release(a);
+    fence_client_close(c);
+}
+END_TEST
+
+/* A name starting with '}' would give its keys an empty hash tag. */
+START_TEST(name_empty_tag)
+{
+    fence_client *c = open_port(shared_ports[0], FENCE_HEARTBEAT_THREAD);
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_try_acquire(c, "}x", 1000, &l), FENCE_EINVAL, c);
+    ck_assert_msg(strstr(fence_client_errmsg(c), "'}'") != NULL, "%s", fence_client_errmsg(c));
+    uint64_t t = 0;
+    EXPECT_RC(fence_token_last(c, "}x", &t), FENCE_EINVAL, c);
+    l = lu_acquire_ok(c, "x}y", 1000, 0); /* a '}' later is fine: tag "x" */
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    fence_client_close(c);
+}
+END_TEST
+
+/* MOVED / ASK replies: digits, slot 0..16383, port 1..65535. */
+START_TEST(redirect_parser)
+{
+    fence__redirect rd;
+    ck_assert_int_eq(fence__redirect_parse("MOVED 3999 127.0.0.1:6381", &rd), FENCE__RD_MOVED);
+    ck_assert_int_eq(rd.slot, 3999);
+    ck_assert_int_eq(rd.port, 6381);
+    ck_assert_str_eq(rd.host, "127.0.0.1");
+    ck_assert_int_eq(fence__redirect_parse("ASK 16383 ::1:7000", &rd), FENCE__RD_ASK);
+    ck_assert_str_eq(rd.host, "::1");
+    ck_assert_int_eq(rd.port, 7000);
+    ck_assert_int_eq(fence__redirect_parse("MOVED 0 :65535", &rd), FENCE__RD_MOVED);
+    ck_assert_str_eq(rd.host, "");
+    ck_assert_int_eq(rd.port, 65535);
+    const char *bad[] = {"MOVED  :5", "MOVED 5 host:", "MOVED 5 host:0", "MOVED 5 host:65536",
+                         "MOVED 5 host:-1", "MOVED 5 host:12x", "MOVED 16384 h:1",
+                         "MOVED -1 h:1", "MOVED x h:1", "ASK 5 host", "MOVED 5",
+                         "MOVED 99999999999999999999 h:1", "MOVED 5 h:4294967297"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(fence__redirect_parse(bad[i], &rd) == FENCE__RD_NONE, "%s", bad[i]);
+    }
+    ck_assert_int_eq(fence__redirect_parse("TRYAGAIN x", &rd), FENCE__RD_TRYAGAIN);
+}
+END_TEST
+
+/* cluster-preferred-endpoint-type unknown-endpoint: CLUSTER SLOTS gives
+ * nil hosts (the node asked) and MOVED an empty one (the node replying). */
+START_TEST(unknown_endpoint)
+{
+    config_all("cluster-preferred-endpoint-type", "unknown-endpoint");
+    fence_client *c = open_port(shared_ports[1], FENCE_HEARTBEAT_THREAD);
+    int ok = c->cl->nnodes >= 3;
+    for (int i = 0; i < 20 && ok; i++) {
+        fence_lease *l = NULL;
+        int rc = fence_try_acquire(c, tu_name("ue"), 1000, &l);
+        ok = rc == FENCE_OK && fence_release(l) == FENCE_OK;
+        if (!ok) {
+            fprintf(stderr, "unknown_endpoint: %s\n", fence_client_errmsg(c));
+        }
+    }
+    fence__redirect rd;
+    fence__redirect_parse("MOVED 5 :1", &rd);
+    int from = 1 % c->cl->nnodes;
+    int to = fence__cluster_redirect(c, &rd, from);
+    ok = ok && to >= 0 && strcmp(c->cl->nodes[to].host, c->cl->nodes[from].host) == 0;
+    fence_client_close(c);
+    config_all("cluster-preferred-endpoint-type", "ip");
+    ck_assert_msg(ok, "nodes %s", ok ? "" : "failed");
+}
+END_TEST
+
 static Suite *cluster_suite(void)
 {
     Suite *s = suite_create("cluster");
@@ -532,6 +801,11 @@ static Suite *cluster_suite(void)
     tcase_add_test(tc, release_wakes_waiter);
     tcase_add_test(tc, slot_migration);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, name_empty_tag);
+    tcase_add_test(tc, redirect_parser);
+    tcase_add_test(tc, unknown_endpoint);
+    tcase_add_test(tc, info_migration);
+    tcase_add_test(tc, hung_master);
     suite_add_tcase(s, tc);
     TCase *fo = tcase_create("failover");
     tcase_set_timeout(fo, 60);
