@@ -572,6 +572,229 @@ START_TEST(names_are_quoted)
 END_TEST
 
 
+/* ------------------------------------------------------------------ */
+/* Generated functions: what is in use never changes (findings 2, 3)    */
+/* ------------------------------------------------------------------ */
+
+/* A table NAME(id, v, balance) owned by the superuser, protected with the
+ * generated functions ('plpgsql', both runs), strict, column fence_token.
+ * Returns its oid. */
+static long long gen_victim(PGconn *c, const char *name)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE %s (id int PRIMARY KEY, v int, balance bigint NOT NULL DEFAULT 0);"
+             "INSERT INTO %s SELECT g, 0, 0 FROM generate_series(1, 3) g;"
+             "SELECT fence.protect('%s', 'fence_token', false, 'plpgsql')",
+             name, name, name);
+    ok(c, sql);
+    snprintf(sql, sizeof sql, "SELECT '%s'::regclass::oid::bigint", name);
+    return num(c, sql);
+}
+
+/* The comment of NAME's generated guard (static buffer of text1). */
+static const char *gen_comment(PGconn *c, long long oid)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(obj_description('fence.guard_%lld()'::regprocedure, 'pg_proc'), '')",
+             oid);
+    return text1(c, sql);
+}
+
+/* NAME is still protected as gen_victim left it: a write with token tok
+ * stamps fence_token (not balance), one without a token is refused
+ * (strict), and fence.protected says so. */
+static void gen_intact(PGconn *c, const char *name, uint64_t tok)
+{
+    char sql[256];
+    outcome e;
+    snprintf(sql, sizeof sql, "UPDATE %s SET v = v + 1 WHERE id = 1", name);
+    ck_assert_int_eq(write_tok(c, tok, sql, &e), FENCE_OK);
+    snprintf(sql, sizeof sql, "SELECT fence_token FROM %s WHERE id = 1", name);
+    ck_assert_int_eq(num(c, sql), (long long)tok);
+    snprintf(sql, sizeof sql, "SELECT balance FROM %s WHERE id = 1", name);
+    ck_assert_int_eq(num(c, sql), 0);
+    snprintf(sql, sizeof sql, "UPDATE %s SET v = 9 WHERE id = 2", name);
+    ck_assert_int_eq(write_raw(c, NULL, sql, &e), FENCE_ENOTOKEN);
+    snprintf(sql, sizeof sql,
+             "SELECT col || '/' || mode || '/' || implementation FROM fence.protected"
+             " WHERE tbl = '%s'::regclass",
+             name);
+    ck_assert_str_eq(text1(c, sql), "fence_token/strict/plpgsql");
+}
+
+/* Finding 2: an index expression of another role's table, run as that
+ * role by a superuser's ANALYZE (session_user the superuser), or that
+ * role's SECURITY DEFINER function called by the superuser, cannot
+ * re-generate a protected table's guard with another column or mode. */
+START_TEST(generate_cannot_change_a_guard_in_use)
+{
+    char evil[NAME_BUF], sql[2048];
+    PGconn *c = db();
+    side_role("evil", evil);
+    long long v = gen_victim(c, "gv_orders");
+    char before[1024];
+    snprintf(before, sizeof before, "%s", gen_comment(c, v));
+    snprintf(sql, sizeof sql, "CREATE SCHEMA gv_es AUTHORIZATION %s", evil);
+    ok(c, sql);
+
+    PGconn *ev = connect_as(g_db, evil);
+    PQsetNoticeProcessor(ev, quiet_notice, NULL);
+    /* Directly: refused. */
+    fails(ev, "SELECT fence.generate('gv_orders', 'balance', false)", "42501");
+    ok(ev, "CREATE FUNCTION gv_es.idx(i int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$"
+           " BEGIN"
+           "   IF session_user <> current_user THEN"
+           "     PERFORM fence.generate((SELECT c.oid FROM pg_catalog.pg_class c"
+           "                             WHERE c.relname = 'gv_orders')::pg_catalog.regclass,"
+           "                            'balance', false);"
+           "   END IF;"
+           "   RETURN i;"
+           " END $$");
+    ok(ev, "CREATE TABLE gv_es.t (i int); INSERT INTO gv_es.t VALUES (1);"
+           "CREATE INDEX ON gv_es.t (gv_es.idx(i))");
+    ok(ev, "CREATE FUNCTION gv_es.f() RETURNS int LANGUAGE plpgsql SECURITY DEFINER AS $$"
+           " BEGIN"
+           "   PERFORM fence.generate('public.gv_orders'::pg_catalog.regclass, 'fence_token', true);"
+           "   RETURN 1;"
+           " END $$");
+
+    /* The superuser's maintenance run: the expression runs as evil. */
+    (void)run(c, "ANALYZE gv_es.t", NULL);
+    ok(c, "ROLLBACK"); /* harmless when idle */
+    gen_intact(c, "gv_orders", 10);
+    ck_assert_str_eq(gen_comment(c, v), before);
+    (void)run(c, "CREATE INDEX ON gv_es.t (gv_es.idx(i + 0))", NULL);
+    gen_intact(c, "gv_orders", 11);
+
+    /* evil's SECURITY DEFINER function, called by the superuser: strict
+     * must stay strict. */
+    fails(c, "SELECT gv_es.f()", "42501");
+    gen_intact(c, "gv_orders", 12);
+    ck_assert_str_eq(gen_comment(c, v), before);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.generated WHERE tbl = 'gv_orders'::regclass"
+                            " AND col = 'fence_token' AND mode = 'strict'"),
+                     1);
+
+    /* An identical request is a refresh; the owner's protect() still
+     * switches mode and column. */
+    snprintf(sql, sizeof sql, "SELECT fence.generate('gv_orders', 'fence_token', false)");
+    ok(c, sql);
+    gen_intact(c, "gv_orders", 13);
+    PQfinish(ev);
+    ok(c, "DROP SCHEMA gv_es CASCADE");
+    PQfinish(c);
+}
+END_TEST
+
+/* Finding 3: triggers on another role's tables that call a protected
+ * table's generated guard (EXECUTE is PUBLIC) with other arguments, or
+ * none: a re-install neither rewrites the guard with them nor fails, and
+ * fence.protected does not list them. */
+START_TEST(decoy_triggers_change_nothing)
+{
+    char evil[NAME_BUF], sql[2048];
+    outcome e;
+    PGconn *c = db();
+    side_role("decoy", evil);
+    long long v = gen_victim(c, "dv_orders");
+    char before[1024];
+    snprintf(before, sizeof before, "%s", gen_comment(c, v));
+    snprintf(sql, sizeof sql, "CREATE SCHEMA dv_es AUTHORIZATION %s", evil);
+    ok(c, sql);
+
+    PGconn *ev = connect_as(g_db, evil);
+    PQsetNoticeProcessor(ev, quiet_notice, NULL);
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE dv_es.d1 (id int, balance bigint, fence_token bigint);"
+             "CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON dv_es.d1 FOR EACH ROW"
+             " EXECUTE FUNCTION fence.guard_%lld('balance', 'permissive');"
+             "CREATE TABLE dv_es.d2 (id int, balance bigint, fence_token bigint);"
+             "CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON dv_es.d2 FOR EACH ROW"
+             " EXECUTE FUNCTION fence.guard_%lld('balance', 'permissive')",
+             v, v);
+    ok(ev, sql);
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install: %s", fence_pg_errmsg(c));
+    gen_intact(c, "dv_orders", 20);
+    ck_assert_str_eq(gen_comment(c, v), before);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE tbl::text LIKE 'dv_es.%'"), 0);
+
+    /* A decoy without arguments, to the generated guard and to the
+     * generic one: the install and the view still work. */
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE dv_es.d3 (id int);"
+             "CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON dv_es.d3 FOR EACH ROW"
+             " EXECUTE FUNCTION fence.guard_%lld();"
+             "CREATE TABLE dv_es.d4 (id int);"
+             "CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON dv_es.d4 FOR EACH ROW"
+             " EXECUTE FUNCTION fence.row_guard()",
+             v);
+    ok(ev, sql);
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install: %s", fence_pg_errmsg(c));
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install: %s", fence_pg_errmsg(c));
+    ck_assert_int_eq(num(ev, "SELECT count(*) FROM fence.protected WHERE tbl = 'dv_orders'::regclass"), 1);
+    gen_intact(c, "dv_orders", 21);
+    ck_assert_str_eq(gen_comment(c, v), before);
+
+    /* The owner still changes the mode (the decoys keep the old function
+     * in use: protect() generates another). */
+    ok(c, "SELECT fence.set_mode('dv_orders', 'permissive')");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE dv_orders SET v = 5 WHERE id = 2", &e), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT col || '/' || mode FROM fence.protected WHERE tbl = 'dv_orders'::regclass"),
+                     "fence_token/permissive");
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install: %s", fence_pg_errmsg(c));
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE dv_orders SET v = 6 WHERE id = 2", &e), FENCE_OK);
+    PQfinish(ev);
+    ok(c, "DROP SCHEMA dv_es CASCADE");
+    ok(c, "SELECT fence.unprotect('dv_orders')");
+    PQfinish(c);
+}
+END_TEST
+
+/* A table's owner (not the installer) switches its generated guard from
+ * strict to permissive and back, and to another column, with protect(). */
+START_TEST(owner_changes_mode_and_column)
+{
+    char owner[NAME_BUF], sql[1024];
+    outcome e;
+    PGconn *c = db();
+    side_role("lo", owner);
+    snprintf(sql, sizeof sql,
+             "GRANT CREATE ON SCHEMA public TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean, text) TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.set_mode(regclass, text) TO %s",
+             owner, owner, owner, owner);
+    ok(c, sql);
+    PGconn *o = connect_as(g_db, owner);
+    PQsetNoticeProcessor(o, quiet_notice, NULL);
+    ok(o, "CREATE TABLE lo_t (id int PRIMARY KEY, v int, lock_version int);"
+          "INSERT INTO lo_t VALUES (1, 0, 0), (2, 0, 0);"
+          "SELECT fence.protect('lo_t', 'fence_token', false, 'plpgsql')");
+    ck_assert_int_eq(write_raw(o, NULL, "UPDATE lo_t SET v = 1", &e), FENCE_ENOTOKEN);
+    ok(o, "SELECT fence.set_mode('lo_t', 'permissive')");
+    ck_assert_int_eq(write_raw(o, NULL, "UPDATE lo_t SET v = 1", &e), FENCE_OK);
+    ok(o, "SELECT fence.protect('lo_t', 'fence_token', false, 'plpgsql')");
+    ck_assert_int_eq(write_raw(o, NULL, "UPDATE lo_t SET v = 2", &e), FENCE_ENOTOKEN);
+    ok(o, "SELECT fence.protect('lo_t', 'lock_version', true, 'plpgsql')");
+    ck_assert_int_eq(write_tok(o, 8, "UPDATE lo_t SET v = 3 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(o, "SELECT lock_version FROM lo_t WHERE id = 1"), 8);
+    ck_assert_int_eq(num(o, "SELECT fence_token FROM lo_t WHERE id = 1"), 0);
+    ck_assert_int_eq(write_raw(o, NULL, "UPDATE lo_t SET v = 4 WHERE id = 2", &e), FENCE_OK);
+    ck_assert_str_eq(text1(o, "SELECT col || '/' || mode || '/' || implementation FROM fence.protected"
+                              " WHERE tbl = 'lo_t'::regclass"),
+                     "lock_version/permissive/plpgsql");
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install: %s", fence_pg_errmsg(c));
+    ck_assert_int_eq(write_tok(o, 7, "UPDATE lo_t SET v = 5 WHERE id = 1", &e), FENCE_STALE);
+    ck_assert_int_eq(write_raw(o, NULL, "UPDATE lo_t SET v = 5 WHERE id = 2", &e), FENCE_OK);
+    PQfinish(o);
+    ok(c, "DROP TABLE lo_t");
+    PQfinish(c);
+}
+END_TEST
+
+
 static Suite *pg_security_suite(void)
 {
     Suite *s = suite_create("pg_security");
@@ -584,6 +807,9 @@ static Suite *pg_security_suite(void)
     tcase_add_test(t, install_as_non_superuser_protect_as_owner);
     tcase_add_test(t, upgrade_from_version_1);
     tcase_add_test(t, names_are_quoted);
+    tcase_add_test(t, generate_cannot_change_a_guard_in_use);
+    tcase_add_test(t, decoy_triggers_change_nothing);
+    tcase_add_test(t, owner_changes_mode_and_column);
     suite_add_tcase(s, t);
     return s;
 }
