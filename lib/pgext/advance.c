@@ -12,8 +12,17 @@
  * A higher token raises the mark (token, holder, updated_at = now()); a new
  * resource is inserted with ON CONFLICT DO UPDATE (a concurrent creator is
  * waited for, its row then locked); the mark's row stays locked until the
- * transaction ends (SELECT ... FOR UPDATE).  fence.marks's own triggers
- * (never lowered, never deleted) apply to every write.
+ * transaction ends, as SELECT ... FOR UPDATE locks it.  fence.marks's own
+ * triggers (never lowered, never deleted) apply to every write.
+ *
+ * The hot path -- the mark exists and is not lower than the token, which
+ * is every write of a holder after its first -- runs no statement: the
+ * mark is found through fence.marks's key index and locked with
+ * table_tuple_lock(), the steps ExecLockRows takes for FOR UPDATE (see
+ * lock_mark).  SPI (statements prepared once per backend) is used only to
+ * insert or raise a mark, or when fence.marks does not have fence.sql's
+ * shape.  The executor's start-up for the locking statement was most of
+ * this function's cost.
  *
  * One refusal is its own, as the C guard's: a non-empty fence.holder set
  * for the session rather than the transaction (23Q02 reason=session
@@ -30,8 +39,14 @@
  * exit.  An application role still cannot write fence.marks itself. */
 #include "fence_ext.h"
 
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am_d.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
@@ -40,7 +55,10 @@
 #include "parser/parse_func.h"
 #include "utils/acl.h"
 #include "utils/inval.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(fence_c_advance);
@@ -75,13 +93,24 @@ static bool callbacks_registered;
 static Oid marks_relid = InvalidOid;
 static Oid marks_owner = InvalidOid;
 static Oid advance_fn = InvalidOid;
+/* fence.marks's layout for the direct read (lock_mark), found on first
+ * use after marks_relid: the key index and the three columns' numbers.
+ * marks_key_idx InvalidOid with marks_layout_known: no usable key index
+ * (the statement is used instead). */
+static bool marks_layout_known;
+static Oid marks_key_idx = InvalidOid;
+static AttrNumber att_resource, att_token, att_holder;
 
 static void forget_rel(Datum arg, Oid relid)
 {
     (void)arg;
-    if (relid == InvalidOid || relid == marks_relid) {
+    /* Any invalidation of fence.marks or of its key index drops what is
+     * known of them (a new or dropped index invalidates the table too). */
+    if (relid == InvalidOid || relid == marks_relid || relid == marks_key_idx) {
         marks_relid = InvalidOid;
         marks_owner = InvalidOid;
+        marks_layout_known = false;
+        marks_key_idx = InvalidOid;
     }
 }
 
@@ -184,12 +213,183 @@ static void run(SPIPlanPtr plan, Datum *values, const char *nulls, int expect)
     }
 }
 
-/* The statements, as the owner of fence.marks: lock and read the mark;
- * insert it when missing (re-reading it when ON CONFLICT found one that is
- * not lower); raise it when lower.  Errors of the statements themselves
- * (fence.marks's triggers, serialization failures, lock timeouts)
- * propagate with the caller's identity restored. */
-static void advance_as_owner(Datum resource, int64 token, Datum writer, bool has_writer,
+/* fence.marks's key index and column numbers, into the statics; false
+ * when the table does not have the shape of fence.sql's (then the
+ * statement reads the mark: slower, but right whatever the shape). */
+static bool find_layout(Relation rel)
+{
+    TupleDesc desc = RelationGetDescr(rel);
+    Oid idx;
+    HeapTuple tup;
+    bool usable = false;
+
+    att_resource = att_token = att_holder = InvalidAttrNumber;
+    for (int i = 0; i < desc->natts; i++) {
+        Form_pg_attribute a = TupleDescAttr(desc, i);
+        if (a->attisdropped) {
+            continue;
+        }
+        if (strcmp(NameStr(a->attname), "resource") == 0 && a->atttypid == TEXTOID) {
+            att_resource = a->attnum;
+        } else if (strcmp(NameStr(a->attname), "token") == 0 && a->atttypid == INT8OID) {
+            att_token = a->attnum;
+        } else if (strcmp(NameStr(a->attname), "holder") == 0 && a->atttypid == TEXTOID) {
+            att_holder = a->attnum;
+        }
+    }
+    /* A plain table (not partitioned, not foreign: those would need the
+     * executor) with its key index. */
+    idx = rel->rd_rel->relkind == RELKIND_RELATION ? RelationGetPrimaryKeyIndex(rel) : InvalidOid;
+    if (idx != InvalidOid && att_resource != InvalidAttrNumber &&
+        att_token != InvalidAttrNumber && att_holder != InvalidAttrNumber) {
+        /* A valid, immediate, unique btree index on (resource) alone,
+         * text_ops: what "PRIMARY KEY" on the column makes. */
+        tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(idx));
+        if (HeapTupleIsValid(tup)) {
+            Form_pg_index ind = (Form_pg_index)GETSTRUCT(tup);
+            usable = ind->indnatts == 1 && ind->indnkeyatts == 1 && ind->indisunique &&
+                     ind->indimmediate && ind->indisvalid && ind->indisready &&
+                     ind->indkey.values[0] == att_resource &&
+                     heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
+                     heap_attisnull(tup, Anum_pg_index_indpred, NULL);
+            ReleaseSysCache(tup);
+        }
+    }
+    marks_key_idx = usable ? idx : InvalidOid;
+    marks_layout_known = true;
+    return usable;
+}
+
+/* Lock and read the mark of `resource` without the executor: what
+ * SELECT ... FOR UPDATE (SQL_LOCK, run through SPI) does, step by step,
+ * as ExecLockRows and PostgreSQL's referential-integrity checks do it:
+ * a new command and the transaction snapshot (a fresh one in READ
+ * COMMITTED), the key index, then table_tuple_lock(LockTupleExclusive),
+ * which in READ COMMITTED follows the row to its latest version (and waits
+ * for a writer of it) and in REPEATABLE READ / SERIALIZABLE fails with a
+ * serialization failure when the row changed after the snapshot.  The
+ * lock is held to the end of the transaction.  Returns false (nothing
+ * done) when the table's shape is not fence.sql's; else true, with m
+ * filled (m->found false: no mark). */
+static bool lock_mark(text *resource, mark *m, MemoryContext cxt)
+{
+    Relation rel;
+    Relation idx;
+    Snapshot snap;
+    ScanKeyData key;
+    IndexScanDesc scan;
+    TupleTableSlot *slot;
+    ItemPointerData tid;
+    bool found;
+
+    /* What the executor checks before a locking statement (a row lock
+     * writes; a standby or READ ONLY transaction must refuse it). */
+    PreventCommandIfReadOnly("SELECT FOR UPDATE");
+    /* Any catalog access since lookup_catalog() (the privilege check's)
+     * may have processed invalidations and reset marks_relid. */
+    if (marks_relid == InvalidOid) {
+        lookup_catalog();
+    }
+    rel = table_open(marks_relid, RowShareLock);
+    if (!marks_layout_known) {
+        find_layout(rel);
+    }
+    if (marks_key_idx == InvalidOid) {
+        table_close(rel, NoLock);
+        return false;
+    }
+    idx = index_open(marks_key_idx, AccessShareLock);
+    if (idx->rd_rel->relkind != RELKIND_INDEX || idx->rd_rel->relam != BTREE_AM_OID ||
+        idx->rd_opcintype[0] != TEXTOID) {
+        index_close(idx, NoLock);
+        table_close(rel, NoLock);
+        return false;
+    }
+
+    CommandCounterIncrement(); /* as SPI does before a statement that may write */
+    snap = RegisterSnapshot(GetTransactionSnapshot());
+    ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+                           idx->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(resource));
+    slot = table_slot_create(rel, NULL);
+    scan = index_beginscan(rel, idx, snap, 1, 0);
+    index_rescan(scan, &key, 1, NULL, 0);
+    found = index_getnext_slot(scan, ForwardScanDirection, slot);
+    if (found) {
+        tid = slot->tts_tid;
+    }
+    index_endscan(scan);
+
+    if (found) {
+        TM_FailureData tmfd;
+        int flags = TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS;
+        TM_Result r;
+        if (!IsolationUsesXactSnapshot()) {
+            flags |= TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
+        }
+        r = table_tuple_lock(rel, &tid, snap, slot, GetCurrentCommandId(true),
+                             LockTupleExclusive, LockWaitBlock, flags, &tmfd);
+        switch (r) {
+        case TM_Ok:
+            if (tmfd.traversed) {
+                /* A newer version was locked: recheck the key, as
+                 * EvalPlanQual would. */
+                bool isnull;
+                Datum d = slot_getattr(slot, att_resource, &isnull);
+                found = !isnull &&
+                        DatumGetBool(DirectFunctionCall2Coll(texteq, idx->rd_indcollation[0], d,
+                                                             PointerGetDatum(resource)));
+            }
+            break;
+        case TM_SelfModified:
+            /* Changed by this very command (or a later one): ExecLockRows
+             * skips such a row. */
+            found = false;
+            break;
+        case TM_Updated:
+            if (IsolationUsesXactSnapshot()) {
+                ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                                errmsg("could not serialize access due to concurrent update")));
+            }
+            elog(ERROR, "fence: c_advance: unexpected table_tuple_lock status: %u", r);
+            break;
+        case TM_Deleted:
+            if (IsolationUsesXactSnapshot()) {
+                ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                                errmsg("could not serialize access due to concurrent delete")));
+            }
+            found = false;
+            break;
+        case TM_Invisible:
+            elog(ERROR, "fence: c_advance: attempted to lock invisible tuple");
+            break;
+        default:
+            elog(ERROR, "fence: c_advance: unrecognized table_tuple_lock status: %u", r);
+            break;
+        }
+    }
+
+    m->found = found;
+    if (found) {
+        bool isnull;
+        Datum d = slot_getattr(slot, att_token, &isnull);
+        m->token = isnull ? 0 : DatumGetInt64(d);
+        d = slot_getattr(slot, att_holder, &isnull);
+        m->holder = isnull ? NULL : MemoryContextStrdup(cxt, TextDatumGetCString(d));
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    UnregisterSnapshot(snap);
+    index_close(idx, NoLock); /* the locks are kept to the end of the transaction */
+    table_close(rel, NoLock);
+    return true;
+}
+
+/* The statements, as the owner of fence.marks: lock and read the mark
+ * (directly, lock_mark; by the statement when the table's shape is not
+ * fence.sql's); insert it when missing (re-reading it when ON CONFLICT
+ * found one that is not lower); raise it when lower.  Errors of the
+ * statements themselves (fence.marks's triggers, serialization failures,
+ * lock timeouts) propagate with the caller's identity restored. */
+static void advance_as_owner(text *resource, int64 token, Datum writer, bool has_writer,
                              mark *m)
 {
     MemoryContext cxt = CurrentMemoryContext;
@@ -197,10 +397,22 @@ static void advance_as_owner(Datum resource, int64 token, Datum writer, bool has
     int save_sec;
     Datum values[3];
     char nulls[3] = {' ', ' ', has_writer ? ' ' : 'n'};
+    bool locked;
 
-    values[0] = resource;
+    values[0] = PointerGetDatum(resource);
     values[1] = Int64GetDatum(token);
     values[2] = writer;
+
+    /* The hot path: the mark is there, equal or higher: no statement. */
+    locked = lock_mark(resource, m, cxt);
+    if (locked && m->found && m->token >= token) {
+        return;
+    }
+    /* lock_mark's table_open may have taken the transaction's first new
+     * lock, which processes pending invalidations (an ANALYZE or VACUUM of
+     * fence.marks committed meanwhile is one) and so may have reset what
+     * lookup_catalog() knew: the owner the statements run as among it. */
+    lookup_catalog();
 
     GetUserIdAndSecContext(&save_user, &save_sec);
     if (SPI_connect() != SPI_OK_CONNECT) {
@@ -209,8 +421,10 @@ static void advance_as_owner(Datum resource, int64 token, Datum writer, bool has
     SetUserIdAndSecContext(marks_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
     PG_TRY();
     {
-        run(prepare(&plan_lock, SQL_LOCK, 1), values, nulls, SPI_OK_SELECT);
-        read_mark(m, cxt);
+        if (!locked) {
+            run(prepare(&plan_lock, SQL_LOCK, 1), values, nulls, SPI_OK_SELECT);
+            read_mark(m, cxt);
+        }
         if (!m->found) {
             run(prepare(&plan_insert, SQL_INSERT, 3), values, nulls, SPI_OK_INSERT);
             m->written = SPI_processed > 0;
@@ -359,7 +573,7 @@ Datum fence_c_advance(PG_FUNCTION_ARGS)
 
     writer = writer_holder(name);
 
-    advance_as_owner(PointerGetDatum(res), token,
+    advance_as_owner(res, token,
                      writer != NULL ? CStringGetTextDatum(writer) : (Datum)0, writer != NULL,
                      &m);
     if (m.written) {

@@ -34,3 +34,4 @@ PG_TESTS += test_pg_admin
 # fence_v3.sql: fence.sql version 3 as released, for real upgrades (test_pg_admin).
 PGUTIL_OBJ += $(B)/tests/pg/sql_v3_embed.o
 $(eval $(call embed_rule,$(B)/tests/pg/sql_v3_embed.c,pgtest__sql_,tests/pg/fence_v3.sql))
+PG_TESTS += test_pg_race

@@ -1,0 +1,1065 @@
+/*
+ * test_pg_race.c -- fence.advance(resource, token) under real concurrency
+ * against a real PostgreSQL, for the implementation of this run: the
+ * extension's fence.c_advance (lib/pgext/advance.c, which locks the mark
+ * through the key index and table_tuple_lock) in a "c" run, the portable
+ * PL/pgSQL fence.advance (SELECT ... FOR UPDATE) otherwise.  Both must
+ * behave identically:
+ *   - every call, the equal-token hot path included, leaves the mark's row
+ *     locked FOR UPDATE until the transaction ends;
+ *   - in READ COMMITTED a call waits for a concurrent writer of the mark
+ *     and then judges the token against what that writer committed (or
+ *     the mark it rolled back to);
+ *   - in REPEATABLE READ / SERIALIZABLE a mark changed after the snapshot
+ *     is a serialization failure (40001), the same SQLSTATE from both;
+ *   - a transaction sees its own raises (and rolled back savepoints);
+ *   - creators of a new resource wait for each other;
+ *   - committed tokens never go down in the order the row lock admits
+ *     them (a threaded stress);
+ *   - the per-backend caches of the C code survive REINDEX, VACUUM FULL,
+ *     REINDEX CONCURRENTLY (a new index OID), ALTER TABLE ADD/DROP COLUMN,
+ *     and ANALYZE / VACUUM, also when these commit while the caller's
+ *     transaction is already open (then only the call's own lock on
+ *     fence.marks takes their invalidation in).
+ * A call shown to be blocked is still busy after BLOCK_MS and its backend
+ * waits on a heavyweight lock (pg_stat_activity.wait_event_type = 'Lock').
+ * Own database and role per run (pgutil.c).
+ */
+#include "pgutil.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HA "0123456789abcdef0123456789abcdef"
+#define HB "fedcba9876543210fedcba9876543210"
+
+/* How long a blocked call must stay blocked; how long a released one may
+ * take to answer. */
+#define BLOCK_MS 300
+#define ANSWER_MS 5000
+
+static bool is_c(void)
+{
+    return strcmp(pg_impl(), "c") == 0;
+}
+
+/* The function under test: fence.c_advance in a "c" run. */
+static const char *adv_fn(void)
+{
+    return is_c() ? "fence.c_advance" : "fence.advance";
+}
+
+/* What one statement returned. */
+typedef struct res {
+    bool ok;
+    long long value; /* the first column of the first row, when ok */
+    char state[6];
+    char msg[512];
+    char detail[512];
+} res;
+
+static void take(PGresult *r, res *o)
+{
+    memset(o, 0, sizeof *o);
+    ExecStatusType s = PQresultStatus(r);
+    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
+        o->ok = true;
+        if (s == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0 &&
+            !PQgetisnull(r, 0, 0)) {
+            o->value = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        }
+        return;
+    }
+    const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+    snprintf(o->state, sizeof o->state, "%s", st != NULL ? st : "?????");
+    snprintf(o->msg, sizeof o->msg, "%s", m != NULL ? m : PQresultErrorMessage(r));
+    snprintf(o->detail, sizeof o->detail, "%s", d != NULL ? d : "");
+}
+
+static void adv_sql(char *buf, size_t n, const char *fn, const char *resource, long long tok)
+{
+    snprintf(buf, n, "SELECT %s('%s', %lld)", fn, resource, tok);
+}
+
+/* fn(resource, tok), synchronously. */
+static res call_fn(PGconn *c, const char *fn, const char *resource, long long tok)
+{
+    char sql[256];
+    res o;
+    adv_sql(sql, sizeof sql, fn, resource, tok);
+    PGresult *r = PQexec(c, sql);
+    take(r, &o);
+    PQclear(r);
+    return o;
+}
+
+static res call(PGconn *c, const char *resource, long long tok)
+{
+    return call_fn(c, adv_fn(), resource, tok);
+}
+
+static void expect_ok(const res *o, long long value, const char *what)
+{
+    ck_assert_msg(o->ok, "%s: failed: %s (%s)", what, o->msg, o->state);
+    ck_assert_msg(o->value == value, "%s: returned %lld, expected %lld", what, o->value, value);
+}
+
+static void expect_state(const res *o, const char *state, const char *what)
+{
+    ck_assert_msg(!o->ok, "%s: succeeded (returned %lld); expected SQLSTATE %s", what, o->value,
+                  state);
+    ck_assert_msg(strcmp(o->state, state) == 0, "%s: SQLSTATE %s (%s), expected %s", what,
+                  o->state, o->msg, state);
+}
+
+/* A 23Q01 naming highest as the mark (reason older unless repeat). */
+static void expect_stale(const res *o, long long offered, long long highest, bool repeat,
+                         const char *what)
+{
+    char want[128];
+    expect_state(o, "23Q01", what);
+    snprintf(want, sizeof want, "stale token %lld ", offered);
+    ck_assert_msg(strstr(o->msg, want) != NULL, "%s: message '%s'", what, o->msg);
+    snprintf(want, sizeof want, "(highest seen %lld%s", highest,
+             repeat ? ", recorded for a different holder)" : ")");
+    ck_assert_msg(strstr(o->msg, want) != NULL, "%s: message '%s', expected '%s'", what, o->msg,
+                  want);
+    snprintf(want, sizeof want, "offered=%lld highest=%lld ", offered, highest);
+    ck_assert_msg(strstr(o->detail, want) != NULL, "%s: detail '%s'", what, o->detail);
+    ck_assert_msg(strstr(o->detail, repeat ? "reason=repeat" : "reason=older") != NULL,
+                  "%s: detail '%s'", what, o->detail);
+}
+
+/* The committed mark of resource (0: none), read by the superuser
+ * connection watch. */
+static long long mark(PGconn *watch, const char *resource)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT COALESCE((SELECT token FROM fence.marks WHERE resource = '%s'), 0)",
+             resource);
+    return num(watch, sql);
+}
+
+/* Raise resource's mark to tok in a transaction of its own. */
+static void set_mark(PGconn *c, const char *resource, long long tok)
+{
+    res o = call(c, resource, tok);
+    expect_ok(&o, tok, "setting the mark");
+}
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous calls: sent, shown blocked, released, collected          */
+/* ------------------------------------------------------------------ */
+
+static void send_sql(PGconn *c, const char *sql)
+{
+    ck_assert_msg(PQsendQuery(c, sql) == 1, "PQsendQuery: %s", PQerrorMessage(c));
+}
+
+static void send_call(PGconn *c, const char *resource, long long tok)
+{
+    char sql[256];
+    adv_sql(sql, sizeof sql, adv_fn(), resource, tok);
+    send_sql(c, sql);
+}
+
+static bool busy(PGconn *c)
+{
+    ck_assert_msg(PQconsumeInput(c) == 1, "PQconsumeInput: %s", PQerrorMessage(c));
+    return PQisBusy(c) != 0;
+}
+
+/* What the backend of c waits for ("" none), per pg_stat_activity. */
+static const char *wait_type(PGconn *watch, PGconn *c)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT COALESCE((SELECT COALESCE(wait_event_type, '') || '/' ||"
+             " COALESCE(wait_event, '') FROM pg_stat_activity WHERE pid = %d), 'gone/')",
+             PQbackendPID(c));
+    return text1(watch, sql);
+}
+
+/* The statement sent on c is blocked: its backend waits on a lock, and it
+ * is still busy after BLOCK_MS. */
+static void expect_blocked(PGconn *watch, PGconn *c, const char *what)
+{
+    int64_t start = tu_now_ms();
+    int64_t deadline = start + 3000;
+    const char *w;
+    for (;;) {
+        ck_assert_msg(busy(c), "%s: answered at once; expected it to wait", what);
+        w = wait_type(watch, c);
+        if (strncmp(w, "Lock/", 5) == 0) {
+            break;
+        }
+        ck_assert_msg(tu_now_ms() < deadline, "%s: never waited on a lock (wait event '%s')",
+                      what, w);
+        tu_sleep_ms(5);
+    }
+    while (tu_now_ms() < start + BLOCK_MS) {
+        ck_assert_msg(busy(c), "%s: answered after %lld ms; expected it to stay blocked", what,
+                      (long long)(tu_now_ms() - start));
+        tu_sleep_ms(10);
+    }
+    ck_assert_msg(busy(c), "%s: answered; expected it to stay blocked", what);
+    w = wait_type(watch, c);
+    ck_assert_msg(strncmp(w, "Lock/", 5) == 0, "%s: after %d ms waits on '%s', not a lock", what,
+                  BLOCK_MS, w);
+}
+
+/* The answer to the statement sent on c, within ANSWER_MS. */
+static res collect(PGconn *c, const char *what)
+{
+    int64_t deadline = tu_now_ms() + ANSWER_MS;
+    while (busy(c)) {
+        ck_assert_msg(tu_now_ms() < deadline, "%s: no answer within %d ms once released", what,
+                      ANSWER_MS);
+        tu_sleep_ms(2);
+    }
+    res o;
+    PGresult *r = PQgetResult(c);
+    ck_assert_ptr_nonnull(r);
+    take(r, &o);
+    PQclear(r);
+    while ((r = PQgetResult(c)) != NULL) {
+        PQclear(r);
+    }
+    return o;
+}
+
+/* ------------------------------------------------------------------ */
+/* 1. The hot path holds the row lock                                    */
+/* ------------------------------------------------------------------ */
+
+START_TEST(hot_path_holds_the_row_lock)
+{
+    PGconn *watch = db();
+    PGconn *a = db_app();
+    PGconn *b = db();
+    res o;
+    set_mark(a, "race1", 5);
+
+    ok(a, "BEGIN");
+    o = call(a, "race1", 5); /* equal token, same (no) holder: the hot path */
+    expect_ok(&o, 5, "A advance(race1, 5)");
+    fails(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1' FOR UPDATE NOWAIT", "55P03");
+    /* FOR KEY SHARE conflicts with FOR UPDATE only: the lock is that strong. */
+    fails(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1' FOR KEY SHARE NOWAIT", "55P03");
+    /* A plain read is not blocked. */
+    ck_assert_int_eq(mark(b, "race1"), 5);
+    /* A writer waits. */
+    send_sql(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1' FOR UPDATE");
+    expect_blocked(watch, b, "B SELECT FOR UPDATE");
+    ok(a, "COMMIT");
+    o = collect(b, "B SELECT FOR UPDATE");
+    expect_ok(&o, 1, "B SELECT FOR UPDATE after A's commit");
+    ok(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1' FOR UPDATE NOWAIT");
+
+    /* A call that finds a lower mark (and raises it) holds the lock too. */
+    ok(a, "BEGIN");
+    o = call(a, "race1", 6);
+    expect_ok(&o, 6, "A advance(race1, 6)");
+    fails(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1' FOR UPDATE NOWAIT", "55P03");
+    ok(a, "ROLLBACK");
+    ok(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1' FOR UPDATE NOWAIT");
+    ck_assert_int_eq(mark(watch, "race1"), 5);
+
+    /* And so does the first call for a new resource (its insert). */
+    ok(a, "BEGIN");
+    o = call(a, "race1-new", 3);
+    expect_ok(&o, 3, "A advance(race1-new, 3)");
+    send_sql(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1-new' FOR UPDATE");
+    /* B cannot see the uncommitted row: it finds nothing and returns. */
+    o = collect(b, "B SELECT FOR UPDATE of an uncommitted mark");
+    ck_assert_msg(o.ok, "%s", o.msg);
+    ok(a, "COMMIT");
+    ck_assert_int_eq(mark(watch, "race1-new"), 3);
+    ok(a, "BEGIN");
+    o = call(a, "race1-new", 3);
+    expect_ok(&o, 3, "A advance(race1-new, 3) again");
+    fails(b, "SELECT 1 FROM fence.marks WHERE resource = 'race1-new' FOR UPDATE NOWAIT",
+          "55P03");
+    ok(a, "COMMIT");
+
+    PQfinish(a);
+    PQfinish(b);
+    PQfinish(watch);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* 2. READ COMMITTED: a higher token waits for a holder of the lock      */
+/* ------------------------------------------------------------------ */
+
+START_TEST(rc_higher_waits_for_equal)
+{
+    PGconn *watch = db();
+    PGconn *a = db_app();
+    PGconn *b = db_app();
+    res o;
+    set_mark(a, "race2", 5);
+
+    ok(a, "BEGIN");
+    o = call(a, "race2", 5);
+    expect_ok(&o, 5, "A advance(race2, 5)");
+    send_call(b, "race2", 6);
+    expect_blocked(watch, b, "B advance(race2, 6) behind A's equal 5");
+    ok(a, "COMMIT");
+    o = collect(b, "B advance(race2, 6)");
+    expect_ok(&o, 6, "B advance(race2, 6) after A's commit");
+    ck_assert_int_eq(mark(watch, "race2"), 6);
+
+    /* Higher waits for higher: A raises to 7 uncommitted, B offers 8. */
+    ok(a, "BEGIN");
+    o = call(a, "race2", 7);
+    expect_ok(&o, 7, "A advance(race2, 7)");
+    send_call(b, "race2", 8);
+    expect_blocked(watch, b, "B advance(race2, 8) behind A's uncommitted 7");
+    ck_assert_int_eq(mark(watch, "race2"), 6);
+    ok(a, "COMMIT");
+    o = collect(b, "B advance(race2, 8)");
+    expect_ok(&o, 8, "B advance(race2, 8) after A's commit of 7");
+    ck_assert_int_eq(mark(watch, "race2"), 8);
+
+    /* B inside a transaction too: it keeps the lock it got once released. */
+    ok(a, "BEGIN");
+    o = call(a, "race2", 8);
+    expect_ok(&o, 8, "A advance(race2, 8)");
+    ok(b, "BEGIN");
+    send_call(b, "race2", 9);
+    expect_blocked(watch, b, "B advance(race2, 9) in a transaction");
+    ok(a, "COMMIT");
+    o = collect(b, "B advance(race2, 9)");
+    expect_ok(&o, 9, "B advance(race2, 9)");
+    ok(a, "BEGIN");
+    send_call(a, "race2", 9);
+    expect_blocked(watch, a, "A advance(race2, 9) behind B's uncommitted 9");
+    ok(b, "COMMIT");
+    o = collect(a, "A advance(race2, 9)");
+    expect_ok(&o, 9, "A advance(race2, 9) after B's commit of 9 (equal, no holder)");
+    ok(a, "COMMIT");
+    ck_assert_int_eq(mark(watch, "race2"), 9);
+
+    PQfinish(a);
+    PQfinish(b);
+    PQfinish(watch);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* 3. READ COMMITTED: a waiter judges what the writer committed          */
+/* ------------------------------------------------------------------ */
+
+START_TEST(rc_waiter_refused_after_commit)
+{
+    PGconn *watch = db();
+    PGconn *a = db_app();
+    PGconn *b = db_app();
+    res o;
+    set_mark(a, "race3", 5);
+
+    /* Equal waits for higher, then is refused. */
+    ok(b, "BEGIN");
+    o = call(b, "race3", 6);
+    expect_ok(&o, 6, "B advance(race3, 6)");
+    send_call(a, "race3", 5);
+    expect_blocked(watch, a, "A advance(race3, 5) behind B's uncommitted 6");
+    ok(b, "COMMIT");
+    o = collect(a, "A advance(race3, 5)");
+    expect_stale(&o, 5, 6, false, "A advance(race3, 5) after B's commit of 6");
+    ck_assert_int_eq(mark(watch, "race3"), 6);
+
+    /* The same one step up: A offers 6 (the committed mark) while B holds 7. */
+    ok(b, "BEGIN");
+    o = call(b, "race3", 7);
+    expect_ok(&o, 7, "B advance(race3, 7)");
+    send_call(a, "race3", 6);
+    expect_blocked(watch, a, "A advance(race3, 6) behind B's uncommitted 7");
+    ok(b, "COMMIT");
+    o = collect(a, "A advance(race3, 6)");
+    expect_stale(&o, 6, 7, false, "A advance(race3, 6) after B's commit of 7");
+    ck_assert_int_eq(mark(watch, "race3"), 7);
+
+    /* A waiter with a holder behind a commit of the same token with
+     * another holder: a repeat. */
+    ok(b, "BEGIN");
+    ok(b, "SELECT set_config('fence.holder', '" HA "', true)");
+    o = call(b, "race3", 11);
+    expect_ok(&o, 11, "B advance(race3, 11) as HA");
+    ok(a, "BEGIN");
+    ok(a, "SELECT set_config('fence.holder', '" HB "', true)");
+    send_call(a, "race3", 11);
+    expect_blocked(watch, a, "A advance(race3, 11) as HB behind B's uncommitted 11 as HA");
+    ok(b, "COMMIT");
+    o = collect(a, "A advance(race3, 11) as HB");
+    expect_stale(&o, 11, 11, true, "A advance(race3, 11) as HB after B's commit as HA");
+    ok(a, "ROLLBACK");
+    ck_assert_int_eq(mark(watch, "race3"), 11);
+
+    PQfinish(a);
+    PQfinish(b);
+    PQfinish(watch);
+}
+END_TEST
+
+START_TEST(rc_waiter_admitted_after_rollback)
+{
+    PGconn *watch = db();
+    PGconn *a = db_app();
+    PGconn *b = db_app();
+    res o;
+    set_mark(a, "race3r", 7);
+
+    /* B rolls back: the waiter's equal token is admitted, the mark stays
+     * as it was. */
+    ok(b, "BEGIN");
+    o = call(b, "race3r", 8);
+    expect_ok(&o, 8, "B advance(race3r, 8)");
+    send_call(a, "race3r", 7);
+    expect_blocked(watch, a, "A advance(race3r, 7) behind B's uncommitted 8");
+    ok(b, "ROLLBACK");
+    o = collect(a, "A advance(race3r, 7)");
+    expect_ok(&o, 7, "A advance(race3r, 7) after B's rollback");
+    ck_assert_int_eq(mark(watch, "race3r"), 7);
+
+    /* ... and a waiter's higher token (below B's rolled back one) raises it. */
+    ok(b, "BEGIN");
+    o = call(b, "race3r", 10);
+    expect_ok(&o, 10, "B advance(race3r, 10)");
+    send_call(a, "race3r", 9);
+    expect_blocked(watch, a, "A advance(race3r, 9) behind B's uncommitted 10");
+    ok(b, "ROLLBACK");
+    o = collect(a, "A advance(race3r, 9)");
+    expect_ok(&o, 9, "A advance(race3r, 9) after B's rollback of 10");
+    ck_assert_int_eq(mark(watch, "race3r"), 9);
+
+    PQfinish(a);
+    PQfinish(b);
+    PQfinish(watch);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* 4. REPEATABLE READ / SERIALIZABLE                                     */
+/* ------------------------------------------------------------------ */
+
+/* The functions to compare: the one under test, and in a "c" run also
+ * fence.advance (the reference; both exist in that database). */
+static int fns_to_compare(const char **fns)
+{
+    fns[0] = "fence.advance";
+    if (is_c()) {
+        fns[1] = "fence.c_advance";
+        return 2;
+    }
+    return 1;
+}
+
+/* A: a transaction at iso with its snapshot taken; then B (autocommit)
+ * raises resource from 5 to 6 (or creates it with 6 when fresh); then A
+ * calls fn(resource, mine).  Returns A's outcome. */
+static res snapshot_then_concurrent_raise(const char *fn, const char *iso, const char *resource,
+                                          bool fresh, long long mine)
+{
+    PGconn *a = db_app();
+    PGconn *b = db_app();
+    char sql[128];
+    res o;
+    if (!fresh) {
+        o = call_fn(b, fn, resource, 5);
+        expect_ok(&o, 5, "setting the mark to 5");
+    }
+    snprintf(sql, sizeof sql, "BEGIN ISOLATION LEVEL %s", iso);
+    ok(a, sql);
+    ok(a, "SELECT 1"); /* the snapshot */
+    o = call_fn(b, fn, resource, 6);
+    expect_ok(&o, 6, "B raising the mark to 6");
+    o = call_fn(a, fn, resource, mine);
+    ok(a, "ROLLBACK");
+    PQfinish(a);
+    PQfinish(b);
+    return o;
+}
+
+START_TEST(repeatable_read_and_serializable)
+{
+    static const struct {
+        const char *iso;
+        bool fresh;
+        long long mine;
+        const char *want; /* SQLSTATE; what fence.advance (PL/pgSQL) raises */
+    } cases[] = {
+        {"REPEATABLE READ", false, 6, "40001"},
+        {"REPEATABLE READ", false, 5, "40001"},
+        {"REPEATABLE READ", false, 7, "40001"},
+        {"SERIALIZABLE", false, 6, "40001"},
+        {"SERIALIZABLE", false, 5, "40001"},
+        {"REPEATABLE READ", true, 6, "40001"}, /* created after the snapshot */
+        {"REPEATABLE READ", true, 7, "40001"},
+    };
+    const char *fns[2];
+    int nf = fns_to_compare(fns);
+    PGconn *watch = db();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        res got[2];
+        memset(got, 0, sizeof got);
+        for (int f = 0; f < nf; f++) {
+            char resource[64], what[192];
+            snprintf(resource, sizeof resource, "race4-%zu-%d", i, f);
+            snprintf(what, sizeof what, "%s: mark %s concurrently, then %s(%s, %lld)",
+                     cases[i].iso, cases[i].fresh ? "created (6)" : "raised 5 -> 6", fns[f],
+                     resource, cases[i].mine);
+            got[f] = snapshot_then_concurrent_raise(fns[f], cases[i].iso, resource,
+                                                    cases[i].fresh, cases[i].mine);
+            expect_state(&got[f], cases[i].want, what);
+            ck_assert_int_eq(mark(watch, resource), 6);
+        }
+        if (nf == 2) {
+            ck_assert_msg(strcmp(got[0].state, got[1].state) == 0,
+                          "case %zu (%s): fence.advance raised %s (%s), fence.c_advance %s (%s)",
+                          i, cases[i].iso, got[0].state, got[0].msg, got[1].state, got[1].msg);
+        }
+    }
+    PQfinish(watch);
+}
+END_TEST
+
+/* REPEATABLE READ with the concurrent writer still running: the call
+ * waits; a commit of a raise is a serialization failure, a rollback (or a
+ * commit of a mere lock, the equal-token hot path) is not. */
+START_TEST(repeatable_read_waits_then_decides)
+{
+    const char *fns[2];
+    int nf = fns_to_compare(fns);
+    ck_assert_int_lt(_i, nf);
+    const char *fn = fns[_i];
+    PGconn *watch = db();
+    PGconn *a = db_app();
+    PGconn *b = db_app();
+    char resource[64], sql[256];
+    res o;
+    snprintf(resource, sizeof resource, "race4w-%d", _i);
+    o = call_fn(b, fn, resource, 5);
+    expect_ok(&o, 5, "setting the mark");
+
+    /* B raises 5 -> 6 uncommitted; A (snapshot first) offers 6; B commits. */
+    ok(a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    ok(a, "SELECT 1");
+    ok(b, "BEGIN");
+    o = call_fn(b, fn, resource, 6);
+    expect_ok(&o, 6, "B advance 6");
+    adv_sql(sql, sizeof sql, fn, resource, 6);
+    send_sql(a, sql);
+    expect_blocked(watch, a, "RR A advance 6 behind B's uncommitted 6");
+    ok(b, "COMMIT");
+    o = collect(a, "RR A advance 6");
+    expect_state(&o, "40001", "RR A advance 6 after B's commit of a raise");
+    ok(a, "ROLLBACK");
+
+    /* B raises 6 -> 7 and rolls back: A's 7 is admitted. */
+    ok(a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    ok(a, "SELECT 1");
+    ok(b, "BEGIN");
+    o = call_fn(b, fn, resource, 7);
+    expect_ok(&o, 7, "B advance 7");
+    adv_sql(sql, sizeof sql, fn, resource, 7);
+    send_sql(a, sql);
+    expect_blocked(watch, a, "RR A advance 7 behind B's uncommitted 7");
+    ok(b, "ROLLBACK");
+    o = collect(a, "RR A advance 7");
+    expect_ok(&o, 7, "RR A advance 7 after B's rollback");
+    ok(a, "COMMIT");
+    ck_assert_int_eq(mark(watch, resource), 7);
+
+    /* B only locks (equal token, the hot path) and commits: no
+     * serialization failure for A's equal token. */
+    ok(a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    ok(a, "SELECT 1");
+    ok(b, "BEGIN");
+    o = call_fn(b, fn, resource, 7);
+    expect_ok(&o, 7, "B advance 7 (lock only)");
+    send_sql(a, sql);
+    expect_blocked(watch, a, "RR A advance 7 behind B's lock");
+    ok(b, "COMMIT");
+    o = collect(a, "RR A advance 7");
+    expect_ok(&o, 7, "RR A advance 7 after B's commit of a lock");
+    /* A has the lock now. */
+    snprintf(sql, sizeof sql,
+             "SELECT 1 FROM fence.marks WHERE resource = '%s' FOR UPDATE NOWAIT", resource);
+    fails(watch, sql, "55P03");
+    ok(a, "COMMIT");
+    ck_assert_int_eq(mark(watch, resource), 7);
+    PQfinish(a);
+    PQfinish(b);
+    PQfinish(watch);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* 5. One transaction                                                    */
+/* ------------------------------------------------------------------ */
+
+START_TEST(same_transaction)
+{
+    PGconn *watch = db();
+    PGconn *a = db_app();
+    char sql[256];
+    res o;
+    set_mark(a, "race5", 5);
+
+    ok(a, "BEGIN");
+    o = call(a, "race5", 5);
+    expect_ok(&o, 5, "advance(race5, 5) #1");
+    o = call(a, "race5", 5);
+    expect_ok(&o, 5, "advance(race5, 5) #2");
+    o = call(a, "race5", 6);
+    expect_ok(&o, 6, "advance(race5, 6)");
+    o = call(a, "race5", 6);
+    expect_ok(&o, 6, "advance(race5, 6) again (its own raise)");
+    ck_assert_int_eq(mark(watch, "race5"), 5); /* not committed */
+    fails(watch, "SELECT 1 FROM fence.marks WHERE resource = 'race5' FOR UPDATE NOWAIT", "55P03");
+    o = call(a, "race5", 5);
+    expect_stale(&o, 5, 6, false, "advance(race5, 5) after its own raise to 6");
+    ok(a, "ROLLBACK");
+    ck_assert_int_eq(mark(watch, "race5"), 5);
+    ok(watch, "SELECT 1 FROM fence.marks WHERE resource = 'race5' FOR UPDATE NOWAIT");
+
+    /* Several calls in one statement see each other. */
+    snprintf(sql, sizeof sql, "SELECT %s('race5', 6) + %s('race5', 6) + %s('race5', 7)",
+             adv_fn(), adv_fn(), adv_fn());
+    ck_assert_int_eq(num(a, sql), 19);
+    snprintf(sql, sizeof sql, "SELECT sum(%s('race5', g)) FROM generate_series(8, 10) g",
+             adv_fn());
+    ck_assert_int_eq(num(a, sql), 27);
+    ck_assert_int_eq(mark(watch, "race5"), 10);
+    snprintf(sql, sizeof sql, "SELECT %s('race5', 12), %s('race5', 11)", adv_fn(), adv_fn());
+    PGresult *r = PQexec(a, sql);
+    take(r, &o);
+    PQclear(r);
+    expect_stale(&o, 11, 12, false, "advance 12 then 11 in one statement");
+    ck_assert_int_eq(mark(watch, "race5"), 10);
+
+    /* Savepoints: a raise rolled back to a savepoint is forgotten. */
+    ok(a, "BEGIN");
+    o = call(a, "race5", 10);
+    expect_ok(&o, 10, "advance(race5, 10)");
+    ok(a, "SAVEPOINT s");
+    o = call(a, "race5", 11);
+    expect_ok(&o, 11, "advance(race5, 11) in the savepoint");
+    ok(a, "ROLLBACK TO SAVEPOINT s");
+    o = call(a, "race5", 10);
+    expect_ok(&o, 10, "advance(race5, 10) after ROLLBACK TO the savepoint");
+    ok(a, "SAVEPOINT t");
+    o = call(a, "race5", 9);
+    expect_stale(&o, 9, 10, false, "advance(race5, 9) in a savepoint");
+    ok(a, "ROLLBACK TO SAVEPOINT t");
+    /* The lock is still held after the refusal rolled back to t. */
+    fails(watch, "SELECT 1 FROM fence.marks WHERE resource = 'race5' FOR UPDATE NOWAIT", "55P03");
+    o = call(a, "race5", 12);
+    expect_ok(&o, 12, "advance(race5, 12)");
+    ok(a, "COMMIT");
+    ck_assert_int_eq(mark(watch, "race5"), 12);
+
+    /* REPEATABLE READ sees its own raise too. */
+    ok(a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    o = call(a, "race5", 13);
+    expect_ok(&o, 13, "RR advance(race5, 13)");
+    o = call(a, "race5", 13);
+    expect_ok(&o, 13, "RR advance(race5, 13) again");
+    o = call(a, "race5", 12);
+    expect_stale(&o, 12, 13, false, "RR advance(race5, 12)");
+    ok(a, "ROLLBACK");
+    ck_assert_int_eq(mark(watch, "race5"), 12);
+
+    PQfinish(a);
+    PQfinish(watch);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* 6. Creators of a new resource                                         */
+/* ------------------------------------------------------------------ */
+
+/* A creates resource with token first (and holder ha, NULL none), B then
+ * offers second (holder hb) and waits for A's insert; A ends with
+ * a_commit (COMMIT or ROLLBACK); returns B's outcome, B's transaction
+ * committed when it succeeded. */
+static res create_race(PGconn *watch, const char *resource, long long first, const char *ha,
+                       long long second, const char *hb, bool a_commit)
+{
+    PGconn *a = db_app();
+    PGconn *b = db_app();
+    char what[128];
+    res o;
+    ok(a, "BEGIN");
+    if (ha != NULL) {
+        ok(a, "SELECT set_config('fence.holder', '" HA "', true)");
+    }
+    o = call(a, resource, first);
+    expect_ok(&o, first, "A creating the resource");
+    ok(b, "BEGIN");
+    if (hb != NULL) {
+        ok(b, "SELECT set_config('fence.holder', '" HB "', true)");
+    }
+    send_call(b, resource, second);
+    snprintf(what, sizeof what, "B advance(%s, %lld) behind A's uncommitted insert of %lld",
+             resource, second, first);
+    expect_blocked(watch, b, what);
+    ck_assert_int_eq(mark(watch, resource), 0);
+    ok(a, a_commit ? "COMMIT" : "ROLLBACK");
+    o = collect(b, what);
+    ok(b, o.ok ? "COMMIT" : "ROLLBACK");
+    PQfinish(a);
+    PQfinish(b);
+    return o;
+}
+
+static const struct {
+    long long first; /* A's token, A's insert uncommitted */
+    bool ha;         /* A's holder HA (else none) */
+    long long second; /* B's token, waiting for A's insert */
+    bool hb;          /* B's holder HB (else none) */
+    bool a_commit;    /* A commits (else rolls back) */
+    long long want;   /* B's result: the token returned, or 0: refused */
+    bool repeat;      /* the refusal is a repeat (else older) */
+    long long mark;   /* the final mark */
+} creates[] = {
+    {5, false, 6, false, true, 6, false, 6},  /* 6 raises A's committed 5 */
+    {6, false, 5, false, true, 0, false, 6},  /* 5 refused against A's committed 6 */
+    {5, false, 6, false, false, 6, false, 6}, /* A's 5 rolled back: 6 creates it */
+    {6, false, 5, false, false, 5, false, 5}, /* A's 6 rolled back: 5 creates it */
+    {5, false, 5, false, true, 5, false, 5},  /* equal, no holders: admitted */
+    {5, true, 5, true, true, 0, true, 5},     /* equal, other holders: a repeat */
+};
+
+START_TEST(fresh_resource_raced)
+{
+    PGconn *watch = db();
+    char resource[64], what[128];
+    snprintf(resource, sizeof resource, "race6-%d", _i);
+    snprintf(what, sizeof what, "%s: B's %lld%s after A's %s %lld%s", resource,
+             creates[_i].second, creates[_i].hb ? " as HB" : "",
+             creates[_i].a_commit ? "committed" : "rolled back", creates[_i].first,
+             creates[_i].ha ? " as HA" : "");
+    res o = create_race(watch, resource, creates[_i].first, creates[_i].ha ? HA : NULL,
+                        creates[_i].second, creates[_i].hb ? HB : NULL, creates[_i].a_commit);
+    if (creates[_i].want != 0) {
+        expect_ok(&o, creates[_i].want, what);
+    } else {
+        expect_stale(&o, creates[_i].second, creates[_i].first, creates[_i].repeat, what);
+    }
+    ck_assert_int_eq(mark(watch, resource), creates[_i].mark);
+    /* No call was admitted with a token lower than a committed mark. */
+    ck_assert(!o.ok || o.value >= (creates[_i].a_commit ? creates[_i].first : 0));
+    if (creates[_i].ha && creates[_i].a_commit) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT holder FROM fence.marks WHERE resource = '%s'",
+                 resource);
+        ck_assert_str_eq(text1(watch, sql), HA);
+    }
+    PQfinish(watch);
+}
+END_TEST
+
+/* Many sessions on one resource at once (threads, blocking calls): each
+ * transaction advances, then logs its token with a sequence number taken
+ * while it holds the row lock, then commits.  The row lock orders them, so
+ * the logged tokens never go down in that order, the mark is the highest
+ * logged token, and only 23Q01 ever refuses (READ COMMITTED). */
+#define STRESS_THREADS 4
+#define STRESS_ROUNDS 50
+
+typedef struct stress {
+    int id;
+    int *next; /* shared token counter */
+    pthread_mutex_t *mu;
+    int admitted, refused;
+    char error[640];
+} stress;
+
+static void *stress_main(void *arg)
+{
+    stress *s = arg;
+    PGconn *c = db_app();
+    unsigned seed = (unsigned)(s->id * 7919 + 1);
+    for (int i = 0; i < STRESS_ROUNDS && s->error[0] == '\0'; i++) {
+        pthread_mutex_lock(s->mu);
+        long long tok = *s->next + (long long)(rand_r(&seed) % 7) - 3;
+        (*s->next)++;
+        pthread_mutex_unlock(s->mu);
+        if (tok < 1) {
+            tok = 1;
+        }
+        char sql[256];
+        PGresult *r = PQexec(c, "BEGIN");
+        PQclear(r);
+        adv_sql(sql, sizeof sql, adv_fn(), "race6-stress", tok);
+        r = PQexec(c, sql);
+        res o;
+        take(r, &o);
+        PQclear(r);
+        if (o.ok && o.value == tok) {
+            snprintf(sql, sizeof sql,
+                     "SELECT pg_sleep(0.001);"
+                     "INSERT INTO race_log (seq, token) VALUES (nextval('race_seq'), %lld)",
+                     tok);
+            r = PQexec(c, sql);
+            take(r, &o);
+            PQclear(r);
+            if (!o.ok) {
+                snprintf(s->error, sizeof s->error, "log insert: %s (%s)", o.msg, o.state);
+            }
+            r = PQexec(c, "COMMIT");
+            take(r, &o);
+            PQclear(r);
+            if (!o.ok) {
+                snprintf(s->error, sizeof s->error, "commit: %s (%s)", o.msg, o.state);
+            }
+            s->admitted++;
+        } else {
+            if (o.ok) {
+                snprintf(s->error, sizeof s->error, "advance %lld returned %lld", tok, o.value);
+            } else if (strcmp(o.state, "23Q01") != 0) {
+                snprintf(s->error, sizeof s->error, "advance %lld: %s (%s)", tok, o.msg, o.state);
+            }
+            r = PQexec(c, "ROLLBACK");
+            PQclear(r);
+            s->refused++;
+        }
+    }
+    PQfinish(c);
+    return NULL;
+}
+
+START_TEST(stress_commit_order)
+{
+    PGconn *watch = db();
+    char sql[256];
+    ok(watch, "CREATE TABLE race_log (seq bigint PRIMARY KEY, token bigint NOT NULL);"
+              "CREATE SEQUENCE race_seq");
+    snprintf(sql, sizeof sql, "GRANT INSERT, SELECT ON race_log TO %s;"
+                              "GRANT USAGE ON SEQUENCE race_seq TO %s", g_app, g_app);
+    ok(watch, sql);
+    int next = 10;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    stress s[STRESS_THREADS];
+    pthread_t th[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        memset(&s[i], 0, sizeof s[i]);
+        s[i].id = i;
+        s[i].next = &next;
+        s[i].mu = &mu;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, stress_main, &s[i]), 0);
+    }
+    int admitted = 0, refused = 0;
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_msg(s[i].error[0] == '\0', "thread %d: %s", i, s[i].error);
+        admitted += s[i].admitted;
+        refused += s[i].refused;
+    }
+    ck_assert_int_eq(admitted + refused, STRESS_THREADS * STRESS_ROUNDS);
+    ck_assert_int_gt(admitted, 0);
+    ck_assert_int_gt(refused, 0);
+    ck_assert_int_eq(num(watch, "SELECT count(*) FROM race_log"), admitted);
+    /* In lock order (the sequence), no token is lower than an earlier one. */
+    long long bad = num(watch, "SELECT count(*) FROM (SELECT token, lag(token) OVER (ORDER BY seq)"
+                               " AS prev FROM race_log) x WHERE token < prev");
+    ck_assert_msg(bad == 0, "%lld logged tokens are lower than one committed before them: %s", bad,
+                  text1(watch, "SELECT string_agg(token::text, ' ' ORDER BY seq) FROM race_log"));
+    ck_assert_int_eq(mark(watch, "race6-stress"),
+                     num(watch, "SELECT max(token) FROM race_log"));
+    ok(watch, "DROP TABLE race_log; DROP SEQUENCE race_seq");
+    PQfinish(watch);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* 7. The C code's per-backend caches against DDL on fence.marks          */
+/* ------------------------------------------------------------------ */
+
+/* On a: tok is admitted (twice), tok + 1 raises, tok refused after it. */
+static void round_on(PGconn *a, PGconn *watch, const char *resource, long long tok,
+                     const char *after)
+{
+    char what[160];
+    res o;
+    snprintf(what, sizeof what, "after %s: advance(%s, %lld)", after, resource, tok);
+    o = call(a, resource, tok);
+    expect_ok(&o, tok, what);
+    o = call(a, resource, tok + 1);
+    expect_ok(&o, tok + 1, what);
+    o = call(a, resource, tok + 1);
+    expect_ok(&o, tok + 1, what);
+    o = call(a, resource, tok);
+    expect_stale(&o, tok, tok + 1, false, what);
+    ck_assert_int_eq(mark(watch, resource), tok + 1);
+}
+
+/* In a transaction already started before the statement sql committed,
+ * on a: only the call's own lock on fence.marks takes the invalidation in.
+ * raise: the call raises the mark from tok - 1 to tok (the statements'
+ * path), else it offers the mark's own tok (the hot path) and then
+ * tok - 1 (refused). */
+static void in_open_transaction(PGconn *a, PGconn *ddl, PGconn *watch, const char *resource,
+                                long long tok, const char *sql, bool raise)
+{
+    char what[256];
+    res o;
+    snprintf(what, sizeof what, "'%s' committed inside A's open transaction: advance(%s, %lld)%s",
+             sql, resource, tok, raise ? " (a raise)" : " (equal: the hot path)");
+    ck_assert_int_eq(mark(watch, resource), raise ? tok - 1 : tok);
+    ok(a, "BEGIN");
+    ok(a, "SELECT 1");
+    if (strncmp(sql, "VACUUM fence", 12) == 0 || strncmp(sql, "ANALYZE", 7) == 0) {
+        /* New marks first, so that the statistics change: only then is
+         * pg_class updated (and an invalidation sent). */
+        static int pad;
+        char ins[256];
+        snprintf(ins, sizeof ins,
+                 "SELECT count(fence.advance('race7o-pad-%d-' || g, 1))"
+                 " FROM generate_series(1, 40) g",
+                 ++pad);
+        ck_assert_int_eq(num(ddl, ins), 40);
+    }
+    ok(ddl, sql);
+    o = call(a, resource, tok);
+    expect_ok(&o, tok, what);
+    if (!raise) {
+        o = call(a, resource, tok - 1);
+        expect_stale(&o, tok - 1, tok, false, what);
+    }
+    ok(a, o.ok ? "COMMIT" : "ROLLBACK");
+    ck_assert_int_eq(mark(watch, resource), tok);
+}
+
+START_TEST(caches_survive_ddl)
+{
+    PGconn *watch = db();
+    PGconn *a = db();
+    PGconn *ddl = db();
+    long long before_idx = num(watch, "SELECT 'fence.marks_pkey'::regclass::oid::bigint");
+
+    set_mark(a, "race7", 5);
+    round_on(a, watch, "race7", 5, "nothing");
+    ok(ddl, "REINDEX TABLE fence.marks");
+    round_on(a, watch, "race7", 6, "REINDEX TABLE");
+    ok(ddl, "VACUUM FULL fence.marks");
+    round_on(a, watch, "race7", 7, "VACUUM FULL");
+    ok(ddl, "ALTER TABLE fence.marks ADD COLUMN zz int");
+    round_on(a, watch, "race7", 8, "ADD COLUMN zz");
+    ok(ddl, "ALTER TABLE fence.marks DROP COLUMN zz");
+    round_on(a, watch, "race7", 9, "DROP COLUMN zz");
+    /* The dropped column stays in the tuple descriptor (attisdropped); the
+     * three columns keep their numbers. */
+    ck_assert_int_ge(num(watch, "SELECT count(*) FROM pg_attribute WHERE attrelid ="
+                                " 'fence.marks'::regclass AND attisdropped"),
+                     1);
+    ok(ddl, "REINDEX TABLE CONCURRENTLY fence.marks");
+    ck_assert_int_ne(num(watch, "SELECT 'fence.marks_pkey'::regclass::oid::bigint"), before_idx);
+    round_on(a, watch, "race7", 10, "REINDEX CONCURRENTLY (a new key index OID)");
+    /* A new resource after all that (the insert path). */
+    round_on(a, watch, "race7-new", 1, "all of the above, a new resource");
+
+    round_on(a, watch, "race7", 30, "all of the above");
+
+    /* The same for an application role's session (the statements run as
+     * fence.marks's owner). */
+    PGconn *app = db_app();
+    round_on(app, watch, "race7", 40, "nothing (app)");
+    ok(ddl, "VACUUM FULL fence.marks");
+    round_on(app, watch, "race7", 42, "VACUUM FULL (app)");
+    ok(ddl, "ALTER TABLE fence.marks ADD COLUMN zz int");
+    round_on(app, watch, "race7", 44, "ADD COLUMN zz (app)");
+    ok(ddl, "ALTER TABLE fence.marks DROP COLUMN zz");
+    round_on(app, watch, "race7", 46, "DROP COLUMN zz (app)");
+    PQfinish(app);
+
+    PQfinish(a);
+    PQfinish(ddl);
+    PQfinish(watch);
+}
+END_TEST
+
+/* A statement that invalidates what a backend knows of fence.marks,
+ * committed by another session while the caller's transaction is already
+ * open (so only the call's own lock on fence.marks takes the invalidation
+ * in): plain ANALYZE and VACUUM after new marks (what autovacuum does to a
+ * busy fence.marks: pg_class updated in place, a relcache invalidation),
+ * then DDL. */
+static const struct {
+    const char *before_hot, *before_raise, *cleanup;
+    bool app; /* in an application role's session (else the superuser's) */
+} in_open[] = {
+    {"ANALYZE fence.marks", "ANALYZE fence.marks", NULL, false},
+    {"VACUUM fence.marks", "VACUUM fence.marks", NULL, false},
+    {"VACUUM FULL fence.marks", "VACUUM FULL fence.marks", NULL, false},
+    {"REINDEX TABLE fence.marks", "REINDEX TABLE fence.marks", NULL, false},
+    {"REINDEX TABLE CONCURRENTLY fence.marks", "REINDEX TABLE CONCURRENTLY fence.marks", NULL,
+     false},
+    {"ALTER TABLE fence.marks ADD COLUMN zz2 int", "ALTER TABLE fence.marks DROP COLUMN zz2",
+     NULL, false},
+    {"ANALYZE fence.marks", "ALTER TABLE fence.marks ADD COLUMN zz3 int",
+     "ALTER TABLE fence.marks DROP COLUMN zz3", false},
+    {"ANALYZE fence.marks", "ANALYZE fence.marks", NULL, true},
+    {"VACUUM FULL fence.marks", "REINDEX TABLE fence.marks", NULL, true},
+    {"ALTER TABLE fence.marks ADD COLUMN zz4 int", "ALTER TABLE fence.marks DROP COLUMN zz4",
+     NULL, true},
+};
+
+START_TEST(caches_survive_invalidation_in_open_transaction)
+{
+    PGconn *watch = db();
+    PGconn *ddl = db();
+    PGconn *a = in_open[_i].app ? db_app() : db();
+    char resource[64];
+    snprintf(resource, sizeof resource, "race7o-%d", _i);
+    /* The backend's caches warm first (a call on another resource). */
+    set_mark(a, "race7o-warm", 1);
+    set_mark(a, resource, 5);
+    in_open_transaction(a, ddl, watch, resource, 5, in_open[_i].before_hot, false);
+    in_open_transaction(a, ddl, watch, resource, 6, in_open[_i].before_raise, true);
+    if (in_open[_i].cleanup != NULL) {
+        ok(ddl, in_open[_i].cleanup);
+    }
+    round_on(a, watch, resource, 7, in_open[_i].before_raise);
+    PQfinish(a);
+    PQfinish(ddl);
+    PQfinish(watch);
+}
+END_TEST
+
+static Suite *pg_race_suite(void)
+{
+    Suite *s = suite_create("pg_race");
+    TCase *t = pg_tcase("pg_race");
+    tcase_add_test(t, hot_path_holds_the_row_lock);
+    tcase_add_test(t, rc_higher_waits_for_equal);
+    tcase_add_test(t, rc_waiter_refused_after_commit);
+    tcase_add_test(t, rc_waiter_admitted_after_rollback);
+    tcase_add_test(t, repeatable_read_and_serializable);
+    /* Once per function compared (one Check test each, to stay short):
+     * fence.advance, and fence.c_advance in a "c" run. */
+    tcase_add_loop_test(t, repeatable_read_waits_then_decides, 0, is_c() ? 2 : 1);
+    tcase_add_test(t, same_transaction);
+    tcase_add_loop_test(t, fresh_resource_raced, 0, (int)(sizeof creates / sizeof creates[0]));
+    tcase_add_test(t, stress_commit_order);
+    tcase_add_test(t, caches_survive_ddl);
+    tcase_add_loop_test(t, caches_survive_invalidation_in_open_transaction, 0,
+                        (int)(sizeof in_open / sizeof in_open[0]));
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(pg_race_suite());
+}
