@@ -42,6 +42,11 @@
  *                  times split a fenced write into protocol, token,
  *                  trigger floor and guard (FENCE_BENCH_VERBOSE=1 prints
  *                  them in us).
+ *   plpgsql_floor  diagnostic: as trivial_trigger, but the trigger is a
+ *                  PL/pgSQL function whose whole body is RETURN NEW: the
+ *                  floor of any PL/pgSQL row trigger (function call, SPI
+ *                  connection, OLD/NEW records), below which no portable
+ *                  guard can go.
  * Modes are interleaved in batches of 25 transactions (ABC..CBA..), their
  * times summed per round; figures are medians over the rounds.
  * Prints "name value unit" lines.
@@ -137,12 +142,14 @@ enum mode {
     PLAIN_SET,
     PLAIN_TOKEN,
     TRIVIAL_TRIGGER,
+    PLPGSQL_FLOOR,
     NMODES
 };
 static const char *const mode_name[NMODES] = {
     "plain",         "row_fenced",          "row_fenced_plpgsql", "row_fenced_unprepared",
     "row_restamp",   "row_restamp_plpgsql", "resource_fenced",    "resource_fenced_holder",
     "plain_pipe",    "plain_set",           "plain_token",        "trivial_trigger",
+    "plpgsql_floor",
 };
 /* The prepared UPDATE of each mode. */
 static const char *stmt_of(enum mode m)
@@ -159,6 +166,8 @@ static const char *stmt_of(enum mode m)
         return "upd_restamp_pl";
     case TRIVIAL_TRIGGER:
         return "upd_trivial";
+    case PLPGSQL_FLOOR:
+        return "upd_floor_pl";
     default:
         return "upd_plain";
     }
@@ -202,8 +211,8 @@ static void one_tx(enum mode m)
     } else {
         int holder = m == RESOURCE_FENCED_HOLDER;
         const char *res = m == RESOURCE_FENCED ? "bench" : holder ? "bench-h" : NULL;
-        /* row modes, plain_token and trivial_trigger: token and holder
-         * (none), no resource */
+        /* row modes, plain_token, trivial_trigger and plpgsql_floor:
+         * token and holder (none), no resource */
         if (fence_pg_send_token(c, tok, holder ? BENCH_HOLDER : NULL, res) != FENCE_OK) {
             die("fence_pg_send_token", fence_pg_errmsg(c));
         }
@@ -295,13 +304,19 @@ int main(void)
              "CREATE TABLE restamp_accounts (LIKE plain_accounts INCLUDING ALL);"
              "CREATE TABLE restamp_pl_accounts (LIKE plain_accounts INCLUDING ALL);"
              "CREATE TABLE trivial_accounts (LIKE plain_accounts INCLUDING ALL);"
+             "CREATE TABLE floor_pl_accounts (LIKE plain_accounts INCLUDING ALL);"
              "INSERT INTO fenced_accounts SELECT * FROM plain_accounts;"
              "INSERT INTO fenced_pl_accounts SELECT * FROM plain_accounts;"
              "INSERT INTO restamp_accounts SELECT * FROM plain_accounts;"
              "INSERT INTO restamp_pl_accounts SELECT * FROM plain_accounts;"
              "INSERT INTO trivial_accounts SELECT * FROM plain_accounts;"
+             "INSERT INTO floor_pl_accounts SELECT * FROM plain_accounts;"
              "CREATE TRIGGER trivial BEFORE UPDATE ON trivial_accounts FOR EACH ROW "
              "EXECUTE FUNCTION suppress_redundant_updates_trigger();"
+             "CREATE FUNCTION floor_pl() RETURNS trigger LANGUAGE plpgsql AS "
+             "$$BEGIN RETURN NEW; END$$;"
+             "CREATE TRIGGER floor_pl BEFORE UPDATE ON floor_pl_accounts FOR EACH ROW "
+             "EXECUTE FUNCTION floor_pl();"
              "SELECT fence.protect('fenced_accounts', 'fence_token', false, 'c'),"
              " fence.protect('fenced_pl_accounts', 'fence_token', false, 'plpgsql'),"
              " fence.protect('restamp_accounts', 'fence_token', false, 'c'),"
@@ -321,6 +336,8 @@ int main(void)
             "UPDATE restamp_pl_accounts SET balance = balance + 1 WHERE id = $1", 1);
     prepare(g_conn, "upd_trivial",
             "UPDATE trivial_accounts SET balance = balance + 1 WHERE id = $1", 1);
+    prepare(g_conn, "upd_floor_pl",
+            "UPDATE floor_pl_accounts SET balance = balance + 1 WHERE id = $1", 1);
     prepare(g_conn, "set_tok", "SELECT pg_catalog.set_config('fence.token', $1, true)", 1);
     if (fence_pg_prepare(g_conn) != FENCE_OK) {
         die("fence_pg_prepare", fence_pg_errmsg(g_conn));
@@ -392,6 +409,7 @@ int main(void)
     printf("pg_row_restamp_plpgsql_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP_PL]);
     printf("pg_plain_token_vs_plain_ratio %.3f x\n", med_ratio[PLAIN_TOKEN]);
     printf("pg_trivial_trigger_vs_plain_ratio %.3f x\n", med_ratio[TRIVIAL_TRIGGER]);
+    printf("pg_plpgsql_floor_vs_plain_ratio %.3f x\n", med_ratio[PLPGSQL_FLOOR]);
     for (int m = 0; m < NMODES; m++) {
         printf("pg_%s_tps %.0f tx/s\n", mode_name[m], med_tps[m]);
     }
@@ -406,12 +424,15 @@ int main(void)
         fprintf(stderr,
                 "# us/tx: plain %.1f | pipeline +%.1f | token (set_config of fence.token "
                 "+%.1f) fence_pg_send_token +%.1f | trigger floor +%.1f | c guard +%.1f "
-                "(row_fenced %.1f) | plpgsql guard +%.1f (row_fenced_plpgsql %.1f) | restamp "
-                "c +%.1f, plpgsql +%.1f over row_fenced\n",
+                "(row_fenced %.1f) | plpgsql floor (RETURN NEW) +%.1f, plpgsql guard +%.1f "
+                "over it (row_fenced_plpgsql %.1f) | resource +%.1f over the token (%.1f) | "
+                "restamp c +%.1f, plpgsql +%.1f over row_fenced\n",
                 us[PLAIN], us[PLAIN_PIPE] - us[PLAIN], us[PLAIN_SET] - us[PLAIN_PIPE],
                 us[PLAIN_TOKEN] - us[PLAIN_PIPE], us[TRIVIAL_TRIGGER] - us[PLAIN_TOKEN],
                 us[ROW_FENCED] - us[TRIVIAL_TRIGGER],
-                us[ROW_FENCED], us[ROW_FENCED_PL] - us[TRIVIAL_TRIGGER], us[ROW_FENCED_PL],
+                us[ROW_FENCED], us[PLPGSQL_FLOOR] - us[TRIVIAL_TRIGGER],
+                us[ROW_FENCED_PL] - us[PLPGSQL_FLOOR], us[ROW_FENCED_PL],
+                us[RESOURCE_FENCED] - us[PLAIN_TOKEN], us[RESOURCE_FENCED],
                 us[ROW_RESTAMP] - us[ROW_FENCED], us[ROW_RESTAMP_PL] - us[ROW_FENCED_PL]);
     }
 
