@@ -94,22 +94,38 @@ static Oid marks_relid = InvalidOid;
 static Oid marks_owner = InvalidOid;
 static Oid advance_fn = InvalidOid;
 /* fence.marks's layout for the direct read (lock_mark), found on first
- * use after marks_relid: the key index and the three columns' numbers.
- * marks_key_idx InvalidOid with marks_layout_known: no usable key index
- * (the statement is used instead). */
+ * use: the table it was read from, the key index and the three columns'
+ * numbers.  marks_key_idx InvalidOid with marks_layout_known: the direct
+ * read cannot be used (the statement is used instead). */
 static bool marks_layout_known;
+static Oid layout_relid = InvalidOid;
 static Oid marks_key_idx = InvalidOid;
 static AttrNumber att_resource, att_token, att_holder;
+
+/* What one call uses: copies of the facts above, which an invalidation
+ * processed in the middle of the call (any lock taken, any catalog cache
+ * miss may process them) can reset but not take from the call. */
+typedef struct catalog {
+    Oid advance_fn;
+    Oid marks_relid;
+    Oid marks_owner;
+} catalog;
 
 static void forget_rel(Datum arg, Oid relid)
 {
     (void)arg;
     /* Any invalidation of fence.marks or of its key index drops what is
-     * known of them (a new or dropped index invalidates the table too). */
-    if (relid == InvalidOid || relid == marks_relid || relid == marks_key_idx) {
+     * known of them (a new or dropped index, ALTER TABLE, ANALYZE, a new
+     * child table, row security invalidate the table).  The layout is
+     * keyed by its own table OID, not marks_relid, which may have been
+     * reset (and so match nothing) while the layout was kept. */
+    if (relid == InvalidOid || relid == marks_relid) {
         marks_relid = InvalidOid;
         marks_owner = InvalidOid;
+    }
+    if (relid == InvalidOid || relid == layout_relid || relid == marks_key_idx) {
         marks_layout_known = false;
+        layout_relid = InvalidOid;
         marks_key_idx = InvalidOid;
     }
 }
@@ -130,24 +146,28 @@ static pg_attribute_noreturn() void not_installed(const char *what)
                            what)));
 }
 
-/* fence.advance(text, bigint)'s OID and fence.marks's OID and owner. */
-static void lookup_catalog(void)
+/* fence.advance(text, bigint)'s OID and fence.marks's OID and owner,
+ * into *c (and the cache). */
+static void lookup_catalog(catalog *c)
 {
     if (!callbacks_registered) {
         CacheRegisterRelcacheCallback(forget_rel, (Datum)0);
         CacheRegisterSyscacheCallback(PROCOID, forget_proc, (Datum)0);
         callbacks_registered = true;
     }
-    if (advance_fn == InvalidOid) {
+    c->advance_fn = advance_fn;
+    c->marks_relid = marks_relid;
+    c->marks_owner = marks_owner;
+    if (c->advance_fn == InvalidOid) {
         Oid args[2] = {TEXTOID, INT8OID};
         Oid f = LookupFuncName(list_make2(makeString("fence"), makeString("advance")), 2, args,
                                true);
         if (f == InvalidOid) {
             not_installed("fence.advance(text, bigint)");
         }
-        advance_fn = f;
+        advance_fn = c->advance_fn = f;
     }
-    if (marks_relid == InvalidOid) {
+    if (c->marks_relid == InvalidOid) {
         Oid nsp = get_namespace_oid("fence", true);
         Oid rel = nsp == InvalidOid ? InvalidOid : get_relname_relid("marks", nsp);
         HeapTuple tup;
@@ -158,9 +178,9 @@ static void lookup_catalog(void)
         if (!HeapTupleIsValid(tup)) {
             not_installed("fence.marks");
         }
-        marks_owner = ((Form_pg_class)GETSTRUCT(tup))->relowner;
+        marks_owner = c->marks_owner = ((Form_pg_class)GETSTRUCT(tup))->relowner;
         ReleaseSysCache(tup);
-        marks_relid = rel;
+        marks_relid = c->marks_relid = rel;
     }
 }
 
@@ -239,7 +259,13 @@ static bool find_layout(Relation rel)
     }
     /* A plain table (not partitioned, not foreign: those would need the
      * executor) with its key index. */
-    idx = rel->rd_rel->relkind == RELKIND_RELATION ? RelationGetPrimaryKeyIndex(rel) : InvalidOid;
+    /* ... and only what the statement would read: no child tables (the
+     * statement reads them too), no row security (the owner the statement
+     * runs as may be subject to it). */
+    idx = rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhassubclass &&
+                  !rel->rd_rel->relrowsecurity
+              ? RelationGetPrimaryKeyIndex(rel)
+              : InvalidOid;
     if (idx != InvalidOid && att_resource != InvalidAttrNumber &&
         att_token != InvalidAttrNumber && att_holder != InvalidAttrNumber) {
         /* A valid, immediate, unique btree index on (resource) alone,
@@ -249,6 +275,7 @@ static bool find_layout(Relation rel)
             Form_pg_index ind = (Form_pg_index)GETSTRUCT(tup);
             usable = ind->indnatts == 1 && ind->indnkeyatts == 1 && ind->indisunique &&
                      ind->indimmediate && ind->indisvalid && ind->indisready &&
+                     !ind->indcheckxmin &&
                      ind->indkey.values[0] == att_resource &&
                      heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
                      heap_attisnull(tup, Anum_pg_index_indpred, NULL);
@@ -256,6 +283,7 @@ static bool find_layout(Relation rel)
         }
     }
     marks_key_idx = usable ? idx : InvalidOid;
+    layout_relid = RelationGetRelid(rel);
     marks_layout_known = true;
     return usable;
 }
@@ -271,7 +299,7 @@ static bool find_layout(Relation rel)
  * lock is held to the end of the transaction.  Returns false (nothing
  * done) when the table's shape is not fence.sql's; else true, with m
  * filled (m->found false: no mark). */
-static bool lock_mark(text *resource, mark *m, MemoryContext cxt)
+static bool lock_mark(const catalog *c, text *resource, mark *m, MemoryContext cxt)
 {
     Relation rel;
     Relation idx;
@@ -285,13 +313,8 @@ static bool lock_mark(text *resource, mark *m, MemoryContext cxt)
     /* What the executor checks before a locking statement (a row lock
      * writes; a standby or READ ONLY transaction must refuse it). */
     PreventCommandIfReadOnly("SELECT FOR UPDATE");
-    /* Any catalog access since lookup_catalog() (the privilege check's)
-     * may have processed invalidations and reset marks_relid. */
-    if (marks_relid == InvalidOid) {
-        lookup_catalog();
-    }
-    rel = table_open(marks_relid, RowShareLock);
-    if (!marks_layout_known) {
+    rel = table_open(c->marks_relid, RowShareLock);
+    if (!marks_layout_known || layout_relid != RelationGetRelid(rel)) {
         find_layout(rel);
     }
     if (marks_key_idx == InvalidOid) {
@@ -355,7 +378,7 @@ static bool lock_mark(text *resource, mark *m, MemoryContext cxt)
         case TM_Deleted:
             if (IsolationUsesXactSnapshot()) {
                 ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                                errmsg("could not serialize access due to concurrent delete")));
+                                errmsg("could not serialize access due to concurrent update")));
             }
             found = false;
             break;
@@ -389,8 +412,8 @@ static bool lock_mark(text *resource, mark *m, MemoryContext cxt)
  * found one that is not lower); raise it when lower.  Errors of the
  * statements themselves (fence.marks's triggers, serialization failures,
  * lock timeouts) propagate with the caller's identity restored. */
-static void advance_as_owner(text *resource, int64 token, Datum writer, bool has_writer,
-                             mark *m)
+static void advance_as_owner(const catalog *c, text *resource, int64 token, Datum writer,
+                             bool has_writer, mark *m)
 {
     MemoryContext cxt = CurrentMemoryContext;
     Oid save_user;
@@ -404,21 +427,16 @@ static void advance_as_owner(text *resource, int64 token, Datum writer, bool has
     values[2] = writer;
 
     /* The hot path: the mark is there, equal or higher: no statement. */
-    locked = lock_mark(resource, m, cxt);
+    locked = lock_mark(c, resource, m, cxt);
     if (locked && m->found && m->token >= token) {
         return;
     }
-    /* lock_mark's table_open may have taken the transaction's first new
-     * lock, which processes pending invalidations (an ANALYZE or VACUUM of
-     * fence.marks committed meanwhile is one) and so may have reset what
-     * lookup_catalog() knew: the owner the statements run as among it. */
-    lookup_catalog();
 
     GetUserIdAndSecContext(&save_user, &save_sec);
     if (SPI_connect() != SPI_OK_CONNECT) {
         elog(ERROR, "fence: c_advance: SPI_connect failed");
     }
-    SetUserIdAndSecContext(marks_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+    SetUserIdAndSecContext(c->marks_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
     PG_TRY();
     {
         if (!locked) {
@@ -538,12 +556,13 @@ Datum fence_c_advance(PG_FUNCTION_ARGS)
     int64 token;
     char *writer;
     AclResult acl;
+    catalog cat;
     mark m = {0};
 
     /* Who may call fence.advance may call this (fence.grant() restricts
      * both); the same error as calling fence.advance without EXECUTE. */
-    lookup_catalog();
-    acl = pg_proc_aclcheck(advance_fn, GetUserId(), ACL_EXECUTE);
+    lookup_catalog(&cat);
+    acl = pg_proc_aclcheck(cat.advance_fn, GetUserId(), ACL_EXECUTE);
     if (acl != ACLCHECK_OK) {
         aclcheck_error(acl, OBJECT_FUNCTION, "advance");
     }
@@ -573,7 +592,7 @@ Datum fence_c_advance(PG_FUNCTION_ARGS)
 
     writer = writer_holder(name);
 
-    advance_as_owner(res, token,
+    advance_as_owner(&cat, res, token,
                      writer != NULL ? CStringGetTextDatum(writer) : (Datum)0, writer != NULL,
                      &m);
     if (m.written) {

@@ -20,7 +20,15 @@
  *     REINDEX CONCURRENTLY (a new index OID), ALTER TABLE ADD/DROP COLUMN,
  *     and ANALYZE / VACUUM, also when these commit while the caller's
  *     transaction is already open (then only the call's own lock on
- *     fence.marks takes their invalidation in).
+ *     fence.marks takes their invalidation in);
+ *   - and keep them right when an invalidation is processed in the middle
+ *     of a call (the call's own table_open): a later renaming of the token
+ *     column, a later pg_proc invalidation (the EXECUTE check);
+ *   - the hot path reads nothing the statement would not: a child table
+ *     of fence.marks (the statement reads it), row security forced on it
+ *     (the statements run as its owner, subject to the policies).  The
+ *     renaming, the child table and row security each get a database of
+ *     their own.
  * A call shown to be blocked is still busy after BLOCK_MS and its backend
  * waits on a heavyweight lock (pg_stat_activity.wait_event_type = 'Lock').
  * Own database and role per run (pgutil.c).
@@ -1037,6 +1045,337 @@ START_TEST(caches_survive_invalidation_in_open_transaction)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* 8. What the C code's hot path may skip: stale caches, odd tables       */
+/* ------------------------------------------------------------------ */
+
+/* A side database of this run (<g_db>_<suffix>, name to d) with fence.sql
+ * installed by owner (NULL: the superuser) -- so owning fence.marks --
+ * and the extension in a "c" run.  Returns a superuser connection to it. */
+static PGconn *fence_side_db(const char *suffix, const char *owner, char *d)
+{
+    char sql[512];
+    side_db(suffix, NULL, d);
+    PGconn *su = connect_as(d, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    PGconn *inst = su;
+    if (owner != NULL) {
+        snprintf(sql, sizeof sql, "GRANT CREATE ON DATABASE %s TO %s", d, owner);
+        ok(su, sql);
+        inst = connect_as(d, owner);
+        PQsetNoticeProcessor(inst, quiet_notice, NULL);
+    }
+    ck_assert_msg(fence_pg_install(inst) == FENCE_OK, "install into %s: %s", d,
+                  fence_pg_errmsg(inst));
+    if (inst != su) {
+        PQfinish(inst);
+    }
+    if (is_c()) {
+        create_extension(su);
+    }
+    return su;
+}
+
+/* Marks a later ANALYZE of fence.marks counts (so that it changes the
+ * statistics, updates pg_class and sends an invalidation). */
+static void pad_marks(PGconn *c, const char *prefix)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(fence.advance('%s-' || g, 1)) FROM generate_series(1, 40) g", prefix);
+    ck_assert_int_eq(num(c, sql), 40);
+}
+
+/* The same outcome from the reference (fence.advance) and the function
+ * compared with it: both succeed with the same value, or both fail with
+ * the same SQLSTATE and message. */
+static void expect_same(const res *ref, const res *got, const char *what)
+{
+    ck_assert_msg(ref->ok == got->ok && ref->value == got->value &&
+                      strcmp(ref->state, got->state) == 0 && strcmp(ref->msg, got->msg) == 0,
+                  "%s: fence.advance %s %lld %s (%s), fence.c_advance %s %lld %s (%s)", what,
+                  ref->ok ? "returned" : "failed", ref->value, ref->state, ref->msg,
+                  got->ok ? "returned" : "failed", got->value, got->state, got->msg);
+}
+
+/* A hot-path call takes in an ANALYZE committed inside its transaction
+ * (its own table_open processes the invalidation in the middle of the
+ * call); then the owner renumbers the token column (a migration: the old
+ * column renamed, a new one filled with every mark + 100).  The same
+ * backend must read the new column: the old token is refused against the
+ * new mark, as fence.advance and a fresh backend refuse it.  (Before the
+ * fix the call reset what it knew of fence.marks's OID but kept the layout,
+ * which the ALTER TABLE's invalidation then no longer matched: the backend
+ * kept reading the renamed column and admitted token 1 against 101.) */
+START_TEST(stale_layout_after_invalidation_in_call)
+{
+    char d[NAME_BUF];
+    const char *fns[2];
+    int nf = fns_to_compare(fns);
+    PGconn *su = fence_side_db("rlay", NULL, d);
+    PGconn *a = connect_as(d, NULL);
+    PQsetNoticeProcessor(a, quiet_notice, NULL);
+    res o;
+
+    set_mark(a, "x", 1); /* A's caches warm */
+    ok(a, "BEGIN");
+    ok(a, "SELECT 1");
+    pad_marks(su, "rlay-pad");
+    ok(su, "ANALYZE fence.marks");
+    o = call(a, "x", 1); /* equal: the hot path, which takes the ANALYZE in */
+    expect_ok(&o, 1, "A's hot-path advance(x, 1) with an ANALYZE committed meanwhile");
+    ok(a, "COMMIT");
+
+    ok(su, "ALTER TABLE fence.marks RENAME COLUMN token TO token_v1;"
+           "ALTER TABLE fence.marks ADD COLUMN token bigint;"
+           "SET session_replication_role = replica;"
+           "UPDATE fence.marks SET token = token_v1 + 100;"
+           "RESET session_replication_role;"
+           "ALTER TABLE fence.marks ALTER COLUMN token SET NOT NULL,"
+           " ALTER COLUMN token_v1 DROP NOT NULL");
+    ck_assert_int_eq(num(su, "SELECT token FROM fence.marks WHERE resource = 'x'"), 101);
+
+    /* A (the backend that saw the ANALYZE in a call) and a fresh backend,
+     * with every function compared. */
+    PGconn *fresh = connect_as(d, NULL);
+    PQsetNoticeProcessor(fresh, quiet_notice, NULL);
+    PGconn *who[2] = {a, fresh};
+    for (int w = 0; w < 2; w++) {
+        /* The function under test first: A's next call is the one that
+         * must not use the old layout. */
+        for (int f = nf - 1; f >= 0; f--) {
+            char what[192];
+            snprintf(what, sizeof what, "%s after the token column was renumbered: %s(x, 1)",
+                     w == 0 ? "A" : "a fresh backend", fns[f]);
+            ok(who[w], "BEGIN");
+            o = call_fn(who[w], fns[f], "x", 1);
+            ok(who[w], "ROLLBACK");
+            expect_stale(&o, 1, 101, false, what);
+        }
+    }
+    /* And A goes on with the new column: the mark's own token (the hot
+     * path), a raise (the statements), a refusal. */
+    o = call(a, "x", 101);
+    expect_ok(&o, 101, "A advance(x, 101) after the renumbering");
+    o = call(a, "x", 102);
+    expect_ok(&o, 102, "A advance(x, 102) after the renumbering");
+    o = call(a, "x", 101);
+    expect_stale(&o, 101, 102, false, "A advance(x, 101) after the raise to 102");
+    ck_assert_int_eq(num(su, "SELECT token FROM fence.marks WHERE resource = 'x'"), 102);
+    ck_assert_int_eq(num(su, "SELECT token_v1 FROM fence.marks WHERE resource = 'x'"), 1);
+
+    PQfinish(fresh);
+    PQfinish(a);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* An application role's hot-path call takes in an ANALYZE committed
+ * inside its transaction; in its next transaction a function is replaced
+ * (any pg_proc invalidation) before its next call.  That call must still
+ * check EXECUTE on fence.advance and succeed.  (Before the fix its own
+ * catalog lookups processed the pg_proc invalidation after it had found
+ * fence.advance again, and it checked the privilege on function OID 0:
+ * "function with OID 0 does not exist".) */
+START_TEST(acl_after_proc_invalidation)
+{
+    PGconn *watch = db();
+    PGconn *ddl = db();
+    PGconn *a = db_app();
+    res o;
+
+    set_mark(a, "race8", 1); /* A's caches warm */
+    ok(a, "BEGIN");
+    ok(a, "SELECT 1");
+    pad_marks(ddl, "race8-pad");
+    ok(ddl, "ANALYZE fence.marks");
+    o = call(a, "race8", 1);
+    expect_ok(&o, 1, "A's hot-path advance(race8, 1) with an ANALYZE committed meanwhile");
+    ok(a, "COMMIT");
+
+    ok(a, "BEGIN");
+    ok(a, "SELECT 1");
+    ok(ddl, "CREATE OR REPLACE FUNCTION public.race8_zz() RETURNS int LANGUAGE sql AS 'SELECT 1'");
+    o = call(a, "race8", 1);
+    expect_ok(&o, 1, "A advance(race8, 1) with a function replaced meanwhile");
+    o = call(a, "race8", 2);
+    expect_ok(&o, 2, "A advance(race8, 2) (a raise) in the same transaction");
+    ok(a, "COMMIT");
+    ck_assert_int_eq(mark(watch, "race8"), 2);
+
+    /* Once more, with both in one transaction of A's. */
+    ok(a, "BEGIN");
+    ok(a, "SELECT 1");
+    pad_marks(ddl, "race8-pad2");
+    ok(ddl, "ANALYZE fence.marks");
+    ok(ddl, "CREATE OR REPLACE FUNCTION public.race8_zz() RETURNS int LANGUAGE sql AS 'SELECT 2'");
+    o = call(a, "race8", 2);
+    expect_ok(&o, 2, "A advance(race8, 2) with an ANALYZE and a function replaced meanwhile");
+    o = call(a, "race8", 1);
+    expect_stale(&o, 1, 2, false, "A advance(race8, 1) after that");
+    ok(a, "ROLLBACK");
+    round_on(a, watch, "race8", 3, "the function replaced");
+    ok(ddl, "DROP FUNCTION public.race8_zz()");
+
+    PQfinish(a);
+    PQfinish(ddl);
+    PQfinish(watch);
+}
+END_TEST
+
+/* A child table of fence.marks holds a mark ('y', 50): the statement
+ * (SELECT ... FOR UPDATE on fence.marks) reads it, so fence.advance
+ * refuses a lower token.  The C code must too -- also in a backend that
+ * knew fence.marks before the child existed -- and never insert a second
+ * 'y' into fence.marks itself.  (Before the fix the key-index lookup saw
+ * only the parent: advance('y', 1) inserted ('y', 1) and returned 1.) */
+START_TEST(inherited_child_table)
+{
+    char d[NAME_BUF];
+    const char *fns[2];
+    int nf = fns_to_compare(fns);
+    PGconn *su = fence_side_db("rinh", NULL, d);
+    PGconn *warm = connect_as(d, g_app);
+    PQsetNoticeProcessor(warm, quiet_notice, NULL);
+    res o, ref[2];
+    for (int f = 0; f < nf; f++) { /* caches warm, before the child exists */
+        o = call_fn(warm, fns[f], "warm", 1);
+        expect_ok(&o, 1, "warming up");
+    }
+    ok(su, "CREATE TABLE fence.marks_archive () INHERITS (fence.marks);"
+           "INSERT INTO fence.marks_archive (resource, token) VALUES ('y', 50)");
+    PGconn *fresh = connect_as(d, g_app);
+    PQsetNoticeProcessor(fresh, quiet_notice, NULL);
+    PGconn *who[2] = {warm, fresh};
+    for (int w = 0; w < 2; w++) {
+        for (int f = 0; f < nf; f++) {
+            char what[192];
+            snprintf(what, sizeof what, "%s backend: %s(y, 1), y = 50 in a child table",
+                     w == 0 ? "a warm" : "a fresh", fns[f]);
+            o = call_fn(who[w], fns[f], "y", 1);
+            expect_stale(&o, 1, 50, false, what);
+            if (f == 0) {
+                ref[0] = o;
+            } else {
+                expect_same(&ref[0], &o, what);
+            }
+            snprintf(what, sizeof what, "%s backend: %s(y, 50), y = 50 in a child table",
+                     w == 0 ? "a warm" : "a fresh", fns[f]);
+            o = call_fn(who[w], fns[f], "y", 50);
+            expect_ok(&o, 50, what);
+            /* A raise updates the child's row (rolled back). */
+            snprintf(what, sizeof what, "%s backend: %s(y, 51), y = 50 in a child table",
+                     w == 0 ? "a warm" : "a fresh", fns[f]);
+            ok(who[w], "BEGIN");
+            o = call_fn(who[w], fns[f], "y", 51);
+            expect_ok(&o, 51, what);
+            ck_assert_int_eq(num(who[w], "SELECT fence.mark('y')"), 51);
+            ok(who[w], "ROLLBACK");
+            if (f == 0) {
+                ref[1] = o;
+            } else {
+                expect_same(&ref[1], &o, what);
+            }
+            ck_assert_int_eq(num(su, "SELECT count(*) FROM fence.marks WHERE resource = 'y'"), 1);
+            ck_assert_str_eq(text1(su, "SELECT tableoid::regclass::text || ' ' || token"
+                                       " FROM fence.marks WHERE resource = 'y'"),
+                             "fence.marks_archive 50");
+        }
+    }
+    PQfinish(fresh);
+    PQfinish(warm);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* Row security on fence.marks, enabled and forced by its owner (not a
+ * superuser, so the policies apply to it, and so to the statements both
+ * functions run as it): a policy hides the marks named 'hid%'.  Every call
+ * must have the same outcome from both functions -- also in a backend
+ * that knew fence.marks before row security was enabled.  (Before the fix
+ * the key-index lookup read the hidden mark: advance('hid', 1) was refused
+ * 23Q01 and advance('hid', 50) admitted, where fence.advance fails 42501.) */
+START_TEST(row_security_forced)
+{
+    static const struct {
+        const char *resource;
+        long long tok;
+        const char *want; /* fence.advance's SQLSTATE, NULL: it returns tok */
+    } cases[] = {
+        {"vis", 5, NULL},       /* the mark's own token: the hot path */
+        {"vis", 4, "23Q01"},    /* lower */
+        {"vis", 6, NULL},       /* a raise */
+        {"hid", 1, "42501"},    /* hidden: the insert violates the policy */
+        {"hid", 50, "42501"},
+        {"hid", 51, "42501"},
+        {"hid-new", 3, "42501"},
+        {"vis-new", 3, NULL},
+    };
+    char d[NAME_BUF], owner[NAME_BUF];
+    const char *fns[2];
+    int nf = fns_to_compare(fns);
+    side_role("rlsown", owner);
+    PGconn *su = fence_side_db("rrls", owner, d);
+    PGconn *own = connect_as(d, owner);
+    PQsetNoticeProcessor(own, quiet_notice, NULL);
+    ck_assert_str_eq(text1(su, "SELECT relowner::regrole::text FROM pg_class"
+                               " WHERE oid = 'fence.marks'::regclass"),
+                     owner);
+    PGconn *warm = connect_as(d, g_app);
+    PQsetNoticeProcessor(warm, quiet_notice, NULL);
+    res o;
+    o = call_fn(warm, "fence.advance", "vis", 5);
+    expect_ok(&o, 5, "setting vis");
+    o = call_fn(warm, "fence.advance", "hid", 50);
+    expect_ok(&o, 50, "setting hid");
+    for (int f = 0; f < nf; f++) { /* caches warm, before row security */
+        o = call_fn(warm, fns[f], "vis", 5);
+        expect_ok(&o, 5, "warming up");
+    }
+    ok(own, "ALTER TABLE fence.marks ENABLE ROW LEVEL SECURITY;"
+            "ALTER TABLE fence.marks FORCE ROW LEVEL SECURITY;"
+            "CREATE POLICY visible ON fence.marks USING (resource NOT LIKE 'hid%')");
+
+    PGconn *fresh = connect_as(d, g_app);
+    PQsetNoticeProcessor(fresh, quiet_notice, NULL);
+    PGconn *who[2] = {warm, fresh};
+    for (int w = 0; w < 2; w++) {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            res got[2];
+            for (int f = 0; f < nf; f++) {
+                char what[192];
+                snprintf(what, sizeof what, "%s backend, row security forced: %s(%s, %lld)",
+                         w == 0 ? "a warm" : "a fresh", fns[f], cases[i].resource, cases[i].tok);
+                ok(who[w], "BEGIN"); /* rolled back: every case sees the same marks */
+                got[f] = call_fn(who[w], fns[f], cases[i].resource, cases[i].tok);
+                ok(who[w], "ROLLBACK");
+                if (f == 0) {
+                    if (cases[i].want == NULL) {
+                        expect_ok(&got[f], cases[i].tok, what);
+                    } else {
+                        expect_state(&got[f], cases[i].want, what);
+                    }
+                } else {
+                    expect_same(&got[0], &got[f], what);
+                }
+            }
+        }
+    }
+    ok(su, "ALTER TABLE fence.marks NO FORCE ROW LEVEL SECURITY;"
+           "ALTER TABLE fence.marks DISABLE ROW LEVEL SECURITY");
+    ck_assert_str_eq(text1(su, "SELECT string_agg(resource || '=' || token, ' ' ORDER BY resource)"
+                               " FROM fence.marks"),
+                     "hid=50 vis=5");
+    PQfinish(fresh);
+    PQfinish(warm);
+    PQfinish(own);
+    PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
 static Suite *pg_race_suite(void)
 {
     Suite *s = suite_create("pg_race");
@@ -1055,6 +1394,10 @@ static Suite *pg_race_suite(void)
     tcase_add_test(t, caches_survive_ddl);
     tcase_add_loop_test(t, caches_survive_invalidation_in_open_transaction, 0,
                         (int)(sizeof in_open / sizeof in_open[0]));
+    tcase_add_test(t, stale_layout_after_invalidation_in_call);
+    tcase_add_test(t, acl_after_proc_invalidation);
+    tcase_add_test(t, inherited_child_table);
+    tcase_add_test(t, row_security_forced);
     suite_add_tcase(s, t);
     return s;
 }
