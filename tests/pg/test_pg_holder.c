@@ -371,7 +371,7 @@ START_TEST(prepared_and_pipelined)
     ck_assert_int_eq(fence_pg_prepare(c), FENCE_OK);
     ck_assert_str_eq(text1(c, "SELECT string_agg(name || parameter_types::text, ' ' ORDER BY name)"
                               " FROM pg_prepared_statements WHERE name LIKE 'fence_pg_%'"),
-                     "fence_pg_set_token_h{text,text} "
+                     "fence_pg_send_token_h{text,text} fence_pg_set_token_h{text,text} "
                      "fence_pg_set_token_h_advance{text,text,text}");
     rule_through(c, "pq-prepared", 200);
     /* A session that kept an older library's statement (one parameter,
