@@ -18,8 +18,8 @@
  * The hot path -- the mark exists and is not lower than the token, which
  * is every write of a holder after its first -- runs no statement: the
  * mark is found through fence.marks's key index and locked with
- * table_tuple_lock(), the steps ExecLockRows takes for FOR UPDATE (see
- * lock_mark).  SPI (statements prepared once per backend) is used only to
+ * table_tuple_lock(), the steps ExecLockRows takes for FOR UPDATE
+ * (markrow.c).  SPI (statements prepared once per backend) is used only to
  * insert or raise a mark, or when fence.marks does not have fence.sql's
  * shape.  The executor's start-up for the locking statement was most of
  * this function's cost.
@@ -39,14 +39,8 @@
  * exit.  An application role still cannot write fence.marks itself. */
 #include "fence_ext.h"
 
-#include "access/genam.h"
-#include "access/table.h"
-#include "access/tableam.h"
-#include "access/xact.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_am_d.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_index.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
@@ -55,10 +49,7 @@
 #include "parser/parse_func.h"
 #include "utils/acl.h"
 #include "utils/inval.h"
-#include "executor/tuptable.h"
-#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(fence_c_advance);
@@ -93,15 +84,6 @@ static bool callbacks_registered;
 static Oid marks_relid = InvalidOid;
 static Oid marks_owner = InvalidOid;
 static Oid advance_fn = InvalidOid;
-/* fence.marks's layout for the direct read (lock_mark), found on first
- * use: the table it was read from, the key index and the three columns'
- * numbers.  marks_key_idx InvalidOid with marks_layout_known: the direct
- * read cannot be used (the statement is used instead). */
-static bool marks_layout_known;
-static Oid layout_relid = InvalidOid;
-static Oid marks_key_idx = InvalidOid;
-static AttrNumber att_resource, att_token, att_holder;
-
 /* What one call uses: copies of the facts above, which an invalidation
  * processed in the middle of the call (any lock taken, any catalog cache
  * miss may process them) can reset but not take from the call. */
@@ -114,19 +96,9 @@ typedef struct catalog {
 static void forget_rel(Datum arg, Oid relid)
 {
     (void)arg;
-    /* Any invalidation of fence.marks or of its key index drops what is
-     * known of them (a new or dropped index, ALTER TABLE, ANALYZE, a new
-     * child table, row security invalidate the table).  The layout is
-     * keyed by its own table OID, not marks_relid, which may have been
-     * reset (and so match nothing) while the layout was kept. */
     if (relid == InvalidOid || relid == marks_relid) {
         marks_relid = InvalidOid;
         marks_owner = InvalidOid;
-    }
-    if (relid == InvalidOid || relid == layout_relid || relid == marks_key_idx) {
-        marks_layout_known = false;
-        layout_relid = InvalidOid;
-        marks_key_idx = InvalidOid;
     }
 }
 
@@ -233,182 +205,9 @@ static void run(SPIPlanPtr plan, Datum *values, const char *nulls, int expect)
     }
 }
 
-/* fence.marks's key index and column numbers, into the statics; false
- * when the table does not have the shape of fence.sql's (then the
- * statement reads the mark: slower, but right whatever the shape). */
-static bool find_layout(Relation rel)
-{
-    TupleDesc desc = RelationGetDescr(rel);
-    Oid idx;
-    HeapTuple tup;
-    bool usable = false;
-
-    att_resource = att_token = att_holder = InvalidAttrNumber;
-    for (int i = 0; i < desc->natts; i++) {
-        Form_pg_attribute a = TupleDescAttr(desc, i);
-        if (a->attisdropped) {
-            continue;
-        }
-        if (strcmp(NameStr(a->attname), "resource") == 0 && a->atttypid == TEXTOID) {
-            att_resource = a->attnum;
-        } else if (strcmp(NameStr(a->attname), "token") == 0 && a->atttypid == INT8OID) {
-            att_token = a->attnum;
-        } else if (strcmp(NameStr(a->attname), "holder") == 0 && a->atttypid == TEXTOID) {
-            att_holder = a->attnum;
-        }
-    }
-    /* A plain table (not partitioned, not foreign: those would need the
-     * executor) with its key index. */
-    /* ... and only what the statement would read: no child tables (the
-     * statement reads them too), no row security (the owner the statement
-     * runs as may be subject to it). */
-    idx = rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhassubclass &&
-                  !rel->rd_rel->relrowsecurity
-              ? RelationGetPrimaryKeyIndex(rel)
-              : InvalidOid;
-    if (idx != InvalidOid && att_resource != InvalidAttrNumber &&
-        att_token != InvalidAttrNumber && att_holder != InvalidAttrNumber) {
-        /* A valid, immediate, unique btree index on (resource) alone,
-         * text_ops: what "PRIMARY KEY" on the column makes. */
-        tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(idx));
-        if (HeapTupleIsValid(tup)) {
-            Form_pg_index ind = (Form_pg_index)GETSTRUCT(tup);
-            usable = ind->indnatts == 1 && ind->indnkeyatts == 1 && ind->indisunique &&
-                     ind->indimmediate && ind->indisvalid && ind->indisready &&
-                     !ind->indcheckxmin &&
-                     ind->indkey.values[0] == att_resource &&
-                     heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
-                     heap_attisnull(tup, Anum_pg_index_indpred, NULL);
-            ReleaseSysCache(tup);
-        }
-    }
-    marks_key_idx = usable ? idx : InvalidOid;
-    layout_relid = RelationGetRelid(rel);
-    marks_layout_known = true;
-    return usable;
-}
-
-/* Lock and read the mark of `resource` without the executor: what
- * SELECT ... FOR UPDATE (SQL_LOCK, run through SPI) does, step by step,
- * as ExecLockRows and PostgreSQL's referential-integrity checks do it:
- * a new command and the transaction snapshot (a fresh one in READ
- * COMMITTED), the key index, then table_tuple_lock(LockTupleExclusive),
- * which in READ COMMITTED follows the row to its latest version (and waits
- * for a writer of it) and in REPEATABLE READ / SERIALIZABLE fails with a
- * serialization failure when the row changed after the snapshot.  The
- * lock is held to the end of the transaction.  Returns false (nothing
- * done) when the table's shape is not fence.sql's; else true, with m
- * filled (m->found false: no mark). */
-static bool lock_mark(const catalog *c, text *resource, mark *m, MemoryContext cxt)
-{
-    Relation rel;
-    Relation idx;
-    Snapshot snap;
-    ScanKeyData key;
-    IndexScanDesc scan;
-    TupleTableSlot *slot;
-    ItemPointerData tid;
-    bool found;
-
-    /* What the executor checks before a locking statement (a row lock
-     * writes; a standby or READ ONLY transaction must refuse it). */
-    PreventCommandIfReadOnly("SELECT FOR UPDATE");
-    rel = table_open(c->marks_relid, RowShareLock);
-    if (!marks_layout_known || layout_relid != RelationGetRelid(rel)) {
-        find_layout(rel);
-    }
-    if (marks_key_idx == InvalidOid) {
-        table_close(rel, NoLock);
-        return false;
-    }
-    idx = index_open(marks_key_idx, AccessShareLock);
-    if (idx->rd_rel->relkind != RELKIND_INDEX || idx->rd_rel->relam != BTREE_AM_OID ||
-        idx->rd_opcintype[0] != TEXTOID) {
-        index_close(idx, NoLock);
-        table_close(rel, NoLock);
-        return false;
-    }
-
-    CommandCounterIncrement(); /* as SPI does before a statement that may write */
-    snap = RegisterSnapshot(GetTransactionSnapshot());
-    ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
-                           idx->rd_indcollation[0], F_TEXTEQ, PointerGetDatum(resource));
-    slot = table_slot_create(rel, NULL);
-    scan = index_beginscan(rel, idx, snap, 1, 0);
-    index_rescan(scan, &key, 1, NULL, 0);
-    found = index_getnext_slot(scan, ForwardScanDirection, slot);
-    if (found) {
-        tid = slot->tts_tid;
-    }
-    index_endscan(scan);
-
-    if (found) {
-        TM_FailureData tmfd;
-        int flags = TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS;
-        TM_Result r;
-        if (!IsolationUsesXactSnapshot()) {
-            flags |= TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
-        }
-        r = table_tuple_lock(rel, &tid, snap, slot, GetCurrentCommandId(true),
-                             LockTupleExclusive, LockWaitBlock, flags, &tmfd);
-        switch (r) {
-        case TM_Ok:
-            if (tmfd.traversed) {
-                /* A newer version was locked: recheck the key, as
-                 * EvalPlanQual would. */
-                bool isnull;
-                Datum d = slot_getattr(slot, att_resource, &isnull);
-                found = !isnull &&
-                        DatumGetBool(DirectFunctionCall2Coll(texteq, idx->rd_indcollation[0], d,
-                                                             PointerGetDatum(resource)));
-            }
-            break;
-        case TM_SelfModified:
-            /* Changed by this very command (or a later one): ExecLockRows
-             * skips such a row. */
-            found = false;
-            break;
-        case TM_Updated:
-            if (IsolationUsesXactSnapshot()) {
-                ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                                errmsg("could not serialize access due to concurrent update")));
-            }
-            elog(ERROR, "fence: c_advance: unexpected table_tuple_lock status: %u", r);
-            break;
-        case TM_Deleted:
-            if (IsolationUsesXactSnapshot()) {
-                ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                                errmsg("could not serialize access due to concurrent update")));
-            }
-            found = false;
-            break;
-        case TM_Invisible:
-            elog(ERROR, "fence: c_advance: attempted to lock invisible tuple");
-            break;
-        default:
-            elog(ERROR, "fence: c_advance: unrecognized table_tuple_lock status: %u", r);
-            break;
-        }
-    }
-
-    m->found = found;
-    if (found) {
-        bool isnull;
-        Datum d = slot_getattr(slot, att_token, &isnull);
-        m->token = isnull ? 0 : DatumGetInt64(d);
-        d = slot_getattr(slot, att_holder, &isnull);
-        m->holder = isnull ? NULL : MemoryContextStrdup(cxt, TextDatumGetCString(d));
-    }
-    ExecDropSingleTupleTableSlot(slot);
-    UnregisterSnapshot(snap);
-    index_close(idx, NoLock); /* the locks are kept to the end of the transaction */
-    table_close(rel, NoLock);
-    return true;
-}
-
 /* The statements, as the owner of fence.marks: lock and read the mark
- * (directly, lock_mark; by the statement when the table's shape is not
- * fence.sql's); insert it when missing (re-reading it when ON CONFLICT
+ * (directly, fence_ext_lock_mark; by the statement when the table's
+ * shape is not fence.sql's); insert it when missing (re-reading it when ON CONFLICT
  * found one that is not lower); raise it when lower.  Errors of the
  * statements themselves (fence.marks's triggers, serialization failures,
  * lock timeouts) propagate with the caller's identity restored. */
@@ -427,7 +226,8 @@ static void advance_as_owner(const catalog *c, text *resource, int64 token, Datu
     values[2] = writer;
 
     /* The hot path: the mark is there, equal or higher: no statement. */
-    locked = lock_mark(c, resource, m, cxt);
+    locked = fence_ext_lock_mark(c->marks_relid, resource, &m->found, &m->token, &m->holder,
+                                 cxt);
     if (locked && m->found && m->token >= token) {
         return;
     }

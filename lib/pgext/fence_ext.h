@@ -11,6 +11,7 @@
  *   check.c  fence.c_check(): AFTER ROW INSERT/UPDATE
  *   scope.c  whether a setting holds for the transaction or the session
  *   advance.c  fence.c_advance(): fence.advance() in C (version 1.1)
+ *   markrow.c  its hot path: a mark found and locked without the executor
  * Memory: everything is palloc'd in the memory context current at the
  * call (the trigger's per-tuple context) unless said otherwise. */
 #ifndef FENCE_EXT_H
@@ -81,5 +82,15 @@ pg_attribute_noreturn() void fence_ext_no_token(const TriggerData *td, const fen
 /* The token column's value in tuple (0 for NULL, as fence.sql reads it). */
 int64 fence_ext_stamp(const TriggerData *td, const fence_ext_trig *t, HeapTuple tuple,
                       bool *isnull);
+
+/* Find the mark of resource in fence.marks (OID marks) through its key
+ * index and lock it as SELECT ... FOR UPDATE would (markrow.c): true with
+ * *found, *token and *holder (NULL: none; copied into cxt) set; false,
+ * having done nothing, when the table is not as fence.sql makes it (the
+ * caller then runs the statement).  Raises what the statement raises:
+ * 25006 in a READ ONLY transaction, 40001 in REPEATABLE READ or
+ * SERIALIZABLE for a mark changed after the snapshot. */
+bool fence_ext_lock_mark(Oid marks, text *resource, bool *found, int64 *token, char **holder,
+                         MemoryContext cxt);
 
 #endif
