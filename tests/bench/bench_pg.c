@@ -41,7 +41,9 @@
  *                  first, then a C function called).  Differences of their
  *                  times split a fenced write into protocol, token,
  *                  trigger floor and guard (FENCE_BENCH_VERBOSE=1 prints
- *                  them in us).
+ *                  them in us, and the same differences in the backend's
+ *                  CPU time, read from /proc/PID/schedstat: far less noisy
+ *                  than wall time on a shared machine).
  *   plpgsql_floor  diagnostic: as trivial_trigger, but the trigger is a
  *                  PL/pgSQL function whose whole body is RETURN NEW: the
  *                  floor of any PL/pgSQL row trigger (function call, SPI
@@ -224,6 +226,27 @@ static void one_tx(enum mode m)
     drain_pipeline(c, 2);
 }
 
+/* The server's CPU time (ns) of a connection's backend, from
+ * /proc/PID/schedstat (the test servers run on this machine); 0 when it
+ * cannot be read.  Diagnostic only (FENCE_BENCH_VERBOSE): CPU time is far
+ * less noisy than wall time on a shared machine, and shows whether a
+ * mode's wall time is the server working or waiting. */
+static unsigned long long backend_cpu_ns(const PGconn *c)
+{
+    char path[64];
+    unsigned long long v = 0;
+    snprintf(path, sizeof path, "/proc/%d/schedstat", PQbackendPID(c));
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%llu", &v) != 1) {
+            v = 0;
+        }
+        fclose(f);
+    }
+    return v;
+}
+static double g_cpu_ns[NMODES]; /* summed per round, per mode */
+
 /* Transactions per second of n transactions of mode m. */
 static double run(enum mode m, int n)
 {
@@ -232,11 +255,13 @@ static double run(enum mode m, int n)
     if (pipe && !PQenterPipelineMode(c)) {
         die("PQenterPipelineMode", PQerrorMessage(c));
     }
+    unsigned long long cpu0 = backend_cpu_ns(c);
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
         one_tx(m);
     }
     double dt = now_s() - t0;
+    g_cpu_ns[m] += (double)(backend_cpu_ns(c) - cpu0);
     if (pipe && !PQexitPipelineMode(c)) {
         die("PQexitPipelineMode", PQerrorMessage(c));
     }
@@ -369,8 +394,10 @@ int main(void)
      * machine, every mode gets its share of it. */
     double tps[NMODES][MAX_ROUNDS];
     double ratio[NMODES][MAX_ROUNDS];
+    double cpu_us[NMODES][MAX_ROUNDS]; /* the backend's CPU per transaction */
     for (int r = 0; r < rounds; r++) {
         double spent[NMODES] = {0};
+        memset(g_cpu_ns, 0, sizeof g_cpu_ns);
         for (int b = 0; b < OPS / BATCH; b++) {
             for (int k = 0; k < NMODES; k++) {
                 int m = (b % 2 == 0) ? k : NMODES - 1 - k; /* ABC..CBA.. */
@@ -379,6 +406,7 @@ int main(void)
         }
         for (int m = 0; m < NMODES; m++) {
             tps[m][r] = (OPS / BATCH) * BATCH / spent[m];
+            cpu_us[m][r] = g_cpu_ns[m] / 1000.0 / ((OPS / BATCH) * BATCH);
         }
         for (int m = 0; m < NMODES; m++) {
             ratio[m][r] = tps[PLAIN][r] / tps[m][r]; /* time per tx, fenced / plain */
@@ -434,6 +462,26 @@ int main(void)
                 us[ROW_FENCED_PL] - us[PLPGSQL_FLOOR], us[ROW_FENCED_PL],
                 us[RESOURCE_FENCED] - us[PLAIN_TOKEN], us[RESOURCE_FENCED],
                 us[ROW_RESTAMP] - us[ROW_FENCED], us[ROW_RESTAMP_PL] - us[ROW_FENCED_PL]);
+        /* The same differences in the backend's CPU time (medians). */
+        double cpu[NMODES];
+        for (int m = 0; m < NMODES; m++) {
+            cpu[m] = median(cpu_us[m], rounds);
+        }
+        if (cpu[PLAIN] > 0) {
+            fprintf(stderr, "# server cpu us/tx:");
+            for (int m = 0; m < NMODES; m++) {
+                fprintf(stderr, " %s %.2f", mode_name[m], cpu[m]);
+            }
+            fprintf(stderr,
+                    "\n# server cpu: token +%.2f | trigger floor +%.2f | c guard +%.2f | "
+                    "plpgsql floor +%.2f, plpgsql guard +%.2f over it | resource +%.2f over "
+                    "the token\n",
+                    cpu[PLAIN_TOKEN] - cpu[PLAIN_PIPE], cpu[TRIVIAL_TRIGGER] - cpu[PLAIN_TOKEN],
+                    cpu[ROW_FENCED] - cpu[TRIVIAL_TRIGGER],
+                    cpu[PLPGSQL_FLOOR] - cpu[TRIVIAL_TRIGGER],
+                    cpu[ROW_FENCED_PL] - cpu[PLPGSQL_FLOOR],
+                    cpu[RESOURCE_FENCED] - cpu[PLAIN_TOKEN]);
+        }
     }
 
     /* Sanity: every fenced row carries a token; no transaction was lost. */
