@@ -233,16 +233,18 @@ typedef struct token_query {
     const char *sql;  /* or the text */
 } token_query;
 
+/* `send`: for fence_pg_send_token, whose caller only classifies the
+ * result (without a resource, the form with no result column). */
 static void token_query_init(token_query *q, uint64_t token, const char *holder,
-                             const char *resource)
+                             const char *resource, int send)
 {
     snprintf(q->tok, sizeof q->tok, "%" PRIu64, token);
     q->values[0] = q->tok;
     q->values[1] = holder != NULL ? holder : ""; /* '' is "no holder" to fence.sql */
     q->values[2] = resource;
     q->nparams = resource != NULL ? 3 : 2;
-    q->stmt = resource != NULL ? STMT_SET_ADVANCE : STMT_SET;
-    q->sql = resource != NULL ? SQL_SET_ADVANCE : SQL_SET;
+    q->stmt = resource != NULL ? STMT_SET_ADVANCE : send ? STMT_SEND : STMT_SET;
+    q->sql = resource != NULL ? SQL_SET_ADVANCE : send ? SQL_SEND : SQL_SET;
 }
 
 static const Oid text_types[3] = {TEXTOID_, TEXTOID_, TEXTOID_};
@@ -262,7 +264,7 @@ fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder
         return st;
     }
     token_query q;
-    token_query_init(&q, token, holder, resource);
+    token_query_init(&q, token, holder, resource, 0);
     int prepared = is_prepared(conn);
     PGresult *res = prepared
         ? PQexecPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
@@ -302,11 +304,7 @@ fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *holde
                               "outside it use fence_pg_set_token()", fn);
     }
     token_query q;
-    token_query_init(&q, token, holder, resource);
-    if (resource == NULL) {
-        q.stmt = STMT_SEND;
-        q.sql = SQL_SEND;
-    }
+    token_query_init(&q, token, holder, resource, 1);
     int sent = is_prepared(conn)
         ? PQsendQueryPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
         : PQsendQueryParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);

@@ -518,6 +518,60 @@ END_TEST
 /* A connection that still runs the version-2 install (not yet upgraded):
  * fence_pg_mark_holder fails clearly; fence_pg_set_token still fences by
  * token (version 2 ignores fence.holder, as documented). */
+/* What fence_pg_send_token sends without a resource (no result column)
+ * still sets both settings for the transaction: read back in the same
+ * pipeline, prepared and not; a later call with no holder clears one set
+ * earlier in the same transaction. */
+static void send_then_read(PGconn *c, uint64_t tok, const char *holder, char *out, size_t n)
+{
+    ck_assert_int_eq(fence_pg_send_token(c, tok, holder, NULL), FENCE_OK);
+    ck_assert_int_eq(PQsendQueryParams(c,
+                                       "SELECT current_setting('fence.token', true) || '/' || "
+                                       "current_setting('fence.holder', true)",
+                                       0, NULL, NULL, NULL, NULL, 0),
+                     1);
+    /* Results before the sync: ask the server to send what it has. */
+    ck_assert_int_eq(PQsendFlushRequest(c), 1);
+    ck_assert_int_eq(PQflush(c), 0);
+    PGresult *r = PQgetResult(c);
+    ck_assert_int_eq(fence_pg_classify(c, r, NULL), FENCE_OK);
+    PQclear(r);
+    ck_assert_ptr_null(PQgetResult(c));
+    r = PQgetResult(c);
+    ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+    snprintf(out, n, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    ck_assert_ptr_null(PQgetResult(c));
+}
+
+START_TEST(send_token_sets_both_settings)
+{
+    for (int prepared = 0; prepared < 2; prepared++) {
+        PGconn *c = db();
+        char got[128];
+        if (prepared) {
+            ck_assert_int_eq(fence_pg_prepare(c), FENCE_OK);
+        }
+        ck_assert_int_eq(PQenterPipelineMode(c), 1);
+        /* One implicit transaction: set with a holder, then without. */
+        send_then_read(c, 41, HA, got, sizeof got);
+        ck_assert_str_eq(got, "41/" HA);
+        send_then_read(c, 42, NULL, got, sizeof got);
+        ck_assert_str_eq(got, "42/");
+        ck_assert_int_eq(PQpipelineSync(c), 1);
+        PGresult *r = PQgetResult(c);
+        ck_assert_int_eq(PQresultStatus(r), PGRES_PIPELINE_SYNC);
+        PQclear(r);
+        ck_assert_int_eq(PQexitPipelineMode(c), 1);
+        /* Transaction-local: gone after it. */
+        ck_assert_str_eq(text1(c, "SELECT coalesce(current_setting('fence.token', true), '') || "
+                                  "'/' || coalesce(current_setting('fence.holder', true), '')"),
+                         "/");
+        PQfinish(c);
+    }
+}
+END_TEST
+
 START_TEST(library_against_version_2)
 {
     char d[NAME_BUF];
@@ -556,6 +610,7 @@ static Suite *pg_holder_suite(void)
     tcase_add_test(t, malformed_holder_refused_by_the_sql);
     tcase_add_test(t, session_and_local_settings);
     tcase_add_test(t, prepared_and_pipelined);
+    tcase_add_test(t, send_token_sets_both_settings);
     tcase_add_test(t, rows_compare_tokens_only);
     tcase_add_test(t, upgrade_from_version_2_keeps_marks);
     tcase_add_test(t, library_against_version_2);
