@@ -88,8 +88,12 @@ FENCE_API fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const c
  * (FENCE_ESTATE).  Calling it again is harmless.  It first asks (one query)
  * whether the PostgreSQL extension "fence" 1.1 or later is installed and
  * this role may use it: then the prepared statements advance a resource
- * with fence.c_advance, the same rule in C (docs/postgres-extension.md);
- * an extension installed later is used by connections prepared later.
+ * with fence.c_advance, the same rule in C (docs/postgres-extension.md),
+ * and it loads the extension's module in the backend (one more query), so
+ * that with extension 1.2 an UPDATE planned afterwards on a table
+ * protected with 'c' computes the guard's rule in its plan instead of
+ * firing the trigger per row; an extension installed later is used by
+ * connections prepared later.
  */
 FENCE_API fence_status fence_pg_prepare(PGconn *conn);
 

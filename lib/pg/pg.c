@@ -37,6 +37,11 @@ static const char SQL_SET_ADVANCE_C[] =
 static const char SQL_HAS_C_ADVANCE[] =
     "SELECT pg_catalog.has_function_privilege(p, 'EXECUTE') FROM "
     "pg_catalog.to_regprocedure('fence.c_advance(pg_catalog.text,pg_catalog.int8)') p";
+/* Loads the extension's module in the backend (any of its C functions
+ * does; this one exists in every version): its planner hook then computes
+ * the C guard's rule in the plan of each UPDATE planned later (extension
+ * 1.2, lib/pgext/plan.c) instead of firing the trigger per row. */
+static const char SQL_LOAD_EXTENSION[] = "SELECT fence.c_version()";
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
 static const char SQL_MARK_HOLDER[] = "SELECT fence.mark($1), fence.mark_holder($1)";
 
@@ -337,6 +342,11 @@ fence_status fence_pg_prepare(PGconn *conn)
     PQclear(has);
     if (st != FENCE_OK) {
         return st;
+    }
+    if (c_advance) {
+        /* An optimisation only: a role that may not call it keeps the
+         * triggers, so its failure is not the caller's. */
+        PQclear(PQexec(conn, SQL_LOAD_EXTENSION));
     }
     const char *const names[3] = {STMT_SET, STMT_SET_ADVANCE, STMT_SEND};
     const char *const sqls[3] = {SQL_SET, c_advance ? SQL_SET_ADVANCE_C : SQL_SET_ADVANCE,

@@ -170,47 +170,81 @@ static bool parse_token(const char *raw, int64 *out)
     return true;
 }
 
-pg_attribute_noreturn() void fence_ext_no_token(const TriggerData *td, const fence_ext_trig *t,
-                                                bool cleared)
+/* The table of a site, opened on first use when only its OID is known
+ * (an error path; the reference is released with the transaction). */
+static Relation site_rel(const fence_ext_site *s)
 {
-    const char *op = fence_ext_op(td);
-    char *obj = fence_ext_object(td->tg_relation);
+    Relation r;
+    if (s->rel != NULL) {
+        return s->rel;
+    }
+    r = RelationIdGetRelation(s->relid);
+    if (!RelationIsValid(r)) {
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                        errmsg("fence: no table with OID %u", s->relid)));
+    }
+    return r;
+}
+
+pg_attribute_noreturn() void fence_ext_no_token_at(const fence_ext_site *s, bool cleared)
+{
+    Relation rel = site_rel(s);
+    char *obj = fence_ext_object(rel);
     if (cleared) {
         ereport(ERROR,
                 (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
                  errmsg("fence: no fencing token for %s on %s (fence.token was cleared during "
                         "the statement)",
-                        op, obj),
-                 errdetail_internal("reason=missing"), errtablecol(td->tg_relation, t->attnum)));
+                        s->op, obj),
+                 errdetail_internal("reason=missing"), errtablecol(rel, s->attnum)));
     }
     ereport(ERROR,
             (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
-             errmsg("fence: no fencing token for %s on %s", op, obj),
+             errmsg("fence: no fencing token for %s on %s", s->op, obj),
              errdetail_internal("reason=missing"),
              errhint("Set it in the writing transaction: SET LOCAL fence.token = <token>."),
-             errtablecol(td->tg_relation, t->attnum)));
+             errtablecol(rel, s->attnum)));
+}
+
+pg_attribute_noreturn() void fence_ext_no_token(const TriggerData *td, const fence_ext_trig *t,
+                                                bool cleared)
+{
+    fence_ext_site s = {td->tg_relation, InvalidOid, t->attnum, fence_ext_op(td)};
+    fence_ext_no_token_at(&s, cleared);
+}
+
+pg_attribute_noreturn() void fence_ext_stale(const fence_ext_site *s, int64 tok, int64 seen)
+{
+    Relation rel = site_rel(s);
+    char *obj = fence_ext_object(rel);
+    ereport(ERROR,
+            (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '1')),
+             errmsg("fence: stale token " INT64_FORMAT " for %s (highest seen " INT64_FORMAT ")",
+                    tok, obj, seen),
+             errdetail_internal("offered=" INT64_FORMAT " highest=" INT64_FORMAT
+                                " kind=table object=%s reason=older",
+                                tok, seen, obj),
+             errtablecol(rel, s->attnum)));
 }
 
 /* 23Q02 for `setting`, set for the session rather than the transaction. */
-static pg_attribute_noreturn() void session_setting(const TriggerData *td,
-                                                    const fence_ext_trig *t,
-                                                    const char *setting)
+static pg_attribute_noreturn() void session_setting(const fence_ext_site *s, const char *setting)
 {
+    Relation rel = site_rel(s);
     ereport(ERROR,
             (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
              errmsg("fence: %s is set for the session, not for the transaction, for %s on %s",
-                    setting, fence_ext_op(td), fence_ext_object(td->tg_relation)),
+                    setting, s->op, fence_ext_object(rel)),
              errdetail_internal("reason=session setting=%s", setting),
              errhint("A session-level setting (SET without LOCAL, set_config(..., false), ALTER "
                      "ROLE/DATABASE ... SET) applies to every later transaction of the "
                      "connection.  Set it in the writing transaction: SET LOCAL %s = ..., or "
                      "set_config('%s', ..., true); RESET %s clears the session's value.",
                      setting, setting, setting),
-             errtablecol(td->tg_relation, t->attnum)));
+             errtablecol(rel, s->attnum)));
 }
 
-bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint,
-                     bool refuse_session, int64 *tok)
+bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool refuse_session, int64 *tok)
 {
     const char *raw = NULL;
     fence_ext_scope scope = fence_ext_setting("fence.token", &raw);
@@ -220,26 +254,34 @@ bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint,
     if (!parse_token(raw, tok)) {
         int clip = pg_mbcharcliplen(raw, (int)strlen(raw), 40); /* left(raw, 40) */
         char *shown = quote_literal_cstr(pnstrdup(raw, clip));
+        Relation rel = site_rel(s);
         ereport(ERROR,
                 (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
-                 errmsg("fence: malformed fencing token %s for %s on %s", shown,
-                        fence_ext_op(td), fence_ext_object(td->tg_relation)),
+                 errmsg("fence: malformed fencing token %s for %s on %s", shown, s->op,
+                        fence_ext_object(rel)),
                  errdetail_internal("reason=malformed"),
                  hint ? errhint("fence.token must be a decimal integer 1..9223372036854775807, "
                                 "no sign, spaces or leading zeros.")
                       : 0,
-                 errtablecol(td->tg_relation, t->attnum)));
+                 errtablecol(rel, s->attnum)));
     }
     if (refuse_session) {
         const char *holder = NULL;
         if (scope == FENCE_SCOPE_SESSION) {
-            session_setting(td, t, "fence.token");
+            session_setting(s, "fence.token");
         }
         if (fence_ext_setting("fence.holder", &holder) == FENCE_SCOPE_SESSION) {
-            session_setting(td, t, "fence.holder");
+            session_setting(s, "fence.holder");
         }
     }
     return true;
+}
+
+bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint,
+                     bool refuse_session, int64 *tok)
+{
+    fence_ext_site s = {td->tg_relation, InvalidOid, t->attnum, fence_ext_op(td)};
+    return fence_ext_token_at(&s, hint, refuse_session, tok);
 }
 
 int64 fence_ext_stamp(const TriggerData *td, const fence_ext_trig *t, HeapTuple tuple,

@@ -12,6 +12,9 @@
  *   scope.c  whether a setting holds for the transaction or the session
  *   advance.c  fence.c_advance(): fence.advance() in C (version 1.1)
  *   markrow.c  its hot path: a mark found and locked without the executor
+ *   stamp.c  fence.c_stamp(): the guard's UPDATE rule as an expression
+ *   plan.c   the planner and executor hooks that put it in an UPDATE's plan
+ *            in place of the guard trigger (version 1.2), and _PG_init()
  * Memory: everything is palloc'd in the memory context current at the
  * call (the trigger's per-tuple context) unless said otherwise. */
 #ifndef FENCE_EXT_H
@@ -62,6 +65,16 @@ const fence_ext_trig *fence_ext_trig_of(FunctionCallInfo fcinfo, const char *fn,
 /* The operation of a row trigger: "INSERT", "UPDATE" or "DELETE". */
 const char *fence_ext_op(const TriggerData *td);
 
+/* Where a row check runs, for its error reports: the table (rel, or when
+ * rel is NULL the table of OID relid, opened only to report an error), the
+ * token column, the operation ("INSERT", "UPDATE", "DELETE"). */
+typedef struct fence_ext_site {
+    Relation rel;
+    Oid relid;
+    AttrNumber attnum;
+    const char *op;
+} fence_ext_site;
+
 /* The writer's token, read from fence.token: true with *tok set, or false
  * when there is none (unset or '').  Raises 23Q02 for a malformed token
  * (with the guard's HINT when `hint`), and, when `refuse_session`, for a
@@ -69,6 +82,9 @@ const char *fence_ext_op(const TriggerData *td);
  * transaction. */
 bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint,
                      bool refuse_session, int64 *tok);
+
+/* The same, reporting errors at site s. */
+bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool refuse_session, int64 *tok);
 
 /* The table's name as fence.sql writes it in messages:
  * quote_ident(schema) || '.' || quote_ident(table). */
@@ -78,6 +94,19 @@ char *fence_ext_object(Relation rel);
  * " (fence.token was cleared during the statement)" and drops the HINT. */
 pg_attribute_noreturn() void fence_ext_no_token(const TriggerData *td, const fence_ext_trig *t,
                                                 bool cleared);
+
+pg_attribute_noreturn() void fence_ext_no_token_at(const fence_ext_site *s, bool cleared);
+
+/* 23Q01 reason=older: token tok is lower than the row's stamp seen. */
+pg_attribute_noreturn() void fence_ext_stale(const fence_ext_site *s, int64 tok, int64 seen);
+
+/* Whether a trigger whose pg_trigger.tgenabled is `enabled` fires under
+ * the session's session_replication_role (trigger.c's TriggerEnabled). */
+bool fence_ext_fires(char enabled);
+
+/* The SQL-callable functions plan.c recognises by their address. */
+extern PGDLLEXPORT Datum fence_c_guard(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum fence_c_stamp(PG_FUNCTION_ARGS);
 
 /* The token column's value in tuple (0 for NULL, as fence.sql reads it). */
 int64 fence_ext_stamp(const TriggerData *td, const fence_ext_trig *t, HeapTuple tuple,

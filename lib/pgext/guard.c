@@ -82,16 +82,8 @@ Datum fence_c_guard(PG_FUNCTION_ARGS)
 
     seen = fence_ext_stamp(td, t, td->tg_trigtuple, &isnull);
     if (have && tok < seen) {
-        char *obj = fence_ext_object(td->tg_relation);
-        ereport(ERROR,
-                (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '1')),
-                 errmsg("fence: stale token " INT64_FORMAT " for %s (highest seen " INT64_FORMAT
-                        ")",
-                        tok, obj, seen),
-                 errdetail_internal("offered=" INT64_FORMAT " highest=" INT64_FORMAT
-                                    " kind=table object=%s reason=older",
-                                    tok, seen, obj),
-                 errtablecol(td->tg_relation, t->attnum)));
+        fence_ext_site s = {td->tg_relation, InvalidOid, t->attnum, fence_ext_op(td)};
+        fence_ext_stale(&s, tok, seen);
     }
     if (TRIGGER_FIRED_BY_DELETE(td->tg_event)) {
         return PointerGetDatum(td->tg_trigtuple);

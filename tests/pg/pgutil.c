@@ -236,10 +236,18 @@ void make_table(PGconn *c, const char *name)
 /* Fixture: one database and one application role per run               */
 /* ------------------------------------------------------------------ */
 
-const char *pg_impl(void)
+const char *pg_c_way(void)
 {
     const char *v = getenv("FENCE_TEST_PG_IMPL");
-    return v != NULL && strcmp(v, "c") == 0 ? "c" : "plpgsql";
+    if (v != NULL && strcmp(v, "c") == 0) {
+        return "stamp";
+    }
+    return v != NULL && strcmp(v, "c_trigger") == 0 ? "trigger" : "";
+}
+
+const char *pg_impl(void)
+{
+    return pg_c_way()[0] != '\0' ? "c" : "plpgsql";
 }
 
 void create_extension(PGconn *c)
@@ -273,6 +281,12 @@ void setup_db(void)
     }
     if (strcmp(pg_impl(), "c") == 0) {
         create_extension(c);
+        snprintf(sql, sizeof sql,
+                 strcmp(pg_c_way(), "stamp") == 0
+                     ? "ALTER DATABASE %s SET session_preload_libraries = 'fence'"
+                     : "ALTER DATABASE %s SET fence.plan_stamp = off",
+                 g_db);
+        ok(c, sql);
     }
     snprintf(sql, sizeof sql, "GRANT USAGE, CREATE ON SCHEMA public TO %s", g_app);
     ok(c, sql);
