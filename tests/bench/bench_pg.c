@@ -17,6 +17,14 @@
  *                  it: the guard's fast path.  row_fenced is 'c', the best
  *                  shipped implementation: pg_row_fenced_vs_plain_ratio and
  *                  pg_row_fenced_c_vs_plain_ratio are the same figure.
+ *                  fence_pg_prepare() loaded the extension's module, so
+ *                  the UPDATE's plan computes the guard's rule
+ *                  (fence.c_stamp, lib/pgext/plan.c) and no trigger fires.
+ *   row_fenced_c_trigger  as row_fenced (same connection, same table),
+ *                  through a statement of its own that is only planned and
+ *                  run with fence.plan_stamp off (SET around its batches,
+ *                  outside the timing): the C trigger fires for every row,
+ *                  what 'c' cost before extension 1.2.
  *   row_fenced_unprepared  as row_fenced on a connection without
  *                  fence_pg_prepare(): set_config is parsed and planned
  *                  every time.
@@ -145,13 +153,14 @@ enum mode {
     PLAIN_TOKEN,
     TRIVIAL_TRIGGER,
     PLPGSQL_FLOOR,
+    ROW_FENCED_TRIGGER, /* 'c' with fence.plan_stamp off: the trigger per row */
     NMODES
 };
 static const char *const mode_name[NMODES] = {
     "plain",         "row_fenced",          "row_fenced_plpgsql", "row_fenced_unprepared",
     "row_restamp",   "row_restamp_plpgsql", "resource_fenced",    "resource_fenced_holder",
     "plain_pipe",    "plain_set",           "plain_token",        "trivial_trigger",
-    "plpgsql_floor",
+    "plpgsql_floor", "row_fenced_c_trigger",
 };
 /* The prepared UPDATE of each mode. */
 static const char *stmt_of(enum mode m)
@@ -160,6 +169,8 @@ static const char *stmt_of(enum mode m)
     case ROW_FENCED:
     case ROW_FENCED_UNPREP:
         return "upd_fenced";
+    case ROW_FENCED_TRIGGER:
+        return "upd_fenced_trig";
     case ROW_FENCED_PL:
         return "upd_fenced_pl";
     case ROW_RESTAMP:
@@ -179,10 +190,16 @@ static const char BENCH_HOLDER[] = "0123456789abcdef0123456789abcdef";
 static uint64_t g_token = 1000;       /* the steady holder's token */
 static uint64_t g_restamp_token = 2000000; /* rises every restamp transaction */
 
+/* The connection mode m runs on. */
+static PGconn *conn_of(enum mode m)
+{
+    return m == ROW_FENCED_UNPREP ? g_unprep : g_conn;
+}
+
 /* One transaction of the given mode. */
 static void one_tx(enum mode m)
 {
-    PGconn *c = m == ROW_FENCED_UNPREP ? g_unprep : g_conn;
+    PGconn *c = conn_of(m);
     char id[16];
     snprintf(id, sizeof id, "%d", next_id());
     const char *p1[1] = {id};
@@ -251,7 +268,10 @@ static double g_cpu_ns[NMODES]; /* summed per round, per mode */
 static double run(enum mode m, int n)
 {
     int pipe = m != PLAIN;
-    PGconn *c = m == ROW_FENCED_UNPREP ? g_unprep : g_conn;
+    PGconn *c = conn_of(m);
+    if (m == ROW_FENCED_TRIGGER) {
+        exec_ok(c, "SET fence.plan_stamp = off");
+    }
     if (pipe && !PQenterPipelineMode(c)) {
         die("PQenterPipelineMode", PQerrorMessage(c));
     }
@@ -264,6 +284,9 @@ static double run(enum mode m, int n)
     g_cpu_ns[m] += (double)(backend_cpu_ns(c) - cpu0);
     if (pipe && !PQexitPipelineMode(c)) {
         die("PQexitPipelineMode", PQerrorMessage(c));
+    }
+    if (m == ROW_FENCED_TRIGGER) {
+        exec_ok(c, "RESET fence.plan_stamp");
     }
     return n / dt;
 }
@@ -353,6 +376,11 @@ int main(void)
             1);
     prepare(g_conn, "upd_fenced",
             "UPDATE fenced_accounts SET balance = balance + 1 WHERE id = $1", 1);
+    /* The same statement for row_fenced_c_trigger, only ever planned and
+     * run with fence.plan_stamp off (set around its batches, outside the
+     * timing). */
+    prepare(g_conn, "upd_fenced_trig",
+            "UPDATE fenced_accounts SET balance = balance + 1 WHERE id = $1", 1);
     prepare(g_conn, "upd_fenced_pl",
             "UPDATE fenced_pl_accounts SET balance = balance + 1 WHERE id = $1", 1);
     prepare(g_conn, "upd_restamp",
@@ -438,6 +466,7 @@ int main(void)
     printf("pg_plain_token_vs_plain_ratio %.3f x\n", med_ratio[PLAIN_TOKEN]);
     printf("pg_trivial_trigger_vs_plain_ratio %.3f x\n", med_ratio[TRIVIAL_TRIGGER]);
     printf("pg_plpgsql_floor_vs_plain_ratio %.3f x\n", med_ratio[PLPGSQL_FLOOR]);
+    printf("pg_row_fenced_c_trigger_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED_TRIGGER]);
     for (int m = 0; m < NMODES; m++) {
         printf("pg_%s_tps %.0f tx/s\n", mode_name[m], med_tps[m]);
     }
@@ -451,14 +480,16 @@ int main(void)
         }
         fprintf(stderr,
                 "# us/tx: plain %.1f | pipeline +%.1f | token (set_config of fence.token "
-                "+%.1f) fence_pg_send_token +%.1f | trigger floor +%.1f | c guard +%.1f "
-                "(row_fenced %.1f) | plpgsql floor (RETURN NEW) +%.1f, plpgsql guard +%.1f "
+                "+%.1f) fence_pg_send_token +%.1f | trigger floor +%.1f | c guard in the plan "
+                "+%.1f over the token (row_fenced %.1f), c trigger +%.1f over the floor "
+                "(row_fenced_c_trigger %.1f) | plpgsql floor (RETURN NEW) +%.1f, plpgsql guard +%.1f "
                 "over it (row_fenced_plpgsql %.1f) | resource +%.1f over the token (%.1f) | "
                 "restamp c +%.1f, plpgsql +%.1f over row_fenced\n",
                 us[PLAIN], us[PLAIN_PIPE] - us[PLAIN], us[PLAIN_SET] - us[PLAIN_PIPE],
                 us[PLAIN_TOKEN] - us[PLAIN_PIPE], us[TRIVIAL_TRIGGER] - us[PLAIN_TOKEN],
-                us[ROW_FENCED] - us[TRIVIAL_TRIGGER],
-                us[ROW_FENCED], us[PLPGSQL_FLOOR] - us[TRIVIAL_TRIGGER],
+                us[ROW_FENCED] - us[PLAIN_TOKEN], us[ROW_FENCED],
+                us[ROW_FENCED_TRIGGER] - us[TRIVIAL_TRIGGER], us[ROW_FENCED_TRIGGER],
+                us[PLPGSQL_FLOOR] - us[TRIVIAL_TRIGGER],
                 us[ROW_FENCED_PL] - us[PLPGSQL_FLOOR], us[ROW_FENCED_PL],
                 us[RESOURCE_FENCED] - us[PLAIN_TOKEN], us[RESOURCE_FENCED],
                 us[ROW_RESTAMP] - us[ROW_FENCED], us[ROW_RESTAMP_PL] - us[ROW_FENCED_PL]);
@@ -473,11 +504,13 @@ int main(void)
                 fprintf(stderr, " %s %.2f", mode_name[m], cpu[m]);
             }
             fprintf(stderr,
-                    "\n# server cpu: token +%.2f | trigger floor +%.2f | c guard +%.2f | "
+                    "\n# server cpu: token +%.2f | trigger floor +%.2f | c guard in the plan "
+                    "+%.2f over the token, c trigger +%.2f over the floor | "
                     "plpgsql floor +%.2f, plpgsql guard +%.2f over it | resource +%.2f over "
                     "the token\n",
                     cpu[PLAIN_TOKEN] - cpu[PLAIN_PIPE], cpu[TRIVIAL_TRIGGER] - cpu[PLAIN_TOKEN],
-                    cpu[ROW_FENCED] - cpu[TRIVIAL_TRIGGER],
+                    cpu[ROW_FENCED] - cpu[PLAIN_TOKEN],
+                    cpu[ROW_FENCED_TRIGGER] - cpu[TRIVIAL_TRIGGER],
                     cpu[PLPGSQL_FLOOR] - cpu[TRIVIAL_TRIGGER],
                     cpu[ROW_FENCED_PL] - cpu[PLPGSQL_FLOOR],
                     cpu[RESOURCE_FENCED] - cpu[PLAIN_TOKEN]);
