@@ -10,8 +10,8 @@
 -- would lock each old row first (lib/pgext/plan.c,
 -- docs/postgres-extension.md).  Same rules and errors as the guard.
 -- It reads the caller's own fence.token and writes nothing, so it is
--- EXECUTE to PUBLIC: an UPDATE by a role that may not call it keeps the
--- trigger.
+-- EXECUTE to PUBLIC; revoked from PUBLIC, UPDATEs keep the trigger (a
+-- cached plan may run under any role of the session).
 
 \echo Use "ALTER EXTENSION fence UPDATE TO '1.2'" to load this file. \quit
 

@@ -183,6 +183,12 @@ static Relation site_rel(const fence_ext_site *s)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                         errmsg("fence: no table with OID %u", s->relid)));
     }
+    if (s->attnum < 1 || s->attnum > RelationGetDescr(r)->natts ||
+        TupleDescAttr(RelationGetDescr(r), s->attnum - 1)->attisdropped) {
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_COLUMN),
+                        errmsg("fence: table %s has no column number %d", fence_ext_object(r),
+                               (int)s->attnum)));
+    }
     return r;
 }
 

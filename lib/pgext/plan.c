@@ -26,7 +26,7 @@
  * tables, stored generated columns, WHEN clauses or column lists on the
  * guard, a statement planned before the module was loaded, joins (UPDATE
  * ... FROM), a plan with a node between the scan and the ModifyTable, ON
- * CONFLICT, MERGE, updates in WITH, a role without EXECUTE on c_stamp,
+ * CONFLICT, MERGE, updates in WITH, c_stamp not EXECUTE to PUBLIC,
  * fence.plan_stamp off (a switch for comparing the two ways).  A
  * plan made while the conditions held and run after they stopped holding
  * keeps both (the stamp and the trigger, which then admits the stamped
@@ -39,7 +39,6 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type_d.h"
 #include "executor/executor.h"
-#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/execnodes.h"
 #include "optimizer/planner.h"
@@ -192,7 +191,9 @@ static void stamp_update(Query *q)
         find_guard(rel, rel->trigdesc, &g)) {
         fn = stamp_fn(g.tg->tgfoid);
     }
-    if (OidIsValid(fn) && pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) == ACLCHECK_OK) {
+    /* PUBLIC's right, not the current role's: a cached plan may run
+     * under any role of the session (SET ROLE, SECURITY DEFINER). */
+    if (OidIsValid(fn) && pg_proc_aclcheck(fn, ACL_ID_PUBLIC, ACL_EXECUTE) == ACLCHECK_OK) {
         Var *old = makeVar(q->resultRelation, g.attnum, INT8OID, -1, InvalidOid, 0);
         TargetEntry *hit = NULL;
         int pos = 0;

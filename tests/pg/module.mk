@@ -35,3 +35,5 @@ PG_TESTS += test_pg_admin
 PGUTIL_OBJ += $(B)/tests/pg/sql_v3_embed.o
 $(eval $(call embed_rule,$(B)/tests/pg/sql_v3_embed.c,pgtest__sql_,tests/pg/fence_v3.sql))
 PG_TESTS += test_pg_race
+# The extension's UPDATE without the trigger (lib/pgext/plan.c): runs once.
+PG_TESTS += test_pg_stamp
