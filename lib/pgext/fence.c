@@ -4,6 +4,7 @@
 #include "fence_ext.h"
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type_d.h"
 #include "mb/pg_wchar.h"
@@ -178,10 +179,15 @@ static Relation site_rel(const fence_ext_site *s)
     if (s->rel != NULL) {
         return s->rel;
     }
-    r = RelationIdGetRelation(s->relid);
-    if (!RelationIsValid(r)) {
+    r = try_relation_open(s->relid, AccessShareLock); /* released with the error */
+    if (r == NULL) {
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                         errmsg("fence: no table with OID %u", s->relid)));
+    }
+    if (r->rd_rel->relkind != RELKIND_RELATION &&
+        r->rd_rel->relkind != RELKIND_PARTITIONED_TABLE) {
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("fence: %s is not a table", fence_ext_object(r))));
     }
     if (s->attnum < 1 || s->attnum > RelationGetDescr(r)->natts ||
         TupleDescAttr(RelationGetDescr(r), s->attnum - 1)->attisdropped) {

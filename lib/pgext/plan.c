@@ -33,6 +33,13 @@
  * row): PostgreSQL replans when the table's triggers change. */
 #include "fence_ext.h"
 
+/* What this file relies on (an UPDATE's target list at planner entry, the
+ * per-execution copy of the trigger descriptor, the plan nodes' layout) is
+ * PostgreSQL 15's; read it again before building for another major. */
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 160000
+#error "lib/pgext/plan.c is written for PostgreSQL 15"
+#endif
+
 #include "access/table.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
@@ -42,7 +49,6 @@
 #include "nodes/makefuncs.h"
 #include "nodes/execnodes.h"
 #include "optimizer/planner.h"
-#include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
@@ -58,10 +64,12 @@ static bool g_plan_stamp = true;
 static planner_hook_type prev_planner;
 static ExecutorStart_hook_type prev_executor_start;
 
-/* fence.c_guard's and fence.c_stamp's OIDs in this database, once seen;
- * forgotten on any change to pg_proc. */
+/* fence.c_guard's and fence.c_stamp's OIDs in this database, once seen
+ * (g_no_stamp: c_stamp looked for and not there, an extension older than
+ * 1.2); forgotten on any change to pg_proc. */
 static Oid g_guard_fn = InvalidOid;
 static Oid g_stamp_fn = InvalidOid;
+static bool g_no_stamp = false;
 
 static void forget_functions(Datum arg, int cacheid, uint32 hashvalue)
 {
@@ -70,6 +78,7 @@ static void forget_functions(Datum arg, int cacheid, uint32 hashvalue)
     (void)hashvalue;
     g_guard_fn = InvalidOid;
     g_stamp_fn = InvalidOid;
+    g_no_stamp = false;
 }
 
 /* Whether function fn is C function addr of this module. */
@@ -103,21 +112,21 @@ static bool is_guard_fn(Oid fn)
 }
 
 /* fence.c_stamp in the schema of the guard function guard_fn, or
- * InvalidOid (the extension is older than 1.2). */
+ * InvalidOid (the extension is older than 1.2).  Looked up in the catalog
+ * directly: the writer may have no USAGE on that schema (fence.grant()
+ * does not give it) and needs none for the guard. */
 static Oid stamp_fn(Oid guard_fn)
 {
     static const Oid args[6] = {INT8OID, INT8OID, OIDOID, INT2OID, BOOLOID, CHAROID};
-    char *nsp;
     Oid fn;
-    if (OidIsValid(g_stamp_fn)) {
+    if (OidIsValid(g_stamp_fn) || g_no_stamp) {
         return g_stamp_fn;
     }
-    nsp = get_namespace_name(get_func_namespace(guard_fn));
-    if (nsp == NULL) {
-        return InvalidOid;
-    }
-    fn = LookupFuncName(list_make2(makeString(nsp), makeString("c_stamp")), 6, args, true);
+    fn = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum("c_stamp"),
+                         PointerGetDatum(buildoidvector(args, 6)),
+                         ObjectIdGetDatum(get_func_namespace(guard_fn)));
     if (!OidIsValid(fn) || !is_ours(fn, fence_c_stamp)) {
+        g_no_stamp = true;
         return InvalidOid;
     }
     g_stamp_fn = fn;
@@ -199,13 +208,21 @@ static void stamp_update(Query *q)
         int pos = 0;
         ListCell *lc;
         List *args;
+        /* The statement's own assignment of the column (anywhere), taken
+         * out; the stamp goes after every other assignment, so that it
+         * sees the token their expressions may set and their errors come
+         * first, as with the trigger (PostgreSQL 15 maps an UPDATE's
+         * assignments to columns by resno, in any order). */
         foreach (lc, q->targetList) {
             TargetEntry *tle = lfirst_node(TargetEntry, lc);
-            if (tle->resjunk || tle->resno > g.attnum) {
+            if (!tle->resjunk && tle->resno == g.attnum) {
+                hit = tle;
+                q->targetList = foreach_delete_current(q->targetList, lc);
                 break;
             }
-            if (tle->resno == g.attnum) {
-                hit = tle;
+        }
+        foreach (lc, q->targetList) {
+            if (lfirst_node(TargetEntry, lc)->resjunk) {
                 break;
             }
             pos++;
@@ -218,19 +235,14 @@ static void stamp_update(Query *q)
         args = lappend(args, makeBoolConst(g.permissive, false));
         args = lappend(args, makeConst(CHAROID, -1, InvalidOid, 1,
                                        CharGetDatum(g.tg->tgenabled), false, true));
-        if (hit != NULL) {
-            hit->expr = (Expr *)makeFuncExpr(fn, INT8OID, args, InvalidOid, InvalidOid,
-                                             COERCE_EXPLICIT_CALL);
-        } else {
-            Expr *e = (Expr *)makeFuncExpr(fn, INT8OID, args, InvalidOid, InvalidOid,
-                                           COERCE_EXPLICIT_CALL);
-            q->targetList = list_insert_nth(
-                q->targetList, pos,
-                makeTargetEntry(e, g.attnum,
-                                pstrdup(NameStr(TupleDescAttr(RelationGetDescr(rel),
-                                                              g.attnum - 1)->attname)),
-                                false));
-        }
+        q->targetList = list_insert_nth(
+            q->targetList, pos,
+            makeTargetEntry((Expr *)makeFuncExpr(fn, INT8OID, args, InvalidOid, InvalidOid,
+                                                 COERCE_EXPLICIT_CALL),
+                            g.attnum,
+                            pstrdup(NameStr(TupleDescAttr(RelationGetDescr(rel),
+                                                          g.attnum - 1)->attname)),
+                            false));
     }
     table_close(rel, NoLock);
 }
@@ -248,11 +260,12 @@ static PlannedStmt *fence_planner(Query *parse, const char *query_string, int cu
 }
 
 /* The expression a ModifyTable's subplan computes for column attnum of
- * its (only) result relation, or NULL. */
+ * its (only) result relation, or NULL (also when two compute it). */
 static Expr *update_expr(const Plan *sub, List *colnos, AttrNumber attnum)
 {
     ListCell *cc = list_head(colnos);
     ListCell *lc;
+    Expr *found = NULL;
     foreach (lc, sub->targetlist) {
         TargetEntry *tle = lfirst_node(TargetEntry, lc);
         if (tle->resjunk) {
@@ -262,11 +275,14 @@ static Expr *update_expr(const Plan *sub, List *colnos, AttrNumber attnum)
             return NULL;
         }
         if (lfirst_int(cc) == attnum) {
-            return tle->expr;
+            if (found != NULL) {
+                return NULL;
+            }
+            found = tle->expr;
         }
         cc = lnext(colnos, cc);
     }
-    return NULL;
+    return found;
 }
 
 static bool const_is(const Node *n, Oid type, Datum v)
@@ -334,6 +350,7 @@ static void fence_executor_start(QueryDesc *qd, int eflags)
         guard_info g;
         if (mt->operation == CMD_UPDATE && node->rootRelation == 0 &&
             node->onConflictAction == ONCONFLICT_NONE && desc != NULL &&
+            desc != mt->resultRelInfo->ri_RelationDesc->trigdesc &&
             desc->trig_update_before_row &&
             mt->resultRelInfo->ri_RelationDesc->rd_rel->relkind == RELKIND_RELATION &&
             find_guard(mt->resultRelInfo->ri_RelationDesc, desc, &g) &&

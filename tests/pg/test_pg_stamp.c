@@ -36,16 +36,16 @@
  * Which way a statement took is read from EXPLAIN (VERBOSE) and from the
  * calls of fence.c_stamp / fence.c_guard that pg_stat_xact_user_functions
  * counts inside one transaction (track_functions = 'all').
- * The last tests hold the statements for which the two ways answer
- * differently, each way against its own expectation, as
- * docs/postgres-extension.md documents them: the stamp is evaluated among
- * the statement's other columns, in column order, where the trigger runs
- * after all of them; a stale writer is judged on the row version its scan
+ * The last tests hold what the first version of 1.2 got wrong and the
+ * one difference docs/postgres-extension.md documents: the stamp computed
+ * in column order, before the statement's later assignments (now after
+ * all of them, as the trigger); a writer without USAGE on schema fence
+ * (42501 at planning); a cached plan run after SET ROLE by a role without
+ * EXECUTE on c_stamp (the stamp now only goes into plans while PUBLIC may
+ * EXECUTE it); and a stale writer judged on the row version its scan
  * read, at once, where the trigger locked the row first and judged its
- * newest version (the stamp is never the more permissive one).  And a
- * cached plan run after SET ROLE: the stamp only goes into plans while
- * PUBLIC may EXECUTE c_stamp, so the ways agree (found by this suite:
- * the first version checked the planning role's right).
+ * newest version (each way against its own expectation; the stamp is
+ * never the more permissive one).
  * A statement shown blocked is still busy after BLOCK_MS and its backend
  * waits on a heavyweight lock (pg_stat_activity.wait_event_type = 'Lock').
  */
@@ -1453,20 +1453,20 @@ END_TEST
 /* The documented differences (docs/postgres-extension.md)              */
 /* ------------------------------------------------------------------ */
 
-/* The stamp is computed with the statement's other columns, in column
- * order; the trigger runs after all of them.  With the token column before
- * another one, the two differ on which error a failing statement reports,
- * and on the token of a statement that changes fence.token in its own SET
- * list: the stamp takes the token in force when the token column is
- * computed.  Each case run both ways, each way against its own
- * expectation. */
+/* The stamp is the last of the statement's assignments (the planner hook
+ * puts it after every other one), so the ways agree on which error a
+ * failing statement reports and on the token of a statement that changes
+ * fence.token in its own SET list.  The token column comes before the
+ * other one here, so a stamp computed in column order would fail all
+ * three (as extension 1.2 first did: 23Q01 / 23Q02 instead of 22012, and
+ * the third statement admitted with token 9). */
 static const scene ORDER = {
     "SET session_replication_role = replica;"
     "DELETE FROM eo; INSERT INTO eo VALUES (1, 5, 0), (2, 5, 0);"
     "RESET session_replication_role",
     "SELECT string_agg(format('%s:%s:%s', id, by, v), ' ' ORDER BY id) FROM eo"};
 
-static const scase ORDER_TRIGGER[] = {
+static const scase ORDER_CASES[] = {
     {"stale token, a later column fails", NULL, "3",
      "UPDATE eo SET v = 1 / (v - v) WHERE id = 1", "22012", "division by zero", NULL, NULL,
      NULL},
@@ -1475,37 +1475,59 @@ static const scase ORDER_TRIGGER[] = {
     {"a later column sets a stale token", NULL, "9",
      "UPDATE eo SET v = length(set_config('fence.token', '3', true)) WHERE id = 1 RETURNING by",
      "23Q01", "fence: stale token 3 for public.eo (highest seen 5)", NULL, NULL, NULL},
-};
-static const scase ORDER_STAMP[] = {
-    {"stale token, a later column fails", NULL, "3",
-     "UPDATE eo SET v = 1 / (v - v) WHERE id = 1", "23Q01",
-     "fence: stale token 3 for public.eo (highest seen 5)",
-     "offered=3 highest=5 kind=table object=public.eo reason=older", NULL, NULL},
-    {"no token, a later column fails", NULL, NULL, "UPDATE eo SET v = 1 / (v - v) WHERE id = 1",
-     "23Q02", "fence: no fencing token for UPDATE on public.eo", "reason=missing", NULL, NULL},
-    {"a later column sets a stale token", NULL, "9",
-     "UPDATE eo SET v = length(set_config('fence.token', '3', true)) WHERE id = 1 RETURNING by",
-     "", NULL, NULL, "UPDATE 1 [9]", "1:9:1 2:5:0"},
+    {"a later column sets a higher token", NULL, "4",
+     "UPDATE eo SET v = length(set_config('fence.token', '6', true)) WHERE id = 1 RETURNING by",
+     "", NULL, NULL, "UPDATE 1 [6]", "1:6:1 2:5:0"},
 };
 
-START_TEST(stamp_in_column_order)
+START_TEST(stamp_after_the_other_columns)
 {
     PGconn *adm = admin();
     ok(adm, "CREATE TABLE eo (id int PRIMARY KEY, by bigint, v int);"
             "SELECT fence.protect('eo', 'by', false, 'c')");
-    for (size_t i = 0; i < sizeof ORDER_TRIGGER / sizeof ORDER_TRIGGER[0]; i++) {
-        took t;
-        run_case(adm, &ORDER, &ORDER_TRIGGER[i], TRIGGER, &t);
-        ck_assert_msg(!t.stamped, "%s: the trigger way's plan has fence.c_stamp",
-                      ORDER_TRIGGER[i].name);
-        expect_case(&ORDER_TRIGGER[i], &t, TRIGGER);
-        run_case(adm, &ORDER, &ORDER_STAMP[i], STAMP, &t);
-        ck_assert_msg(t.stamped, "%s: the stamp way's plan lacks fence.c_stamp",
-                      ORDER_STAMP[i].name);
-        expect_case(&ORDER_STAMP[i], &t, STAMP);
-    }
-    close_ways();
+    run_cases(adm, &ORDER, ORDER_CASES, sizeof ORDER_CASES / sizeof ORDER_CASES[0]);
     PQfinish(adm);
+}
+END_TEST
+
+/* A writer with no USAGE on schema fence (fence.grant() gives none) and
+ * the module preloaded: its UPDATEs are stamped (c_stamp is looked up in
+ * the catalog, not by name through the schema) and keep the rule.  The
+ * first version failed every such UPDATE with 42501 "permission denied
+ * for schema fence" whenever the function's OID was not cached. */
+START_TEST(writer_without_schema_usage)
+{
+    char name[NAME_BUF];
+    char sql[512];
+    side_db("nousage", NULL, name);
+    PGconn *su = connect_as(name, NULL);
+    PQsetNoticeProcessor(su, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
+    ok(su, "CREATE EXTENSION fence");
+    table3(su, "nu", false);
+    force(su, "UPDATE nu SET by = 5");
+    snprintf(sql, sizeof sql,
+             "GRANT SELECT, UPDATE ON nu TO %s; REVOKE USAGE ON SCHEMA fence FROM PUBLIC;"
+             "ALTER DATABASE %s SET session_preload_libraries = 'fence'",
+             g_app, name);
+    ok(su, sql);
+    for (int round = 0; round < 2; round++) {
+        PGconn *app = connect_as(name, g_app);
+        PQsetNoticeProcessor(app, quiet_notice, NULL);
+        if (round == 1) { /* any pg_proc change forgets the cached OIDs */
+            ok(su, "CREATE OR REPLACE FUNCTION public.nu_touch() RETURNS int LANGUAGE sql"
+                   " AS 'SELECT 1'");
+        }
+        expect_plan(app, "UPDATE nu SET v = v + 1 WHERE id = 1", true, "no USAGE on fence");
+        res r = write_as(app, "5", "UPDATE nu SET v = v + 1 WHERE id = 1 RETURNING by");
+        expect_ok(&r, "UPDATE 1 [5]", "no USAGE on fence, token 5");
+        r = write_as(app, "4", "UPDATE nu SET v = v + 1 WHERE id = 1");
+        expect_err(&r, "23Q01", "fence: stale token 4 for public.nu (highest seen 5)", NULL,
+                   "no USAGE on fence, token 4");
+        PQfinish(app);
+    }
+    PQfinish(su);
+    drop_side_db(name);
 }
 END_TEST
 
@@ -1595,7 +1617,8 @@ static Suite *pg_stamp_suite(void)
     tcase_add_test(t, replica_role);
     tcase_add_test(t, extension_versions);
     tcase_add_test(t, direct_calls);
-    tcase_add_test(t, stamp_in_column_order);
+    tcase_add_test(t, stamp_after_the_other_columns);
+    tcase_add_test(t, writer_without_schema_usage);
     tcase_add_test(t, stale_writer_refused_before_waiting);
     tcase_add_test(t, cached_plan_other_role);
     suite_add_tcase(s, t);
