@@ -711,10 +711,10 @@ static void expect_trigger(const char *tbl, const char *sql, long long rows)
     PQfinish(c);
 }
 
-/* A side database with the extension, a protected table nx (rows 1..3
- * stamped 5) g_app may read and update, and fence.c_stamp not executable
- * by PUBLIC; counts function calls.  Returns a superuser connection. */
-static PGconn *noexec_db(const char *suffix, char *name)
+/* A side database with the extension and a protected table tbl (rows
+ * 1..3 stamped 5) g_app may read and update.  Returns a superuser
+ * connection. */
+static PGconn *ext_db(const char *suffix, char *name, const char *tbl)
 {
     char sql[512];
     side_db(suffix, NULL, name);
@@ -722,10 +722,20 @@ static PGconn *noexec_db(const char *suffix, char *name)
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
     ok(c, "CREATE EXTENSION fence");
-    table3(c, "nx", false);
-    force(c, "UPDATE nx SET by = 5");
-    snprintf(sql, sizeof sql, "GRANT SELECT, UPDATE ON nx TO %s", g_app);
+    table3(c, tbl, false);
+    snprintf(sql, sizeof sql, "UPDATE %s SET by = 5", tbl);
+    force(c, sql);
+    snprintf(sql, sizeof sql, "GRANT SELECT, UPDATE ON %s TO %s", tbl, g_app);
     ok(c, sql);
+    return c;
+}
+
+/* ext_db() with table nx and fence.c_stamp not executable by PUBLIC;
+ * counts function calls. */
+static PGconn *noexec_db(const char *suffix, char *name)
+{
+    char sql[512];
+    PGconn *c = ext_db(suffix, name, "nx");
     ok(c, "REVOKE EXECUTE ON FUNCTION " STAMP_FN " FROM PUBLIC");
     snprintf(sql, sizeof sql, "ALTER DATABASE %s SET track_functions = 'all'", name);
     ok(c, sql);
@@ -1499,17 +1509,11 @@ START_TEST(writer_without_schema_usage)
 {
     char name[NAME_BUF];
     char sql[512];
-    side_db("nousage", NULL, name);
-    PGconn *su = connect_as(name, NULL);
-    PQsetNoticeProcessor(su, quiet_notice, NULL);
-    ck_assert_int_eq(fence_pg_install(su), FENCE_OK);
-    ok(su, "CREATE EXTENSION fence");
-    table3(su, "nu", false);
-    force(su, "UPDATE nu SET by = 5");
+    PGconn *su = ext_db("nousage", name, "nu");
     snprintf(sql, sizeof sql,
-             "GRANT SELECT, UPDATE ON nu TO %s; REVOKE USAGE ON SCHEMA fence FROM PUBLIC;"
+             "REVOKE USAGE ON SCHEMA fence FROM PUBLIC;"
              "ALTER DATABASE %s SET session_preload_libraries = 'fence'",
-             g_app, name);
+             name);
     ok(su, sql);
     for (int round = 0; round < 2; round++) {
         PGconn *app = connect_as(name, g_app);
