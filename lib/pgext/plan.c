@@ -11,7 +11,9 @@
  *   planner hook  an UPDATE whose target table is guarded by c_guard,
  *                 the only BEFORE UPDATE row trigger there, gets the token
  *                 column assigned fence.c_stamp(col, <its own value for
- *                 col, or col>, table, column, mode, tgenabled) (stamp.c).
+ *                 col, or col>, table, column, mode, tgenabled) (stamp.c),
+ *                 placed so that every expression runs in the order it
+ *                 ran before the trigger (stamp_position()).
  *   executor-start hook  for such a plan -- verified from the plan itself:
  *                 one plain result relation, scanned by the node under the
  *                 ModifyTable, whose update of the column is exactly that
@@ -48,6 +50,7 @@
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "nodes/execnodes.h"
+#include "optimizer/optimizer.h"
 #include "optimizer/planner.h"
 #include "parser/parsetree.h"
 #include "utils/acl.h"
@@ -181,6 +184,67 @@ static bool find_guard(Relation rel, const TriggerDesc *desc, guard_info *g)
     return g->attnum != InvalidAttrNumber;
 }
 
+/* An expression that cannot fail or act: evaluating it earlier or later
+ * than another changes nothing.  (Used on expressions already folded.) */
+static bool inert_node(const Expr *e)
+{
+    if (IsA(e, RelabelType)) {
+        return inert_node(((const RelabelType *)e)->arg);
+    }
+    if (IsA(e, Var)) {
+        return ((const Var *)e)->varlevelsup == 0;
+    }
+    if (IsA(e, Param)) {
+        return ((const Param *)e)->paramkind == PARAM_EXTERN;
+    }
+    return IsA(e, Const);
+}
+
+/* The same after constant folding (`SET col = 3` assigns int8(3), which
+ * the planner folds next anyway, raising what it raises now). */
+static bool inert(const Expr *e)
+{
+    return inert_node((const Expr *)eval_const_expressions(NULL, copyObject((Node *)e)));
+}
+
+/* Where the stamp goes among the UPDATE q's assignments, so that every
+ * expression runs in the order it would before the trigger: after all of
+ * them, with the statement's own assignment of the column (taken out into
+ * *own) run inside the stamp -- unless that own assignment is not inert
+ * and an assignment after its place is not either: then at its place
+ * (when everything after it is inert) or, returning -1, nowhere (keep the
+ * trigger). */
+static int stamp_position(Query *q, AttrNumber attnum, Expr **own)
+{
+    ListCell *lc;
+    int n = 0;
+    int at = -1;
+    bool later_inert = true;
+    *own = NULL;
+    foreach (lc, q->targetList) {
+        TargetEntry *tle = lfirst_node(TargetEntry, lc);
+        if (tle->resjunk) {
+            break;
+        }
+        if (tle->resno == attnum && at < 0) {
+            at = n;
+            *own = tle->expr;
+        } else if (at >= 0 && !inert(tle->expr)) {
+            later_inert = false;
+        }
+        n++;
+    }
+    if (at < 0) {
+        return n;
+    }
+    if (!inert(*own) && !later_inert) {
+        *own = NULL;
+        return -1;
+    }
+    q->targetList = list_delete_nth_cell(q->targetList, at);
+    return inert(*own) ? n - 1 : at;
+}
+
 /* The planner hook's work: assign the stamp to the guarded column of the
  * UPDATE q when the conditions above hold. */
 static void stamp_update(Query *q)
@@ -189,6 +253,8 @@ static void stamp_update(Query *q)
     Relation rel;
     guard_info g;
     Oid fn = InvalidOid;
+    Expr *own = NULL;
+    int pos;
 
     if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION ||
         q->onConflict != NULL) {
@@ -202,32 +268,12 @@ static void stamp_update(Query *q)
     }
     /* PUBLIC's right, not the current role's: a cached plan may run
      * under any role of the session (SET ROLE, SECURITY DEFINER). */
-    if (OidIsValid(fn) && pg_proc_aclcheck(fn, ACL_ID_PUBLIC, ACL_EXECUTE) == ACLCHECK_OK) {
+    /* (PostgreSQL 15 maps an UPDATE's assignments to columns by resno, in
+     * any order.) */
+    if (OidIsValid(fn) && pg_proc_aclcheck(fn, ACL_ID_PUBLIC, ACL_EXECUTE) == ACLCHECK_OK &&
+        (pos = stamp_position(q, g.attnum, &own)) >= 0) {
         Var *old = makeVar(q->resultRelation, g.attnum, INT8OID, -1, InvalidOid, 0);
-        TargetEntry *hit = NULL;
-        int pos = 0;
-        ListCell *lc;
-        List *args;
-        /* The statement's own assignment of the column (anywhere), taken
-         * out; the stamp goes after every other assignment, so that it
-         * sees the token their expressions may set and their errors come
-         * first, as with the trigger (PostgreSQL 15 maps an UPDATE's
-         * assignments to columns by resno, in any order). */
-        foreach (lc, q->targetList) {
-            TargetEntry *tle = lfirst_node(TargetEntry, lc);
-            if (!tle->resjunk && tle->resno == g.attnum) {
-                hit = tle;
-                q->targetList = foreach_delete_current(q->targetList, lc);
-                break;
-            }
-        }
-        foreach (lc, q->targetList) {
-            if (lfirst_node(TargetEntry, lc)->resjunk) {
-                break;
-            }
-            pos++;
-        }
-        args = list_make2(old, hit != NULL ? hit->expr : (Expr *)copyObject(old));
+        List *args = list_make2(old, own != NULL ? own : (Expr *)copyObject(old));
         args = lappend(args, makeConst(OIDOID, -1, InvalidOid, sizeof(Oid),
                                        ObjectIdGetDatum(RelationGetRelid(rel)), false, true));
         args = lappend(args, makeConst(INT2OID, -1, InvalidOid, sizeof(int16),

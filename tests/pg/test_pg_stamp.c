@@ -1500,6 +1500,52 @@ START_TEST(stamp_after_the_other_columns)
 }
 END_TEST
 
+/* The statement's own assignment of the token column runs where it ran
+ * before the trigger, relative to the other assignments: inside the stamp
+ * at the end when it is inert (a constant, a column, a parameter), at its
+ * own place when everything after it is inert, else the plan keeps the
+ * trigger (the second version of 1.2 ran it last in every case: in the
+ * first statement below, v then read token 6 instead of 10). */
+static const struct {
+    const char *sql;
+    bool stamped;
+    const char *rows;
+    const char *after;
+} OWN_CASES[] = {
+    {"UPDATE eo SET by = length(set_config('fence.token', '10', true)),"
+     " v = length(current_setting('fence.token')) WHERE id = 1 RETURNING by",
+     false, "UPDATE 1 [10]", "1:10:2 2:5:0"},
+    {"UPDATE eo SET by = length(set_config('fence.token', '10', true)), v = 7"
+     " WHERE id = 1 RETURNING by",
+     true, "UPDATE 1 [10]", "1:10:7 2:5:0"},
+    {"UPDATE eo SET by = 3, v = length(current_setting('fence.token')) WHERE id = 1 RETURNING by",
+     true, "UPDATE 1 [6]", "1:6:1 2:5:0"},
+};
+
+START_TEST(own_assignment_in_place)
+{
+    PGconn *adm = admin();
+    ok(adm, "CREATE TABLE IF NOT EXISTS eo (id int PRIMARY KEY, by bigint, v int);"
+            "SELECT fence.protect('eo', 'by', false, 'c')");
+    for (size_t i = 0; i < sizeof OWN_CASES / sizeof OWN_CASES[0]; i++) {
+        for (int w = STAMP; w <= TRIGGER; w++) {
+            char what[128];
+            snprintf(what, sizeof what, "own assignment case %zu (%s way)", i + 1, WAY[w]);
+            ok(adm, ORDER.reset);
+            PGconn *c = connect_way(NULL, (way)w);
+            expect_plan(c, OWN_CASES[i].sql, w == STAMP && OWN_CASES[i].stamped, what);
+            res r = write_as(c, "6", OWN_CASES[i].sql);
+            expect_ok(&r, OWN_CASES[i].rows, what);
+            ck_assert_msg(strcmp(text1(adm, ORDER.state), OWN_CASES[i].after) == 0,
+                          "%s: eo holds '%s', expected '%s'", what, text1(adm, ORDER.state),
+                          OWN_CASES[i].after);
+            PQfinish(c);
+        }
+    }
+    PQfinish(adm);
+}
+END_TEST
+
 /* A writer with no USAGE on schema fence (fence.grant() gives none) and
  * the module preloaded: its UPDATEs are stamped (c_stamp is looked up in
  * the catalog, not by name through the schema) and keep the rule.  The
@@ -1622,6 +1668,7 @@ static Suite *pg_stamp_suite(void)
     tcase_add_test(t, extension_versions);
     tcase_add_test(t, direct_calls);
     tcase_add_test(t, stamp_after_the_other_columns);
+    tcase_add_test(t, own_assignment_in_place);
     tcase_add_test(t, writer_without_schema_usage);
     tcase_add_test(t, stale_writer_refused_before_waiting);
     tcase_add_test(t, cached_plan_other_role);
