@@ -370,3 +370,64 @@ TCase *pg_tcase(const char *name)
     tcase_set_timeout(t, 30);
     return t;
 }
+
+/* ------------------------------------------------------------------ */
+/* A statement in flight                                                 */
+/* ------------------------------------------------------------------ */
+
+bool pg_busy(PGconn *c)
+{
+    ck_assert_msg(PQconsumeInput(c) == 1, "PQconsumeInput: %s", PQerrorMessage(c));
+    return PQisBusy(c) != 0;
+}
+
+const char *pg_wait_event(PGconn *watch, PGconn *c)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT COALESCE((SELECT COALESCE(wait_event_type, '') || '/' ||"
+             " COALESCE(wait_event, '') FROM pg_stat_activity WHERE pid = %d), 'gone/')",
+             PQbackendPID(c));
+    return text1(watch, sql);
+}
+
+bool pg_held(PGconn *watch, PGconn *c, int block_ms)
+{
+    int64_t start = tu_now_ms();
+    for (;;) {
+        if (!pg_busy(c)) {
+            return false;
+        }
+        if (strncmp(pg_wait_event(watch, c), "Lock/", 5) == 0) {
+            break;
+        }
+        if (tu_now_ms() > start + 3000) {
+            return false;
+        }
+        tu_sleep_ms(5);
+    }
+    while (tu_now_ms() < start + block_ms) {
+        if (!pg_busy(c)) {
+            return false;
+        }
+        tu_sleep_ms(10);
+    }
+    return pg_busy(c) && strncmp(pg_wait_event(watch, c), "Lock/", 5) == 0;
+}
+
+PGresult *pg_answer(PGconn *c, const char *what, int answer_ms)
+{
+    int64_t deadline = tu_now_ms() + answer_ms;
+    while (pg_busy(c)) {
+        ck_assert_msg(tu_now_ms() < deadline, "%s: no answer within %d ms once released", what,
+                      answer_ms);
+        tu_sleep_ms(2);
+    }
+    PGresult *first = PQgetResult(c);
+    ck_assert_ptr_nonnull(first);
+    PGresult *r;
+    while ((r = PQgetResult(c)) != NULL) {
+        PQclear(r);
+    }
+    return first;
+}

@@ -8,6 +8,7 @@
 #include "fence_pg.h"
 #include "testutil.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 extern char g_db[64];  /* this run's database */
@@ -96,6 +97,21 @@ fence_status write_raw(PGconn *c, const char *raw, const char *sql, outcome *o);
 /* A protected table NAME(id int primary key, v int, by bigint) with rows
  * 1..3, unstamped. */
 void make_table(PGconn *c, const char *name);
+
+/* A statement sent with PQsendQuery on c, watched from another
+ * connection (the tests of concurrency): */
+/* whether c's answer has not arrived yet (input consumed); */
+bool pg_busy(PGconn *c);
+/* what c's backend waits for, "type/event" per pg_stat_activity ("/" none,
+ * "gone/" no backend; static buffer); */
+const char *pg_wait_event(PGconn *watch, PGconn *c);
+/* whether it is blocked: its backend waits on a heavyweight lock within 3 s
+ * and it is still busy, still on a lock, after block_ms (false as soon as
+ * it answers); */
+bool pg_held(PGconn *watch, PGconn *c, int block_ms);
+/* its first result, within answer_ms (a failed assertion otherwise); the
+ * others are read and dropped.  The caller PQclears it. */
+PGresult *pg_answer(PGconn *c, const char *what, int answer_ms);
 
 /* Names of side databases and roles: under 64 bytes, PostgreSQL's limit. */
 #define NAME_BUF 128

@@ -178,23 +178,6 @@ static void send_call(PGconn *c, const char *resource, long long tok)
     send_sql(c, sql);
 }
 
-static bool busy(PGconn *c)
-{
-    ck_assert_msg(PQconsumeInput(c) == 1, "PQconsumeInput: %s", PQerrorMessage(c));
-    return PQisBusy(c) != 0;
-}
-
-/* What the backend of c waits for ("" none), per pg_stat_activity. */
-static const char *wait_type(PGconn *watch, PGconn *c)
-{
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT COALESCE((SELECT COALESCE(wait_event_type, '') || '/' ||"
-             " COALESCE(wait_event, '') FROM pg_stat_activity WHERE pid = %d), 'gone/')",
-             PQbackendPID(c));
-    return text1(watch, sql);
-}
-
 /* The statement sent on c is blocked: its backend waits on a lock, and it
  * is still busy after BLOCK_MS. */
 static void expect_blocked(PGconn *watch, PGconn *c, const char *what)
@@ -203,8 +186,8 @@ static void expect_blocked(PGconn *watch, PGconn *c, const char *what)
     int64_t deadline = start + 3000;
     const char *w;
     for (;;) {
-        ck_assert_msg(busy(c), "%s: answered at once; expected it to wait", what);
-        w = wait_type(watch, c);
+        ck_assert_msg(pg_busy(c), "%s: answered at once; expected it to wait", what);
+        w = pg_wait_event(watch, c);
         if (strncmp(w, "Lock/", 5) == 0) {
             break;
         }
@@ -213,12 +196,12 @@ static void expect_blocked(PGconn *watch, PGconn *c, const char *what)
         tu_sleep_ms(5);
     }
     while (tu_now_ms() < start + BLOCK_MS) {
-        ck_assert_msg(busy(c), "%s: answered after %lld ms; expected it to stay blocked", what,
+        ck_assert_msg(pg_busy(c), "%s: answered after %lld ms; expected it to stay blocked", what,
                       (long long)(tu_now_ms() - start));
         tu_sleep_ms(10);
     }
-    ck_assert_msg(busy(c), "%s: answered; expected it to stay blocked", what);
-    w = wait_type(watch, c);
+    ck_assert_msg(pg_busy(c), "%s: answered; expected it to stay blocked", what);
+    w = pg_wait_event(watch, c);
     ck_assert_msg(strncmp(w, "Lock/", 5) == 0, "%s: after %d ms waits on '%s', not a lock", what,
                   BLOCK_MS, w);
 }
@@ -226,20 +209,10 @@ static void expect_blocked(PGconn *watch, PGconn *c, const char *what)
 /* The answer to the statement sent on c, within ANSWER_MS. */
 static res collect(PGconn *c, const char *what)
 {
-    int64_t deadline = tu_now_ms() + ANSWER_MS;
-    while (busy(c)) {
-        ck_assert_msg(tu_now_ms() < deadline, "%s: no answer within %d ms once released", what,
-                      ANSWER_MS);
-        tu_sleep_ms(2);
-    }
     res o;
-    PGresult *r = PQgetResult(c);
-    ck_assert_ptr_nonnull(r);
+    PGresult *r = pg_answer(c, what, ANSWER_MS);
     take(r, &o);
     PQclear(r);
-    while ((r = PQgetResult(c)) != NULL) {
-        PQclear(r);
-    }
     return o;
 }
 

@@ -958,67 +958,13 @@ END_TEST
 /* 5. Concurrent writers                                                */
 /* ------------------------------------------------------------------ */
 
-static bool busy(PGconn *c)
-{
-    ck_assert_msg(PQconsumeInput(c) == 1, "PQconsumeInput: %s", PQerrorMessage(c));
-    return PQisBusy(c) != 0;
-}
-
-/* What the backend of c waits for ("" none), per pg_stat_activity. */
-static const char *wait_type(PGconn *watch, PGconn *c)
-{
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT COALESCE((SELECT COALESCE(wait_event_type, '') || '/' ||"
-             " COALESCE(wait_event, '') FROM pg_stat_activity WHERE pid = %d), 'gone/')",
-             PQbackendPID(c));
-    return text1(watch, sql);
-}
-
-/* Whether the statement sent on c is blocked: its backend waits on a
- * lock, and it is still busy after BLOCK_MS.  False as soon as it
- * answers. */
-static bool held(PGconn *watch, PGconn *c)
-{
-    int64_t start = tu_now_ms();
-    for (;;) {
-        if (!busy(c)) {
-            return false;
-        }
-        if (strncmp(wait_type(watch, c), "Lock/", 5) == 0) {
-            break;
-        }
-        if (tu_now_ms() > start + 3000) {
-            return false;
-        }
-        tu_sleep_ms(5);
-    }
-    while (tu_now_ms() < start + BLOCK_MS) {
-        if (!busy(c)) {
-            return false;
-        }
-        tu_sleep_ms(10);
-    }
-    return busy(c) && strncmp(wait_type(watch, c), "Lock/", 5) == 0;
-}
-
 /* The answer to the statement sent on c, within ANSWER_MS. */
 static res collect(PGconn *c, const char *what)
 {
-    int64_t deadline = tu_now_ms() + ANSWER_MS;
-    while (busy(c)) {
-        ck_assert_msg(tu_now_ms() < deadline, "%s: no answer within %d ms once released", what,
-                      ANSWER_MS);
-        tu_sleep_ms(2);
-    }
     res o;
-    PGresult *r = PQgetResult(c);
-    ck_assert_ptr_nonnull(r);
+    PGresult *r = pg_answer(c, what, ANSWER_MS);
     take(r, &o);
     PQclear(r);
-    while ((r = PQgetResult(c)) != NULL) {
-        PQclear(r);
-    }
     return o;
 }
 
@@ -1059,7 +1005,7 @@ static void run_race(PGconn *adm, PGconn *watch, const rcase *k, PGconn *a, PGco
     ok(b, k->b_rr ? "BEGIN ISOLATION LEVEL REPEATABLE READ" : "BEGIN");
     set_raw(b, k->b_tok); /* a SELECT: takes the snapshot */
     ck_assert_msg(PQsendQuery(b, k->b_sql) == 1, "PQsendQuery: %s", PQerrorMessage(b));
-    o->blocked = held(watch, b);
+    o->blocked = pg_held(watch, b, BLOCK_MS);
     ok(a, k->a_commit ? "COMMIT" : "ROLLBACK");
     o->b = collect(b, k->name);
     ok(b, o->b.ok ? "COMMIT" : "ROLLBACK");
