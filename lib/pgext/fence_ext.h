@@ -13,6 +13,8 @@
  *   advance.c  fence.c_advance(): fence.advance() in C (version 1.1)
  *   markrow.c  its hot path: a mark found and locked without the executor
  *   stamp.c  fence.c_stamp(): the guard's UPDATE rule as an expression
+ *   send.c   fence.c_send(): the token and holder of a transaction without
+ *            the settings machinery (version 1.3)
  *   plan.c   the planner and executor hooks that put it in an UPDATE's plan
  *            in place of the guard trigger (version 1.2), and _PG_init()
  * Memory: everything is palloc'd in the memory context current at the
@@ -39,9 +41,20 @@ typedef enum fence_ext_scope {
 } fence_ext_scope;
 
 /* The current value of setting `name` (lowercase) into *value (NULL when
- * unset or ''; the pointer is the GUC's own and valid until the setting
- * changes) and where it comes from.  Never raises. */
+ * unset or ''; the pointer is the GUC's own, or what fence.c_send() sent,
+ * and valid until the setting changes or is sent again) and where it comes
+ * from.  Raises only what fence_ext_sent() raises. */
 fence_ext_scope fence_ext_setting(const char *name, const char **value);
+
+/* What fence.c_send() sent in this transaction for `name` ("fence.token"
+ * or "fence.holder"; '' for none), or NULL when nothing was sent (or for
+ * another name).  Raises 23Q02 reason=conflict when the setting was also
+ * changed in this transaction (send.c). */
+const char *fence_ext_sent(const char *name);
+
+/* Defines fence.token and fence.holder and the transaction callbacks of
+ * fence.c_send(); from _PG_init. */
+void fence_ext_send_init(void);
 
 /* What a fence trigger knows about itself, computed once per executor run
  * of the statement (kept in flinfo->fn_extra, fn_mcxt). */

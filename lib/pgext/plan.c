@@ -416,6 +416,7 @@ void _PG_init(void)
                              "the guard's rule in its plan instead of firing the trigger.",
                              "Both enforce the same rule; off keeps the trigger.", &g_plan_stamp,
                              true, PGC_USERSET, 0, NULL, NULL, NULL);
+    fence_ext_send_init();
     prev_planner = planner_hook;
     planner_hook = fence_planner;
     prev_executor_start = ExecutorStart_hook;

@@ -14,11 +14,13 @@
  * entry is GUC_SET (a SET in this transaction, kept at commit) or there is
  * no entry at all (a value set before this transaction began).
  *
- * The settings are placeholders (no module defines them), which
- * PostgreSQL 15 keeps in the array get_guc_variables() returns, sorted by
- * guc.c's guc_name_compare(); the array may move and grow as placeholders
- * are added, so it is searched at each call (a binary search over a few
- * hundred names). */
+ * What fence.c_send() sent in this transaction comes first (send.c).
+ *
+ * PostgreSQL 15 keeps the settings (placeholders included, and the two
+ * this module defines once loaded) in the array get_guc_variables()
+ * returns, sorted by guc.c's guc_name_compare(); the array may move and
+ * grow as placeholders are added, so it is searched at each call (a binary
+ * search over a few hundred names). */
 #include "fence_ext.h"
 
 #include "utils/guc.h"
@@ -72,9 +74,17 @@ static struct config_generic *find_setting(const char *name)
 
 fence_ext_scope fence_ext_setting(const char *name, const char **value)
 {
-    struct config_generic *g = find_setting(name);
-    const char *v = NULL;
+    struct config_generic *g;
+    const char *v = fence_ext_sent(name);
     *value = NULL;
+    if (v != NULL) {
+        if (v[0] == '\0') {
+            return FENCE_SCOPE_UNSET;
+        }
+        *value = v;
+        return FENCE_SCOPE_TRANSACTION;
+    }
+    g = find_setting(name);
     if (g == NULL) {
         return FENCE_SCOPE_UNSET;
     }

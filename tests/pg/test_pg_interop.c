@@ -359,7 +359,7 @@ START_TEST(extension_needs_fence_sql_4)
     /* Upgraded in place: accepted. */
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
     create_extension(c);
-    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.2");
+    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.3");
     ck_assert_str_eq(text1(c, "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n"
                               " ON n.oid = e.extnamespace WHERE e.extname = 'fence'"),
                      "fence");

@@ -1,0 +1,214 @@
+/* send.c -- the writer's token and holder without PostgreSQL's settings
+ * machinery: fence.c_send(token, holder) (version 1.3).
+ *
+ * set_config('fence.token', .., true) costs a one-row transaction ~2 us of
+ * the server's CPU (the settings machinery: a lookup, a saved value, and
+ * at the end of every transaction that set one a walk over all several
+ * hundred settings), ~3 % of a fenced write.  c_send keeps the pair in this
+ * backend's memory instead, for the current transaction, with SET LOCAL's
+ * scoping: a savepoint rolled back drops what was sent in it, one released
+ * hands it to its parent, the transaction's end (commit, abort, PREPARE)
+ * drops it all -- a stack of entries keyed by subtransaction, kept by
+ * transaction callbacks.
+ *
+ * Readers see it first: the C readers through fence_ext_setting()
+ * (scope.c), the PL/pgSQL ones (current_setting) through the show hooks of
+ * fence.token and fence.holder, which this module defines as real string
+ * settings (PostgreSQL converts the placeholders, values and stacks
+ * included).  Nothing is guessed between the two ways of setting the
+ * token: while something is sent, a setting that was also changed in this
+ * transaction (SET LOCAL, set_config, SET, RESET, a function's SET clause:
+ * an entry on the setting's stack, which a rolled-back savepoint removes)
+ * is a conflict, and every reader refuses it (23Q02 reason=conflict),
+ * whichever came last.  A value set before the transaction (the
+ * session's) is overridden, as SET LOCAL overrides it.
+ *
+ * Parallel workers do not see what was sent (fence's readers are all
+ * PARALLEL UNSAFE and never run there; c_send refuses to run in parallel
+ * mode, as set_config does). */
+#include "fence_ext.h"
+
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "utils/guc.h"
+#include "utils/guc_tables.h"
+#include "utils/memutils.h"
+
+/* What one transaction level sent; in TopTransactionContext. */
+typedef struct sent {
+    SubTransactionId subid; /* the level that sent it (its parent's once released) */
+    char *token;            /* '' for none, as set_config(.., NULL) leaves it */
+    char *holder;
+    struct sent *below; /* what an outer level sent, or NULL */
+} sent;
+
+static sent *g_top; /* the innermost entry; NULL when nothing is sent */
+
+/* The settings' own values, and their entries in guc.c's table (stable:
+ * PostgreSQL never frees a defined setting). */
+static char *g_token_value;
+static char *g_holder_value;
+static struct config_generic *g_token_guc;
+static struct config_generic *g_holder_guc;
+
+PG_FUNCTION_INFO_V1(fence_c_send);
+
+static pg_attribute_noreturn() void conflict(const char *setting)
+{
+    ereport(ERROR,
+            (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
+             errmsg("fence: %s was set twice in this transaction, by fence.c_send() and by "
+                    "SET, set_config or a function's SET clause",
+                    setting),
+             errdetail_internal("reason=conflict setting=%s", setting),
+             errhint("Set the token one way per transaction: libfence_pg's "
+                     "fence_pg_set_token/fence_pg_send_token (which call fence.c_send), or SET "
+                     "LOCAL fence.token, not both.")));
+}
+
+const char *fence_ext_sent(const char *name)
+{
+    bool token;
+    struct config_generic *g;
+    if (g_top == NULL) {
+        return NULL;
+    }
+    token = strcmp(name, "fence.token") == 0;
+    if (!token && strcmp(name, "fence.holder") != 0) {
+        return NULL;
+    }
+    g = token ? g_token_guc : g_holder_guc;
+    if (g == NULL || g->stack != NULL) { /* (not found: cannot tell, fail closed) */
+        conflict(name);
+    }
+    return token ? g_top->token : g_top->holder;
+}
+
+static const char *show_token(void)
+{
+    const char *v = fence_ext_sent("fence.token");
+    if (v == NULL) {
+        v = g_token_value != NULL ? g_token_value : "";
+    }
+    return v;
+}
+
+static const char *show_holder(void)
+{
+    const char *v = fence_ext_sent("fence.holder");
+    if (v == NULL) {
+        v = g_holder_value != NULL ? g_holder_value : "";
+    }
+    return v;
+}
+
+/* Argument i as a string in TopTransactionContext; NULL is ''. */
+static char *arg_string(FunctionCallInfo fcinfo, int i)
+{
+    text *t;
+    size_t n;
+    char *s;
+    if (PG_ARGISNULL(i)) {
+        return MemoryContextStrdup(TopTransactionContext, "");
+    }
+    t = PG_GETARG_TEXT_PP(i);
+    n = VARSIZE_ANY_EXHDR(t);
+    s = MemoryContextAlloc(TopTransactionContext, n + 1);
+    memcpy(s, VARDATA_ANY(t), n);
+    s[n] = '\0';
+    return s;
+}
+
+/* fence.c_send(token text, holder text) RETURNS boolean: what
+ * set_config('fence.token', token, true) and set_config('fence.holder',
+ * holder, true) would set, for the readers of this transaction level;
+ * true. */
+Datum fence_c_send(PG_FUNCTION_ARGS)
+{
+    SubTransactionId sub = GetCurrentSubTransactionId();
+    char *token;
+    char *holder;
+    if (IsInParallelMode()) {
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+                        errmsg("fence: cannot send a token during a parallel operation")));
+    }
+    token = arg_string(fcinfo, 0);
+    holder = arg_string(fcinfo, 1);
+    if (g_top == NULL || g_top->subid != sub) {
+        sent *s = MemoryContextAlloc(TopTransactionContext, sizeof *s);
+        s->subid = sub;
+        s->below = g_top;
+        g_top = s;
+    }
+    g_top->token = token;
+    g_top->holder = holder;
+    PG_RETURN_BOOL(true);
+}
+
+static void on_xact(XactEvent event, void *arg)
+{
+    (void)arg;
+    switch (event) {
+    case XACT_EVENT_COMMIT:
+    case XACT_EVENT_PARALLEL_COMMIT:
+    case XACT_EVENT_ABORT:
+    case XACT_EVENT_PARALLEL_ABORT:
+    case XACT_EVENT_PREPARE:
+        g_top = NULL; /* its memory goes with TopTransactionContext */
+        break;
+    default:
+        break;
+    }
+}
+
+/* A level's entry goes when it aborts; when it commits, it becomes its
+ * parent's, replacing what the parent had sent.  Inner levels end before
+ * outer ones, so only the top entry can belong to the level ending. */
+static void on_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
+                       void *arg)
+{
+    (void)arg;
+    if (event == SUBXACT_EVENT_ABORT_SUB) {
+        while (g_top != NULL && g_top->subid >= mine) {
+            g_top = g_top->below;
+        }
+    } else if (event == SUBXACT_EVENT_COMMIT_SUB && g_top != NULL && g_top->subid >= mine) {
+        g_top->subid = parent;
+        while (g_top->below != NULL && g_top->below->subid >= parent) {
+            g_top->below = g_top->below->below;
+        }
+    }
+}
+
+/* guc.c's entry of a setting this module defined (exact name: its own
+ * spelling), looked up once. */
+static struct config_generic *own_setting(const char *name)
+{
+    struct config_generic **vars = get_guc_variables();
+    for (int i = 0; i < GetNumConfigOptions(); i++) {
+        if (strcmp(vars[i]->name, name) == 0) {
+            return vars[i];
+        }
+    }
+    return NULL;
+}
+
+void fence_ext_send_init(void)
+{
+    DefineCustomStringVariable("fence.token",
+                               "The writer's fencing token, for this transaction only (SET "
+                               "LOCAL).",
+                               "fence.c_send() sets it without the settings machinery.",
+                               &g_token_value, "", PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL,
+                               show_token);
+    DefineCustomStringVariable("fence.holder",
+                               "The writer's lease holder id (32 lowercase hex digits), for "
+                               "this transaction only (SET LOCAL).",
+                               "fence.c_send() sets it without the settings machinery.",
+                               &g_holder_value, "", PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL,
+                               show_holder);
+    g_token_guc = own_setting("fence.token");
+    g_holder_guc = own_setting("fence.holder");
+    RegisterXactCallback(on_xact, NULL);
+    RegisterSubXactCallback(on_subxact, NULL);
+}
