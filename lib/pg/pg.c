@@ -33,10 +33,31 @@ static const char SQL_SET_ADVANCE[] =
 static const char SQL_SET_ADVANCE_C[] =
     "SELECT pg_catalog.set_config('fence.token', $1, true), "
     "pg_catalog.set_config('fence.holder', $2, true), fence.c_advance($3, $1::pg_catalog.int8)";
-/* Whether fence.c_advance exists and may be called: 't', 'f' or NULL. */
-static const char SQL_HAS_C_ADVANCE[] =
-    "SELECT pg_catalog.has_function_privilege(p, 'EXECUTE') FROM "
-    "pg_catalog.to_regprocedure('fence.c_advance(pg_catalog.text,pg_catalog.int8)') p";
+/* The three statements with fence.c_send (extension fence 1.3), which
+ * gives the transaction the same token and holder as the two set_config
+ * calls without PostgreSQL's settings machinery (~2 us of the server's
+ * CPU per transaction, lib/pgext/send.c): fence_pg_prepare() prepares
+ * these when the role may call it.  The WHERE clause of a SELECT without
+ * FROM runs first (a one-time filter; c_send returns true), then the
+ * select list, whose current_setting() reads back what the readers will
+ * see. */
+static const char SQL_SET_S[] = "SELECT pg_catalog.current_setting('fence.token'), "
+                                "pg_catalog.current_setting('fence.holder') "
+                                "WHERE fence.c_send($1, $2)";
+static const char SQL_SEND_S[] = "SELECT WHERE fence.c_send($1, $2)";
+static const char SQL_SET_ADVANCE_S[] =
+    "SELECT pg_catalog.current_setting('fence.token'), pg_catalog.current_setting('fence.holder'), "
+    "fence.advance($3, $1::pg_catalog.int8) WHERE fence.c_send($1, $2)";
+static const char SQL_SET_ADVANCE_CS[] =
+    "SELECT pg_catalog.current_setting('fence.token'), pg_catalog.current_setting('fence.holder'), "
+    "fence.c_advance($3, $1::pg_catalog.int8) WHERE fence.c_send($1, $2)";
+/* Whether fence.c_advance and fence.c_send exist and may be called: 't',
+ * 'f' or NULL each. */
+static const char SQL_HAS_C[] =
+    "SELECT pg_catalog.has_function_privilege(a, 'EXECUTE'), "
+    "pg_catalog.has_function_privilege(s, 'EXECUTE') FROM "
+    "pg_catalog.to_regprocedure('fence.c_advance(pg_catalog.text,pg_catalog.int8)') a, "
+    "pg_catalog.to_regprocedure('fence.c_send(pg_catalog.text,pg_catalog.text)') s";
 /* Loads the extension's module in the backend (any of its C functions
  * does; this one exists in every version): its planner hook then computes
  * the C guard's rule in the plan of each UPDATE planned later (extension
@@ -331,26 +352,32 @@ fence_status fence_pg_prepare(PGconn *conn)
     }
     /* Once per connection: the advance statement calls the extension's
      * fence.c_advance when this database has it (extension fence 1.1) and
-     * the role may call it, else fence.advance.  Same name either way. */
-    PGresult *has = PQexec(conn, SQL_HAS_C_ADVANCE);
+     * the role may call it, else fence.advance; all three set the token
+     * with fence.c_send when it is there (1.3) and allowed, else with
+     * set_config.  Same names either way. */
+    PGresult *has = PQexec(conn, SQL_HAS_C);
     if (has == NULL) {
         return null_result(fn, conn);
     }
     st = fence_pg_classify(conn, has, NULL);
-    int c_advance = st == FENCE_OK && PQntuples(has) == 1 && !PQgetisnull(has, 0, 0) &&
-                    strcmp(PQgetvalue(has, 0, 0), "t") == 0;
+    int shaped = st == FENCE_OK && PQntuples(has) == 1 && PQnfields(has) == 2;
+    int c_advance = shaped && !PQgetisnull(has, 0, 0) && strcmp(PQgetvalue(has, 0, 0), "t") == 0;
+    int c_send = shaped && !PQgetisnull(has, 0, 1) && strcmp(PQgetvalue(has, 0, 1), "t") == 0;
     PQclear(has);
     if (st != FENCE_OK) {
         return st;
     }
-    if (c_advance) {
+    if (c_advance || c_send) {
         /* An optimisation only: a role that may not call it keeps the
          * triggers, so its failure is not the caller's. */
         PQclear(PQexec(conn, SQL_LOAD_EXTENSION));
     }
     const char *const names[3] = {STMT_SET, STMT_SET_ADVANCE, STMT_SEND};
-    const char *const sqls[3] = {SQL_SET, c_advance ? SQL_SET_ADVANCE_C : SQL_SET_ADVANCE,
-                                 SQL_SEND};
+    const char *const sqls[3] = {
+        c_send ? SQL_SET_S : SQL_SET,
+        c_send ? (c_advance ? SQL_SET_ADVANCE_CS : SQL_SET_ADVANCE_S)
+               : (c_advance ? SQL_SET_ADVANCE_C : SQL_SET_ADVANCE),
+        c_send ? SQL_SEND_S : SQL_SEND};
     const int nparams[3] = {2, 3, 2};
     for (int i = 0; i < 3; i++) {
         PGresult *res = PQprepare(conn, names[i], sqls[i], nparams[i], text_types);
