@@ -59,6 +59,8 @@
  *                  guard can go.
  * Modes are interleaved in batches of 25 transactions (ABC..CBA..), their
  * times summed per round; figures are medians over the rounds.
+ * FENCE_BENCH_MODES=row_fenced,plain_token (diagnostic, e.g. under perf)
+ * runs only the modes named and plain, and prints only their figures.
  * Prints "name value unit" lines.
  */
 #include "fence_pg.h"
@@ -263,6 +265,37 @@ static unsigned long long backend_cpu_ns(const PGconn *c)
     return v;
 }
 static double g_cpu_ns[NMODES]; /* summed per round, per mode */
+static int g_on[NMODES];        /* the modes this run measures */
+
+/* FENCE_BENCH_MODES: a comma-separated list of mode names (plain is always
+ * measured: every ratio is over it); unset or empty: every mode. */
+static void select_modes(void)
+{
+    const char *env = getenv("FENCE_BENCH_MODES");
+    for (int m = 0; m < NMODES; m++) {
+        g_on[m] = env == NULL || env[0] == '\0' || m == PLAIN;
+    }
+    while (env != NULL && *env != '\0') {
+        size_t n = strcspn(env, ",");
+        int found = 0;
+        for (int m = 0; m < NMODES; m++) {
+            if (strlen(mode_name[m]) == n && strncmp(env, mode_name[m], n) == 0) {
+                g_on[m] = found = 1;
+            }
+        }
+        if (!found) {
+            die("FENCE_BENCH_MODES: no such mode", env);
+        }
+        env += n + (env[n] == ',');
+    }
+}
+
+static void print_ratio(const char *name, enum mode m, const double *med_ratio)
+{
+    if (g_on[m]) {
+        printf("pg_%s_vs_plain_ratio %.3f x\n", name, med_ratio[m]);
+    }
+}
 
 /* Transactions per second of n transactions of mode m. */
 static double run(enum mode m, int n)
@@ -309,6 +342,7 @@ int main(void)
     if (conninfo == NULL || conninfo[0] == '\0') {
         die("FENCE_TEST_PG_CONNINFO is not set", "run it under scripts/with-servers --pg");
     }
+    select_modes();
     int rounds = ROUNDS;
     const char *env_rounds = getenv("FENCE_BENCH_ROUNDS");
     if (env_rounds != NULL && atoi(env_rounds) > 0) {
@@ -413,7 +447,9 @@ int main(void)
         exec_ok(g_conn, "VACUUM fenced_accounts");
         exec_ok(g_conn, "VACUUM fenced_pl_accounts");
         for (int m = 0; m < NMODES; m++) {
-            run((enum mode)m, 300);
+            if (g_on[m]) {
+                run((enum mode)m, 300);
+            }
         }
     }
 
@@ -429,20 +465,25 @@ int main(void)
         for (int b = 0; b < OPS / BATCH; b++) {
             for (int k = 0; k < NMODES; k++) {
                 int m = (b % 2 == 0) ? k : NMODES - 1 - k; /* ABC..CBA.. */
-                spent[m] += BATCH / run((enum mode)m, BATCH);
+                if (g_on[m]) {
+                    spent[m] += BATCH / run((enum mode)m, BATCH);
+                }
             }
         }
         for (int m = 0; m < NMODES; m++) {
-            tps[m][r] = (OPS / BATCH) * BATCH / spent[m];
+            tps[m][r] = g_on[m] ? (OPS / BATCH) * BATCH / spent[m] : 0;
             cpu_us[m][r] = g_cpu_ns[m] / 1000.0 / ((OPS / BATCH) * BATCH);
         }
         for (int m = 0; m < NMODES; m++) {
-            ratio[m][r] = tps[PLAIN][r] / tps[m][r]; /* time per tx, fenced / plain */
+            /* time per tx, fenced / plain */
+            ratio[m][r] = g_on[m] ? tps[PLAIN][r] / tps[m][r] : 0;
         }
         if (getenv("FENCE_BENCH_VERBOSE") != NULL) {
             fprintf(stderr, "# round %d:", r);
             for (int m = 0; m < NMODES; m++) {
-                fprintf(stderr, " %s %.0f", mode_name[m], tps[m][r]);
+                if (g_on[m]) {
+                    fprintf(stderr, " %s %.0f", mode_name[m], tps[m][r]);
+                }
             }
             fprintf(stderr, "\n");
         }
@@ -453,25 +494,43 @@ int main(void)
         med_tps[m] = median(tps[m], rounds);
         med_ratio[m] = median(ratio[m], rounds);
     }
-    printf("pg_row_fenced_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED]);
-    printf("pg_row_fenced_c_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED]);
-    printf("pg_row_fenced_plpgsql_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED_PL]);
-    printf("pg_resource_fenced_vs_plain_ratio %.3f x\n", med_ratio[RESOURCE_FENCED]);
-    printf("pg_resource_fenced_holder_vs_plain_ratio %.3f x\n", med_ratio[RESOURCE_FENCED_HOLDER]);
-    printf("pg_row_fenced_unprepared_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED_UNPREP]);
-    printf("pg_plain_set_token_only_vs_plain_ratio %.3f x\n", med_ratio[PLAIN_SET]);
-    printf("pg_row_restamp_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP]);
-    printf("pg_row_restamp_c_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP]);
-    printf("pg_row_restamp_plpgsql_vs_plain_ratio %.3f x\n", med_ratio[ROW_RESTAMP_PL]);
-    printf("pg_plain_token_vs_plain_ratio %.3f x\n", med_ratio[PLAIN_TOKEN]);
-    printf("pg_trivial_trigger_vs_plain_ratio %.3f x\n", med_ratio[TRIVIAL_TRIGGER]);
-    printf("pg_plpgsql_floor_vs_plain_ratio %.3f x\n", med_ratio[PLPGSQL_FLOOR]);
-    printf("pg_row_fenced_c_trigger_vs_plain_ratio %.3f x\n", med_ratio[ROW_FENCED_TRIGGER]);
+    static const struct {
+        const char *name;
+        enum mode m;
+    } shown[] = {
+        {"row_fenced", ROW_FENCED},
+        {"row_fenced_c", ROW_FENCED},
+        {"row_fenced_plpgsql", ROW_FENCED_PL},
+        {"resource_fenced", RESOURCE_FENCED},
+        {"resource_fenced_holder", RESOURCE_FENCED_HOLDER},
+        {"row_fenced_unprepared", ROW_FENCED_UNPREP},
+        {"plain_set_token_only", PLAIN_SET},
+        {"row_restamp", ROW_RESTAMP},
+        {"row_restamp_c", ROW_RESTAMP},
+        {"row_restamp_plpgsql", ROW_RESTAMP_PL},
+        {"plain_token", PLAIN_TOKEN},
+        {"trivial_trigger", TRIVIAL_TRIGGER},
+        {"plpgsql_floor", PLPGSQL_FLOOR},
+        {"row_fenced_c_trigger", ROW_FENCED_TRIGGER},
+    };
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
+        print_ratio(shown[i].name, shown[i].m, med_ratio);
+    }
     for (int m = 0; m < NMODES; m++) {
-        printf("pg_%s_tps %.0f tx/s\n", mode_name[m], med_tps[m]);
+        if (g_on[m]) {
+            printf("pg_%s_tps %.0f tx/s\n", mode_name[m], med_tps[m]);
+        }
     }
     printf("pg_bench_rounds %d rounds\n", rounds);
-    if (getenv("FENCE_BENCH_VERBOSE") != NULL) {
+    if (getenv("FENCE_BENCH_VERBOSE") != NULL && getenv("FENCE_BENCH_MODES") != NULL) {
+        fprintf(stderr, "# server cpu us/tx:");
+        for (int m = 0; m < NMODES; m++) {
+            if (g_on[m]) {
+                fprintf(stderr, " %s %.2f", mode_name[m], median(cpu_us[m], rounds));
+            }
+        }
+        fprintf(stderr, "\n");
+    } else if (getenv("FENCE_BENCH_VERBOSE") != NULL) {
         /* Where the time of a fenced write goes: differences of the
          * medians' times per transaction. */
         double us[NMODES];
@@ -517,15 +576,16 @@ int main(void)
         }
     }
 
-    /* Sanity: every fenced row carries a token; no transaction was lost. */
+    /* Sanity: every fenced row carries a token; no transaction was lost
+     * (the marks only when the resource modes ran). */
     PGresult *res = PQexec(g_conn, "SELECT (SELECT count(*) FROM fenced_accounts WHERE "
                                    "fence_token = 0) + (SELECT count(*) FROM fenced_pl_accounts "
                                    "WHERE fence_token = 0), fence.mark('bench'), "
                                    "fence.mark('bench-h'), fence.mark_holder('bench-h')");
     if (PQresultStatus(res) != PGRES_TUPLES_OK || strcmp(PQgetvalue(res, 0, 0), "0") != 0 ||
-        strcmp(PQgetvalue(res, 0, 1), "1000") != 0 ||
-        strcmp(PQgetvalue(res, 0, 2), "1000") != 0 ||
-        strcmp(PQgetvalue(res, 0, 3), BENCH_HOLDER) != 0) {
+        (g_on[RESOURCE_FENCED] && strcmp(PQgetvalue(res, 0, 1), "1000") != 0) ||
+        (g_on[RESOURCE_FENCED_HOLDER] && (strcmp(PQgetvalue(res, 0, 2), "1000") != 0 ||
+                                          strcmp(PQgetvalue(res, 0, 3), BENCH_HOLDER) != 0))) {
         die("sanity check", PQresultErrorMessage(res));
     }
     PQclear(res);
