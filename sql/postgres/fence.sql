@@ -859,7 +859,8 @@ GRANT EXECUTE ON FUNCTION fence.refuse_truncate() TO PUBLIC;
 -- ------------------------------------------------------------------
 
 -- The body of a table's generated BEFORE guard, a format() template:
--- %1$I the token column, %2$L its name as a literal, %3$s 'true' in
+-- %1$s the token column as an identifier, always double-quoted (see
+-- fence.write_functions), %2$L its name as a literal, %3$s 'true' in
 -- permissive mode, else 'false'.  The column is read and written directly
 -- (OLD.col, NEW.col := tok) and no WHEN clause is involved: the hot path
 -- -- the row already carries exactly the writer's token and the column is
@@ -879,14 +880,14 @@ BEGIN
     -- The hot path, UPDATE, in one expression: PL/pgSQL prepares each
     -- expression once per transaction, so every one costs.  (INSERT: OLD
     -- is NULL; DELETE: NEW is; a comparison with NULL is not true.)
-    IF pg_catalog.current_setting('fence.token', true) OPERATOR(pg_catalog.=) OLD.%1$I::pg_catalog.text
-       AND NEW.%1$I OPERATOR(pg_catalog.=) OLD.%1$I
-       AND OLD.%1$I OPERATOR(pg_catalog.>) 0 THEN
+    IF pg_catalog.current_setting('fence.token', true) OPERATOR(pg_catalog.=) OLD.%1$s::pg_catalog.text
+       AND NEW.%1$s OPERATOR(pg_catalog.=) OLD.%1$s
+       AND OLD.%1$s OPERATOR(pg_catalog.>) 0 THEN
         RETURN NEW;
     END IF;
     raw := pg_catalog.current_setting('fence.token', true);
     IF TG_OP OPERATOR(pg_catalog.=) 'DELETE'
-       AND raw OPERATOR(pg_catalog.=) OLD.%1$I::pg_catalog.text AND OLD.%1$I OPERATOR(pg_catalog.>) 0 THEN
+       AND raw OPERATOR(pg_catalog.=) OLD.%1$s::pg_catalog.text AND OLD.%1$s OPERATOR(pg_catalog.>) 0 THEN
         RETURN OLD;
     END IF;
 
@@ -901,12 +902,12 @@ BEGIN
         END IF;
         -- Permissive mode, no token: keep the stamp (a new row gets 0).
         IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
-            NEW.%1$I := 0;
+            NEW.%1$s := 0;
             RETURN NEW;
         ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
             RETURN OLD;
         END IF;
-        NEW.%1$I := OLD.%1$I;
+        NEW.%1$s := OLD.%1$s;
         RETURN NEW;
     END IF;
     IF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
@@ -922,17 +923,17 @@ BEGIN
     END IF;
     tok := raw::pg_catalog.int8;
     IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
-        NEW.%1$I := tok;
+        NEW.%1$s := tok;
         RETURN NEW;
     END IF;
-    IF tok OPERATOR(pg_catalog.<) OLD.%1$I THEN
+    IF tok OPERATOR(pg_catalog.<) OLD.%1$s THEN
         RAISE EXCEPTION 'fence: stale token %% for %% (highest seen %%)', tok,
                 pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
                     OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME),
-                OLD.%1$I
+                OLD.%1$s
             USING ERRCODE = '23Q01',
                   DETAIL = pg_catalog.format('offered=%%s highest=%%s kind=table object=%%s reason=older',
-                                             tok, OLD.%1$I,
+                                             tok, OLD.%1$s,
                                              pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
                                                  OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)),
                   SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
@@ -940,7 +941,7 @@ BEGIN
     IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
         RETURN OLD;
     END IF;
-    NEW.%1$I := tok;
+    NEW.%1$s := tok;
     RETURN NEW;
 END
 $body$ $template$;
@@ -959,7 +960,7 @@ DECLARE
     obj pg_catalog.text;
 BEGIN
     -- The guard refused anything but a valid token (or none, permissive).
-    IF raw OPERATOR(pg_catalog.=) NEW.%1$I::pg_catalog.text THEN
+    IF raw OPERATOR(pg_catalog.=) NEW.%1$s::pg_catalog.text THEN
         RETURN NULL;
     END IF;
     obj := pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
@@ -973,7 +974,7 @@ BEGIN
         IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
             want := 0;
         ELSE
-            want := COALESCE(OLD.%1$I, 0);
+            want := COALESCE(OLD.%1$s, 0);
         END IF;
     ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
           OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
@@ -985,12 +986,12 @@ BEGIN
     ELSE
         want := raw::pg_catalog.int8;
     END IF;
-    IF NEW.%1$I IS NULL OR NEW.%1$I OPERATOR(pg_catalog.<>) want THEN
+    IF NEW.%1$s IS NULL OR NEW.%1$s OPERATOR(pg_catalog.<>) want THEN
         RAISE EXCEPTION 'fence: %% of %% was rewritten after the fencing check (%% written, %% expected) on %%',
-                pg_catalog.quote_ident(%2$L), obj, COALESCE(NEW.%1$I::pg_catalog.text, 'NULL'), want, TG_OP
+                pg_catalog.quote_ident(%2$L), obj, COALESCE(NEW.%1$s::pg_catalog.text, 'NULL'), want, TG_OP
             USING ERRCODE = '23Q03',
                   DETAIL = pg_catalog.format('written=%%s expected=%%s kind=table object=%%s',
-                                             COALESCE(NEW.%1$I::pg_catalog.text, 'NULL'), want, obj),
+                                             COALESCE(NEW.%1$s::pg_catalog.text, 'NULL'), want, obj),
                   HINT = 'A BEFORE trigger that fires after zz_fence_guard_* (triggers fire in name order) writes the token column; it must not.',
                   SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
     END IF;
@@ -1070,11 +1071,16 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    -- Always quoted: format('%I') leaves a non-reserved SQL keyword bare,
+    -- and PL/pgSQL reads some of those (by, alias, ...) as its own keywords
+    -- after "OLD.", so OLD.by is not the column.
+    qcol text := '"' OPERATOR(pg_catalog.||) pg_catalog.replace(col, '"', '""') OPERATOR(pg_catalog.||) '"';
 BEGIN
     EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION fence.%I() RETURNS trigger LANGUAGE plpgsql AS %L',
-                              gname, pg_catalog.format(fence.guard_template(), col, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
+                              gname, pg_catalog.format(fence.guard_template(), qcol, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
     EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION fence.%I() RETURNS trigger LANGUAGE plpgsql AS %L',
-                              cname, pg_catalog.format(fence.check_template(), col, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
+                              cname, pg_catalog.format(fence.check_template(), qcol, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
     EXECUTE pg_catalog.format('COMMENT ON FUNCTION fence.%I() IS %L', gname,
                               pg_catalog.format('fence: BEFORE row guard of %s, column %I, %s (generated by fence.protect)',
                                                 tbl, col, CASE WHEN permissive THEN 'permissive' ELSE 'strict' END));

@@ -519,6 +519,9 @@ START_TEST(names_are_quoted)
 {
     static const char *const names[] = {
         "x\"; DROP TABLE victim; --", "Mixed Case", "with space", "quote'single", "ünï",
+        /* Not reserved in SQL (format's %I leaves them bare) but keywords
+         * of PL/pgSQL, which then does not read OLD.by as the column. */
+        "by", "alias", "loop", "open", "constant",
     };
     PGconn *c = db();
     outcome e;
@@ -538,7 +541,8 @@ START_TEST(names_are_quoted)
         ck_assert_int_eq(write_tok(c, 8, sql, &e), FENCE_OK);
         ck_assert_int_eq(write_tok(c, 7, sql, &e), FENCE_STALE);
         char obj[512];
-        snprintf(obj, sizeof obj, "public.%s", tid);
+        snprintf(sql, sizeof sql, "SELECT 'public.' || quote_ident(%s)", clit);
+        snprintf(obj, sizeof obj, "%s", text1(c, sql));
         ck_assert_str_eq(e.stale.object, obj);
         snprintf(sql, sizeof sql, "SELECT %s FROM %s", tid, tid);
         ck_assert_int_eq(num(c, sql), 8);
@@ -559,6 +563,25 @@ START_TEST(names_are_quoted)
         PQfreemem(tid);
         PQfreemem(tlit);
         PQfreemem(clit);
+    }
+    /* Token columns named like PL/pgSQL's own keywords, which format's %I
+     * leaves bare (not reserved in SQL): the generated guard must still
+     * read OLD.<column> as the column (it quotes it always). */
+    static const char *const kw[] = {"by", "alias", "loop", "open", "constant"};
+    for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE kw_%s (id int PRIMARY KEY, v int, \"%s\" bigint NOT NULL DEFAULT 0);"
+                 "INSERT INTO kw_%s VALUES (1, 0, 0); SELECT fence.protect('kw_%s', '%s')",
+                 kw[i], kw[i], kw[i], kw[i], kw[i]);
+        ok(c, sql);
+        snprintf(sql, sizeof sql, "UPDATE kw_%s SET v = v + 1", kw[i]);
+        ck_assert_int_eq(write_tok(c, 8, sql, &e), FENCE_OK);
+        ck_assert_int_eq(write_tok(c, 7, sql, &e), FENCE_STALE);
+        snprintf(sql, sizeof sql, "INSERT INTO kw_%s (id, v) VALUES (2, 0)", kw[i]);
+        ck_assert_int_eq(write_tok(c, 9, sql, &e), FENCE_OK);
+        snprintf(sql, sizeof sql, "SELECT sum(\"%s\") FROM kw_%s", kw[i], kw[i]);
+        ck_assert_int_eq(num(c, sql), 17);
     }
     /* Names that are not tables are errors, not code. */
     fails(c, "SELECT fence.protect('victim; DROP TABLE victim')", "42602");
