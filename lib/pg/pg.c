@@ -63,6 +63,11 @@ static const char SQL_HAS_C[] =
  * the C guard's rule in the plan of each UPDATE planned later (extension
  * 1.2, lib/pgext/plan.c) instead of firing the trigger per row. */
 static const char SQL_LOAD_EXTENSION[] = "SELECT fence.c_version()";
+/* The same, and a proof that the module this backend has loaded knows
+ * fence.c_send (a backend that loaded an older fence.so before the
+ * package and the extension were updated does not): sends nothing, in an
+ * autocommit statement's own transaction. */
+static const char SQL_PROBE_SEND[] = "SELECT fence.c_send(NULL, NULL)";
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
 static const char SQL_MARK_HOLDER[] = "SELECT fence.mark($1), fence.mark_holder($1)";
 
@@ -367,7 +372,12 @@ fence_status fence_pg_prepare(PGconn *conn)
     if (st != FENCE_OK) {
         return st;
     }
-    if (c_advance || c_send) {
+    if (c_send) {
+        PGresult *probe = PQexec(conn, SQL_PROBE_SEND);
+        c_send = PQresultStatus(probe) == PGRES_TUPLES_OK;
+        PQclear(probe);
+    }
+    if (c_advance && !c_send) {
         /* An optimisation only: a role that may not call it keeps the
          * triggers, so its failure is not the caller's. */
         PQclear(PQexec(conn, SQL_LOAD_EXTENSION));

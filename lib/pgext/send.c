@@ -18,10 +18,13 @@
  * included).  Nothing is guessed between the two ways of setting the
  * token: while something is sent, a setting that was also changed in this
  * transaction (SET LOCAL, set_config, SET, RESET, a function's SET clause:
- * an entry on the setting's stack, which a rolled-back savepoint removes)
+ * an entry on the setting's stack, which a rolled-back savepoint removes;
+ * not RESET ALL of a setting that had no value, which changes nothing and
+ * so leaves what was sent in force)
  * is a conflict, and every reader refuses it (23Q02 reason=conflict),
- * whichever came last.  A value set before the transaction (the
- * session's) is overridden, as SET LOCAL overrides it.
+ * whichever came last; c_send itself refuses to send while there is one
+ * (see fence_c_send).  A value set before the transaction (the session's)
+ * is overridden, as SET LOCAL overrides it.
  *
  * Parallel workers do not see what was sent (fence's readers are all
  * PARALLEL UNSAFE and never run there; c_send refuses to run in parallel
@@ -30,6 +33,7 @@
 
 #include "access/parallel.h"
 #include "access/xact.h"
+#include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
@@ -43,6 +47,9 @@ typedef struct sent {
 } sent;
 
 static sent *g_top; /* the innermost entry; NULL when nothing is sent */
+/* The transaction whose TopTransactionContext has our reset callback. */
+static LocalTransactionId g_cb_lxid = InvalidLocalTransactionId;
+static MemoryContextCallback g_cb;
 
 /* The settings' own values, and their entries in guc.c's table (stable:
  * PostgreSQL never frees a defined setting). */
@@ -119,6 +126,23 @@ static char *arg_string(FunctionCallInfo fcinfo, int i)
     return s;
 }
 
+static void drop_entry(sent *e)
+{
+    pfree(e->token);
+    pfree(e->holder);
+    pfree(e);
+}
+
+/* Belt and braces: whatever happens to the transaction callbacks, the
+ * stack goes when its memory does (PostgreSQL 15 deletes
+ * TopTransactionContext at the end of every transaction). */
+static void forget_all(void *arg)
+{
+    (void)arg;
+    g_top = NULL;
+    g_cb_lxid = InvalidLocalTransactionId;
+}
+
 /* fence.c_send(token text, holder text) RETURNS boolean: what
  * set_config('fence.token', token, true) and set_config('fence.holder',
  * holder, true) would set, for the readers of this transaction level;
@@ -132,13 +156,36 @@ Datum fence_c_send(PG_FUNCTION_ARGS)
         ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
                         errmsg("fence: cannot send a token during a parallel operation")));
     }
+    /* Either setting changed in this transaction and still in force is a
+     * conflict for the readers anyway; refusing here also covers the one
+     * such change that can end before what is sent: a function's SET
+     * clause (SET fence.token = .. or FROM CURRENT) ends at the function's
+     * exit, not at a subtransaction's, and what was sent inside would
+     * outlive it where a set_config inside would not. */
+    if (g_token_guc == NULL || g_token_guc->stack != NULL) {
+        conflict("fence.token");
+    }
+    if (g_holder_guc == NULL || g_holder_guc->stack != NULL) {
+        conflict("fence.holder");
+    }
     token = arg_string(fcinfo, 0);
     holder = arg_string(fcinfo, 1);
-    if (g_top == NULL || g_top->subid != sub) {
-        sent *s = MemoryContextAlloc(TopTransactionContext, sizeof *s);
-        s->subid = sub;
-        s->below = g_top;
-        g_top = s;
+    if (g_cb_lxid != MyProc->lxid) {
+        g_cb.func = forget_all;
+        g_cb.arg = NULL;
+        MemoryContextRegisterResetCallback(TopTransactionContext, &g_cb);
+        g_cb_lxid = MyProc->lxid;
+    }
+    if (g_top != NULL && g_top->subid == sub) {
+        /* Sent again at the same level: the new values replace the old
+         * (the readers copy or parse what they read at once). */
+        pfree(g_top->token);
+        pfree(g_top->holder);
+    } else {
+        sent *e = MemoryContextAlloc(TopTransactionContext, sizeof *e);
+        e->subid = sub;
+        e->below = g_top;
+        g_top = e;
     }
     g_top->token = token;
     g_top->holder = holder;
@@ -170,12 +217,16 @@ static void on_subxact(SubXactEvent event, SubTransactionId mine, SubTransaction
     (void)arg;
     if (event == SUBXACT_EVENT_ABORT_SUB) {
         while (g_top != NULL && g_top->subid >= mine) {
-            g_top = g_top->below;
+            sent *e = g_top;
+            g_top = e->below;
+            drop_entry(e);
         }
     } else if (event == SUBXACT_EVENT_COMMIT_SUB && g_top != NULL && g_top->subid >= mine) {
         g_top->subid = parent;
         while (g_top->below != NULL && g_top->below->subid >= parent) {
-            g_top->below = g_top->below->below;
+            sent *e = g_top->below;
+            g_top->below = e->below;
+            drop_entry(e);
         }
     }
 }
