@@ -291,7 +291,7 @@ START_TEST(generated_functions_lifecycle)
              "SELECT count(*) FROM pg_proc WHERE proname = 'guard_%s'"
              " AND proowner = (SELECT nspowner FROM pg_namespace WHERE nspname = 'fence')"
              " AND has_function_privilege('public', oid, 'EXECUTE')"
-             " AND prosrc LIKE '%%OLD.fence_token::pg_catalog.text%%'"
+             " AND prosrc LIKE '%%OLD.\"fence_token\"::pg_catalog.text%%'"
              " AND prosrc NOT LIKE '%%jsonb%%' AND prosrc LIKE '%%IF NOT false THEN%%'",
              oid);
     ck_assert_int_eq(num(c, sql), 1);
