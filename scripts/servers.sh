@@ -204,7 +204,7 @@ fence_start_postgres() {
   for try in 1 2 3 4 5; do
     port=$(fence_free_port) || fence_die "no free port"
     if fence_as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100" \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100 -c max_prepared_transactions=4" \
         start >/dev/null 2>&1; then
       FENCE_PG_PORT=$port; FENCE_PG_DIR=$dir; FENCE_PG_BINDIR=$bindir
       return 0
