@@ -33,7 +33,7 @@
 
 #include "access/parallel.h"
 #include "access/xact.h"
-#include "storage/proc.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
@@ -48,7 +48,7 @@ typedef struct sent {
 
 static sent *g_top; /* the innermost entry; NULL when nothing is sent */
 /* The transaction whose TopTransactionContext has our reset callback. */
-static LocalTransactionId g_cb_lxid = InvalidLocalTransactionId;
+static bool g_cb_registered;
 static MemoryContextCallback g_cb;
 
 /* The settings' own values, and their entries in guc.c's table (stable:
@@ -140,7 +140,7 @@ static void forget_all(void *arg)
 {
     (void)arg;
     g_top = NULL;
-    g_cb_lxid = InvalidLocalTransactionId;
+    g_cb_registered = false;
 }
 
 /* fence.c_send(token text, holder text) RETURNS boolean: what
@@ -156,6 +156,15 @@ Datum fence_c_send(PG_FUNCTION_ARGS)
         ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
                         errmsg("fence: cannot send a token during a parallel operation")));
     }
+    /* REFRESH MATERIALIZED VIEW, CREATE INDEX, ANALYZE, VACUUM, CLUSTER
+     * ... run the object owner's code in a security-restricted operation
+     * and undo its settings when it ends, with no subtransaction: what
+     * that code sent would outlive it and replace the caller's token. */
+    if (InSecurityRestrictedOperation()) {
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("fence: cannot send a token within a security-restricted "
+                               "operation")));
+    }
     /* Either setting changed in this transaction and still in force is a
      * conflict for the readers anyway; refusing here also covers the one
      * such change that can end before what is sent: a function's SET
@@ -170,11 +179,11 @@ Datum fence_c_send(PG_FUNCTION_ARGS)
     }
     token = arg_string(fcinfo, 0);
     holder = arg_string(fcinfo, 1);
-    if (g_cb_lxid != MyProc->lxid) {
+    if (!g_cb_registered) { /* once per TopTransactionContext */
         g_cb.func = forget_all;
         g_cb.arg = NULL;
         MemoryContextRegisterResetCallback(TopTransactionContext, &g_cb);
-        g_cb_lxid = MyProc->lxid;
+        g_cb_registered = true;
     }
     if (g_top != NULL && g_top->subid == sub) {
         /* Sent again at the same level: the new values replace the old

@@ -66,8 +66,8 @@
 --     client gets that connection next.  The C extension's guard refuses
 --     such a token (23Q02, DETAIL reason=session setting=fence.token).  The
 --     portable guards cannot: PL/pgSQL cannot tell a session value from a
---     LOCAL one (custom settings are not in pg_settings, and SQL sees no
---     setting's scope), so they admit it; this script WARNs about the
+--     LOCAL one (pg_settings shows no setting's scope, and lists these
+--     only once the extension's module defines them), so they admit it; this script WARNs about the
 --     settings it can see (ALTER ROLE/DATABASE ... SET fence.token or
 --     fence.holder, and a session value in the installing session).
 --     libfence_pg always sets both LOCAL.

@@ -2119,6 +2119,54 @@ START_TEST(module_defines_the_settings)
 }
 END_TEST
 
+/* REFRESH MATERIALIZED VIEW, CREATE INDEX and ANALYZE run the owner's
+ * code in a security-restricted operation and undo its settings when it
+ * ends, without a subtransaction: a c_send there would outlive it and
+ * replace the caller's token (second review).  It is refused (42501); the
+ * caller's token stays. */
+START_TEST(send_refused_in_security_restricted_operations)
+{
+    PGconn *adm = admin();
+    tables(adm, "sr");
+    ok(adm, "CREATE FUNCTION sr_send(int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$"
+            " BEGIN IF current_setting('fence_test.plant', true) = 'on' THEN"
+            " PERFORM fence.c_send('9000000000000000000', ''); END IF; RETURN $1; END $f$;"
+            "CREATE TABLE sr_m (a int); INSERT INTO sr_m SELECT g FROM generate_series(1, 50) g;"
+            "CREATE INDEX sr_m_expr ON sr_m (sr_send(a));"
+            "CREATE MATERIALIZED VIEW sr_mv AS SELECT sr_send(a) AS b FROM sr_m WITH NO DATA");
+    ok(adm, "SELECT fence.c_version()"); /* the module, in this backend */
+    static const char *const ops[] = {
+        "REFRESH MATERIALIZED VIEW sr_mv",
+        "CREATE INDEX sr_m_expr2 ON sr_m (sr_send(a + 1))",
+        "ANALYZE sr_m",
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        ok(adm, "BEGIN");
+        ck_assert_str_eq(text1(adm, "SELECT fence.c_send('6', '')"), "t");
+        ok(adm, "SAVEPOINT a");
+        ok(adm, "SET LOCAL fence_test.plant = 'on'");
+        res r = exec1(adm, ops[i]);
+        expect_err(&r, "42501",
+                   "fence: cannot send a token within a security-restricted operation", NULL,
+                   ops[i]);
+        ok(adm, "ROLLBACK TO SAVEPOINT a");
+        ck_assert_str_eq(text1(adm, "SHOW fence.token"), "6");
+        ck_assert_str_eq(text1(adm, "UPDATE src SET v = v + 1 WHERE id = 1 RETURNING tok"), "6");
+        ck_assert_str_eq(text1(adm, "UPDATE srp SET v = v + 1 WHERE id = 1 RETURNING tok"), "6");
+        ok(adm, "ROLLBACK");
+    }
+    /* Without the plant, the operations run (the refusal is c_send's). */
+    ok(adm, "BEGIN");
+    ck_assert_str_eq(text1(adm, "SELECT fence.c_send('6', '')"), "t");
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        ok(adm, ops[i]);
+    }
+    ck_assert_str_eq(text1(adm, "SHOW fence.token"), "6");
+    ok(adm, "ROLLBACK");
+    PQfinish(adm);
+}
+END_TEST
+
 static Suite *pg_send_suite(void)
 {
     Suite *s = suite_create("pg_send");
@@ -2138,6 +2186,7 @@ static Suite *pg_send_suite(void)
     tcase_add_test(t, libpq_falls_back_to_set_config);
     tcase_add_test(t, upgrade_from_1_2);
     tcase_add_test(t, module_defines_the_settings);
+    tcase_add_test(t, send_refused_in_security_restricted_operations);
     suite_add_tcase(s, t);
     return s;
 }
