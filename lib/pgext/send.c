@@ -26,13 +26,19 @@
  * (see fence_c_send).  A value set before the transaction (the session's)
  * is overridden, as SET LOCAL overrides it.
  *
- * Parallel workers do not see what was sent (fence's readers are all
- * PARALLEL UNSAFE and never run there; c_send refuses to run in parallel
- * mode, as set_config does). */
+ * Parallel workers would not see what was sent: PostgreSQL copies the
+ * settings' own values into them, not what the show hooks return.  So
+ * while something is sent, a query runs without workers (an executor-run
+ * hook gives it a copy of its plan with parallelModeNeeded off, which
+ * PostgreSQL's own ExecutePlan honours: Gather then runs its plan in the
+ * leader) -- every current_setting() of the query runs where the sent
+ * values are.  c_send refuses to run in parallel mode, as set_config
+ * does. */
 #include "fence_ext.h"
 
 #include "access/parallel.h"
 #include "access/xact.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
@@ -57,6 +63,8 @@ static char *g_token_value;
 static char *g_holder_value;
 static struct config_generic *g_token_guc;
 static struct config_generic *g_holder_guc;
+
+static ExecutorRun_hook_type prev_executor_run;
 
 PG_FUNCTION_INFO_V1(fence_c_send);
 
@@ -253,6 +261,25 @@ static struct config_generic *own_setting(const char *name)
     return NULL;
 }
 
+/* A query that would start parallel workers while something is sent runs
+ * without them (see the top of this file); its plan is copied, never
+ * changed (it may be a cached plan that other transactions run). */
+static void fence_executor_run(QueryDesc *qd, ScanDirection direction, uint64 count,
+                               bool execute_once)
+{
+    if (g_top != NULL && qd->plannedstmt != NULL && qd->plannedstmt->parallelModeNeeded) {
+        PlannedStmt *serial = MemoryContextAlloc(GetMemoryChunkContext(qd), sizeof *serial);
+        *serial = *qd->plannedstmt;
+        serial->parallelModeNeeded = false;
+        qd->plannedstmt = serial;
+    }
+    if (prev_executor_run != NULL) {
+        prev_executor_run(qd, direction, count, execute_once);
+    } else {
+        standard_ExecutorRun(qd, direction, count, execute_once);
+    }
+}
+
 void fence_ext_send_init(void)
 {
     DefineCustomStringVariable("fence.token",
@@ -269,6 +296,8 @@ void fence_ext_send_init(void)
                                show_holder);
     g_token_guc = own_setting("fence.token");
     g_holder_guc = own_setting("fence.holder");
+    prev_executor_run = ExecutorRun_hook;
+    ExecutorRun_hook = fence_executor_run;
     RegisterXactCallback(on_xact, NULL);
     RegisterSubXactCallback(on_subxact, NULL);
 }
