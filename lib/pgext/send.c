@@ -261,23 +261,48 @@ static struct config_generic *own_setting(const char *name)
     return NULL;
 }
 
-/* A query that would start parallel workers while something is sent runs
- * without them (see the top of this file); its plan is copied, never
- * changed (it may be a cached plan that other transactions run). */
-static void fence_executor_run(QueryDesc *qd, ScanDirection direction, uint64 count,
-                               bool execute_once)
+static void run_next(QueryDesc *qd, ScanDirection direction, uint64 count, bool execute_once)
 {
-    if (g_top != NULL && qd->plannedstmt != NULL && qd->plannedstmt->parallelModeNeeded) {
-        PlannedStmt *serial = MemoryContextAlloc(GetMemoryChunkContext(qd), sizeof *serial);
-        *serial = *qd->plannedstmt;
-        serial->parallelModeNeeded = false;
-        qd->plannedstmt = serial;
-    }
     if (prev_executor_run != NULL) {
         prev_executor_run(qd, direction, count, execute_once);
     } else {
         standard_ExecutorRun(qd, direction, count, execute_once);
     }
+}
+
+/* A query that would start parallel workers while something is sent runs
+ * without them (see the top of this file).  Its plan is never changed (it
+ * may be a cached plan other transactions run): for this run the query
+ * gets a flat copy (in its own executor memory), and its own plan back
+ * afterwards, error or not -- so no copy piles up (a SQL function runs a
+ * new query per call in a context that lives as long as its caller's) and
+ * ExecutorEnd hooks see the plan they always saw.  A run that is not the
+ * query's first or that fetches a limited count never starts workers
+ * (ExecutePlan). */
+static void fence_executor_run(QueryDesc *qd, ScanDirection direction, uint64 count,
+                               bool execute_once)
+{
+    PlannedStmt *orig = qd->plannedstmt;
+    PlannedStmt *serial;
+    if (g_top == NULL || orig == NULL || !orig->parallelModeNeeded || qd->already_executed ||
+        count != 0) {
+        run_next(qd, direction, count, execute_once);
+        return;
+    }
+    serial = MemoryContextAlloc(qd->estate->es_query_cxt, sizeof *serial);
+    *serial = *orig;
+    serial->parallelModeNeeded = false;
+    qd->plannedstmt = serial;
+    PG_TRY();
+    {
+        run_next(qd, direction, count, execute_once);
+    }
+    PG_FINALLY();
+    {
+        qd->plannedstmt = orig;
+        pfree(serial);
+    }
+    PG_END_TRY();
 }
 
 void fence_ext_send_init(void)
