@@ -431,3 +431,94 @@ PGresult *pg_answer(PGconn *c, const char *what, int answer_ms)
     }
     return first;
 }
+
+static int cmp_tuple(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+#define MAX_TUPLES 64
+
+void stmt_take(PGresult *r, stmt_res *o)
+{
+    memset(o, 0, sizeof *o);
+    ExecStatusType s = PQresultStatus(r);
+    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
+        char tup[MAX_TUPLES][128];
+        int n = PQntuples(r) < MAX_TUPLES ? PQntuples(r) : MAX_TUPLES;
+        o->ok = true;
+        for (int i = 0; i < n; i++) {
+            size_t len = 0;
+            tup[i][0] = '\0';
+            for (int j = 0; j < PQnfields(r) && len < sizeof tup[i]; j++) {
+                len += (size_t)snprintf(tup[i] + len, sizeof tup[i] - len, "%s%s",
+                                        j > 0 ? "," : "",
+                                        PQgetisnull(r, i, j) ? "null" : PQgetvalue(r, i, j));
+            }
+        }
+        qsort(tup, (size_t)n, sizeof tup[0], cmp_tuple);
+        size_t len = (size_t)snprintf(o->rows, sizeof o->rows, "%s", PQcmdStatus(r));
+        for (int i = 0; i < n && len < sizeof o->rows; i++) {
+            len += (size_t)snprintf(o->rows + len, sizeof o->rows - len, " [%s]", tup[i]);
+        }
+        return;
+    }
+    const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+    const char *h = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
+    const char *x = PQresultErrorField(r, PG_DIAG_CONTEXT);
+    snprintf(o->state, sizeof o->state, "%s", st != NULL ? st : "?????");
+    snprintf(o->msg, sizeof o->msg, "%s", m != NULL ? m : PQresultErrorMessage(r));
+    snprintf(o->detail, sizeof o->detail, "%s", d != NULL ? d : "");
+    snprintf(o->hint, sizeof o->hint, "%s", h != NULL ? h : "");
+    snprintf(o->context, sizeof o->context, "%s", x != NULL ? x : "");
+}
+
+stmt_res stmt_exec(PGconn *c, const char *sql)
+{
+    stmt_res o;
+    PGresult *r = PQexec(c, sql);
+    stmt_take(r, &o);
+    PQclear(r);
+    return o;
+}
+
+bool stmt_eq(const stmt_res *a, const stmt_res *b)
+{
+    return a->ok == b->ok && strcmp(a->state, b->state) == 0 && strcmp(a->msg, b->msg) == 0 &&
+           strcmp(a->detail, b->detail) == 0 && strcmp(a->hint, b->hint) == 0 &&
+           strcmp(a->rows, b->rows) == 0;
+}
+
+void stmt_describe(const stmt_res *r, char *out, size_t n)
+{
+    if (r->ok) {
+        snprintf(out, n, "ok: %s", r->rows);
+    } else {
+        snprintf(out, n, "%s \"%s\" DETAIL \"%s\" HINT \"%s\"", r->state, r->msg, r->detail,
+                 r->hint);
+    }
+}
+
+void expect_stmt_err(const stmt_res *o, const char *state, const char *msg, const char *detail,
+                     const char *what)
+{
+    char d[2048];
+    stmt_describe(o, d, sizeof d);
+    ck_assert_msg(!o->ok && strcmp(o->state, state) == 0, "%s: %s; expected SQLSTATE %s", what, d,
+                  state);
+    ck_assert_msg(msg == NULL || strcmp(o->msg, msg) == 0, "%s: %s; expected the message \"%s\"",
+                  what, d, msg);
+    ck_assert_msg(detail == NULL || strcmp(o->detail, detail) == 0,
+                  "%s: %s; expected the DETAIL \"%s\"", what, d, detail);
+}
+
+void expect_stmt_ok(const stmt_res *o, const char *rows, const char *what)
+{
+    char d[2048];
+    stmt_describe(o, d, sizeof d);
+    ck_assert_msg(o->ok, "%s: %s; expected success", what, d);
+    ck_assert_msg(rows == NULL || strcmp(o->rows, rows) == 0, "%s: %s; expected \"%s\"", what, d,
+                  rows);
+}

@@ -135,6 +135,31 @@ extern const char pgtest__sql_fence_v2[];
 extern const size_t pgtest__sql_fence_v2_len;
 void install_v2(PGconn *c);
 
+/* What one statement returned, to compare outcomes field by field:
+ * on error its SQLSTATE, message, DETAIL, HINT and CONTEXT; on success
+ * the command status and the rows, each as [a,b,...], sorted (an UPDATE's
+ * RETURNING rows come in the scan's order). */
+typedef struct stmt_res {
+    bool ok;
+    char state[6];
+    char msg[512];
+    char detail[512];
+    char hint[512];
+    char context[2048];
+    char rows[1024];
+} stmt_res;
+void stmt_take(PGresult *r, stmt_res *o); /* does not PQclear r */
+stmt_res stmt_exec(PGconn *c, const char *sql);
+/* Same outcome: all but the CONTEXT. */
+bool stmt_eq(const stmt_res *a, const stmt_res *b);
+void stmt_describe(const stmt_res *r, char *out, size_t n);
+/* o is an error with SQLSTATE state (and, when not NULL, exactly message
+ * msg and DETAIL detail); `what` names the case in a failure. */
+void expect_stmt_err(const stmt_res *o, const char *state, const char *msg, const char *detail,
+                     const char *what);
+/* o succeeded (with exactly rows, when not NULL). */
+void expect_stmt_ok(const stmt_res *o, const char *rows, const char *what);
+
 /* A Check case with the fixture, for suite_add_tcase. */
 TCase *pg_tcase(const char *name);
 

@@ -72,104 +72,11 @@ static const char DECL[] =
     " FROM pg_proc WHERE oid = 'fence.c_send(text, text)'::regprocedure";
 
 /* ------------------------------------------------------------------ */
-/* What a statement returned                                            */
+/* What a statement returned (stmt_res, pgutil.h)                      */
 /* ------------------------------------------------------------------ */
 
-typedef struct res {
-    bool ok;
-    char state[6];
-    char msg[512];
-    char detail[512];
-    char hint[512];
-    char context[2048]; /* on error: the CONTEXT (where in a function it was raised) */
-    char rows[1024];    /* on success: the command status and the rows, [a,b] each */
-} res;
-
-static void take(PGresult *r, res *o)
-{
-    memset(o, 0, sizeof *o);
-    ExecStatusType s = PQresultStatus(r);
-    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
-        o->ok = true;
-        size_t len = (size_t)snprintf(o->rows, sizeof o->rows, "%s", PQcmdStatus(r));
-        for (int i = 0; i < PQntuples(r) && len < sizeof o->rows; i++) {
-            len += (size_t)snprintf(o->rows + len, sizeof o->rows - len, " [");
-            for (int j = 0; j < PQnfields(r) && len < sizeof o->rows; j++) {
-                len += (size_t)snprintf(o->rows + len, sizeof o->rows - len, "%s%s",
-                                        j > 0 ? "," : "",
-                                        PQgetisnull(r, i, j) ? "null" : PQgetvalue(r, i, j));
-            }
-            if (len < sizeof o->rows) {
-                len += (size_t)snprintf(o->rows + len, sizeof o->rows - len, "]");
-            }
-        }
-        return;
-    }
-    const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-    const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
-    const char *h = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
-    const char *x = PQresultErrorField(r, PG_DIAG_CONTEXT);
-    snprintf(o->state, sizeof o->state, "%s", st != NULL ? st : "?????");
-    snprintf(o->msg, sizeof o->msg, "%s", m != NULL ? m : PQresultErrorMessage(r));
-    snprintf(o->detail, sizeof o->detail, "%s", d != NULL ? d : "");
-    snprintf(o->hint, sizeof o->hint, "%s", h != NULL ? h : "");
-    snprintf(o->context, sizeof o->context, "%s", x != NULL ? x : "");
-}
-
-static res exec1(PGconn *c, const char *sql)
-{
-    res o;
-    PGresult *r = PQexec(c, sql);
-    take(r, &o);
-    PQclear(r);
-    return o;
-}
-
-static bool res_eq(const res *a, const res *b)
-{
-    return a->ok == b->ok && strcmp(a->state, b->state) == 0 && strcmp(a->msg, b->msg) == 0 &&
-           strcmp(a->detail, b->detail) == 0 && strcmp(a->hint, b->hint) == 0 &&
-           strcmp(a->rows, b->rows) == 0;
-}
-
-static void describe(const res *r, char *out, size_t n)
-{
-    if (r->ok) {
-        snprintf(out, n, "ok: %s", r->rows);
-    } else {
-        snprintf(out, n, "%s \"%s\" DETAIL \"%s\" HINT \"%s\"", r->state, r->msg, r->detail,
-                 r->hint);
-    }
-}
-
-/* o is an error with SQLSTATE state (and, when not NULL, exactly message
- * msg and DETAIL detail). */
-static void expect_err(const res *o, const char *state, const char *msg, const char *detail,
-                       const char *what)
-{
-    char d[2048];
-    describe(o, d, sizeof d);
-    ck_assert_msg(!o->ok && strcmp(o->state, state) == 0, "%s: %s; expected SQLSTATE %s", what, d,
-                  state);
-    ck_assert_msg(msg == NULL || strcmp(o->msg, msg) == 0, "%s: %s; expected the message \"%s\"",
-                  what, d, msg);
-    ck_assert_msg(detail == NULL || strcmp(o->detail, detail) == 0,
-                  "%s: %s; expected the DETAIL \"%s\"", what, d, detail);
-}
-
-/* o succeeded (with exactly rows, when not NULL). */
-static void expect_ok(const res *o, const char *rows, const char *what)
-{
-    char d[2048];
-    describe(o, d, sizeof d);
-    ck_assert_msg(o->ok, "%s: %s; expected success", what, d);
-    ck_assert_msg(rows == NULL || strcmp(o->rows, rows) == 0, "%s: %s; expected \"%s\"", what, d,
-                  rows);
-}
-
 /* The 23Q02 conflict on setting ("fence.token" or "fence.holder"). */
-static void expect_conflict(const res *o, const char *setting, const char *what)
+static void expect_conflict(const stmt_res *o, const char *setting, const char *what)
 {
     char msg[256];
     char detail[128];
@@ -178,14 +85,14 @@ static void expect_conflict(const res *o, const char *setting, const char *what)
              "set_config or a function's SET clause",
              setting);
     snprintf(detail, sizeof detail, "reason=conflict setting=%s", setting);
-    expect_err(o, "23Q02", msg, detail, what);
+    expect_stmt_err(o, "23Q02", msg, detail, what);
     ck_assert_msg(strcmp(o->hint, CONFLICT_HINT) == 0, "%s: HINT \"%s\"", what, o->hint);
 }
 
 /* o is an error raised inside a function by (or under) the statement
  * stmt of its body: its CONTEXT names it, as PL/pgSQL does ("SQL statement
  * \"<stmt>...\"").  Tells c_send's own refusal from a reader's after it. */
-static void expect_raised_by(const res *o, const char *stmt, const char *what)
+static void expect_raised_by(const stmt_res *o, const char *stmt, const char *what)
 {
     char want[256];
     snprintf(want, sizeof want, "SQL statement \"%s", stmt);
@@ -382,8 +289,8 @@ static void expect_aborted(PGconn *c, const char *what)
     ck_assert_msg(PQtransactionStatus(c) == PQTRANS_INERROR,
                   "%s: the transaction is not aborted (status %d)", what,
                   (int)PQtransactionStatus(c));
-    res r = exec1(c, "SELECT 1");
-    expect_err(&r, "25P02", NULL, NULL, what);
+    stmt_res r = stmt_exec(c, "SELECT 1");
+    expect_stmt_err(&r, "25P02", NULL, NULL, what);
 }
 
 /* SELECT fence.c_send(tok, h), which must itself refuse with the conflict
@@ -397,7 +304,7 @@ static void send_refused(PGconn *c, const char *tok, const char *h, const char *
     snprintf(a, sizeof a, tok != NULL ? "'%s'" : "NULL", tok);
     snprintf(b, sizeof b, h != NULL ? "'%s'" : "NULL", h);
     snprintf(sql, sizeof sql, "SELECT fence.c_send(%s, %s)", a, b);
-    res r = exec1(c, sql);
+    stmt_res r = stmt_exec(c, sql);
     expect_conflict(&r, setting, what);
     expect_aborted(c, what);
 }
@@ -490,10 +397,10 @@ START_TEST(send_scoped_like_set_local)
     expect_probe(c, "s1", "6", HOLDER, "level a rolled back");
     ok(c, "RELEASE SAVEPOINT a");
     expect_probe(c, "s1", "6", HOLDER, "level a released");
-    res r = exec1(c, "UPDATE s1c SET v = v + 1 WHERE id = 2 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [6]", "the C table, after the savepoints");
-    r = exec1(c, "UPDATE s1p SET v = v + 1 WHERE id = 2 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [6]", "the PL/pgSQL table, after the savepoints");
+    stmt_res r = stmt_exec(c, "UPDATE s1c SET v = v + 1 WHERE id = 2 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [6]", "the C table, after the savepoints");
+    r = stmt_exec(c, "UPDATE s1p SET v = v + 1 WHERE id = 2 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [6]", "the PL/pgSQL table, after the savepoints");
     ok(c, "COMMIT");
     expect_rows(adm, "s1c", "1:0:5 2:1:6 3:0:7", "committed");
     expect_rows(adm, "s1p", "1:0:5 2:1:6 3:0:7", "committed");
@@ -615,10 +522,10 @@ START_TEST(send_cleared_at_transaction_end)
 
     ok(c, "BEGIN");
     sent_by(c, "6", HOLDER);
-    res r = exec1(c, "UPDATE s3c SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [6]", "C table before COMMIT");
-    r = exec1(c, "UPDATE s3p SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [6]", "PL/pgSQL table before COMMIT");
+    stmt_res r = stmt_exec(c, "UPDATE s3c SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [6]", "C table before COMMIT");
+    r = stmt_exec(c, "UPDATE s3p SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [6]", "PL/pgSQL table before COMMIT");
     ok(c, "COMMIT");
     expect_rows(adm, "s3c", "1:1:6 2:0:5 3:0:7", "committed");
     expect_rows(adm, "s3p", "1:1:6 2:0:5 3:0:7", "committed");
@@ -628,8 +535,8 @@ START_TEST(send_cleared_at_transaction_end)
     force(adm, "UPDATE s3c SET v = 0, tok = 5 WHERE id = 1; UPDATE s3p SET v = 0, tok = 5 WHERE id = 1");
     ok(c, "BEGIN");
     expect_probe(c, "s3", NULL, "", "the transaction after a COMMIT");
-    r = exec1(c, "UPDATE s3c SET v = 1 WHERE id = 1");
-    expect_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.s3c", "reason=missing",
+    r = stmt_exec(c, "UPDATE s3c SET v = 1 WHERE id = 1");
+    expect_stmt_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.s3c", "reason=missing",
                "after COMMIT, strict");
     ok(c, "ROLLBACK");
 
@@ -661,7 +568,7 @@ START_TEST(send_cleared_at_transaction_end)
     } multi[] = {{"8", "UPDATE 1 [8]"}, {"4", NULL}, {"", NULL}};
     for (size_t i = 0; i < sizeof multi / sizeof multi[0]; i++) {
         char q[2][256];
-        res m[2];
+        stmt_res m[2];
         snprintf(q[0], sizeof q[0],
                  "SELECT set_config('fence.token', '%s', true);"
                  " UPDATE s3c SET v = v + 1 WHERE id = 2 RETURNING tok",
@@ -672,13 +579,13 @@ START_TEST(send_cleared_at_transaction_end)
                  multi[i].tok);
         for (int k = 0; k < 2; k++) {
             force(adm, "UPDATE s3c SET v = 0, tok = 5 WHERE id = 2");
-            m[k] = exec1(c, q[k]);
+            m[k] = stmt_exec(c, q[k]);
         }
         char d0[2048];
         char d1[2048];
-        describe(&m[0], d0, sizeof d0);
-        describe(&m[1], d1, sizeof d1);
-        ck_assert_msg(res_eq(&m[0], &m[1]), "multi-statement, token '%s':\n  set_config %s\n"
+        stmt_describe(&m[0], d0, sizeof d0);
+        stmt_describe(&m[1], d1, sizeof d1);
+        ck_assert_msg(stmt_eq(&m[0], &m[1]), "multi-statement, token '%s':\n  set_config %s\n"
                                             "  c_send     %s",
                       multi[i].tok, d0, d1);
         ck_assert_msg(multi[i].rows != NULL ? m[1].ok && strcmp(m[1].rows, multi[i].rows) == 0
@@ -703,8 +610,8 @@ START_TEST(send_cleared_at_transaction_end)
             " END $f$");
     for (int by_send = 0; by_send < 2; by_send++) {
         force(adm, "UPDATE s3c SET v = 0, tok = 5");
-        r = exec1(c, by_send ? "CALL s3_commit(true)" : "CALL s3_commit(false)");
-        expect_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.s3c",
+        r = stmt_exec(c, by_send ? "CALL s3_commit(true)" : "CALL s3_commit(false)");
+        expect_stmt_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.s3c",
                    "reason=missing", by_send ? "CALL, c_send, COMMIT" : "CALL, set_config, COMMIT");
         expect_rows(adm, "s3c", "1:0:5 2:1:6 3:0:5", by_send ? "CALL, c_send" : "CALL, set_config");
     }
@@ -714,8 +621,8 @@ START_TEST(send_cleared_at_transaction_end)
     ok(c, "SET fence.token = '3'");
     ok(c, "SET fence.holder = '" HOLDER "'");
     ok(c, "BEGIN");
-    r = exec1(c, "UPDATE s3c SET v = 1 WHERE id = 1");
-    expect_err(&r, "23Q02", NULL, "reason=session setting=fence.token", "session token, no send");
+    r = stmt_exec(c, "UPDATE s3c SET v = 1 WHERE id = 1");
+    expect_stmt_err(&r, "23Q02", NULL, "reason=session setting=fence.token", "session token, no send");
     ok(c, "ROLLBACK");
     ok(c, "BEGIN");
     sent_by(c, "6", NULL);
@@ -724,8 +631,8 @@ START_TEST(send_cleared_at_transaction_end)
     ck_assert_str_eq(text1(c, "SHOW fence.token"), "3");
     ck_assert_str_eq(text1(c, "SHOW fence.holder"), HOLDER);
     ok(c, "BEGIN");
-    r = exec1(c, "UPDATE s3c SET v = 1 WHERE id = 1");
-    expect_err(&r, "23Q02",
+    r = stmt_exec(c, "UPDATE s3c SET v = 1 WHERE id = 1");
+    expect_stmt_err(&r, "23Q02",
                "fence: fence.token is set for the session, not for the transaction, for UPDATE "
                "on public.s3c",
                "reason=session setting=fence.token", "session token again, next transaction");
@@ -733,15 +640,15 @@ START_TEST(send_cleared_at_transaction_end)
     /* The PL/pgSQL guard cannot tell a session's token (existing
      * behaviour): it admits 3, a new row. */
     ok(c, "BEGIN");
-    r = exec1(c, "INSERT INTO s3p VALUES (50, 0, 0) RETURNING tok");
-    expect_ok(&r, "INSERT 0 1 [3]", "session token, PL/pgSQL guard");
+    r = stmt_exec(c, "INSERT INTO s3p VALUES (50, 0, 0) RETURNING tok");
+    expect_stmt_ok(&r, "INSERT 0 1 [3]", "session token, PL/pgSQL guard");
     ok(c, "ROLLBACK");
     /* set_config of the token alone leaves the session's holder, which
      * the C guard refuses; c_send replaced it (above). */
     ok(c, "BEGIN");
     ok(c, "SELECT set_config('fence.token', '6', true)");
-    r = exec1(c, "UPDATE s3c SET v = 1 WHERE id = 1");
-    expect_err(&r, "23Q02", NULL, "reason=session setting=fence.holder", "session holder");
+    r = stmt_exec(c, "UPDATE s3c SET v = 1 WHERE id = 1");
+    expect_stmt_err(&r, "23Q02", NULL, "reason=session setting=fence.holder", "session holder");
     ok(c, "ROLLBACK");
     PQfinish(c);
     PQfinish(adm);
@@ -842,13 +749,13 @@ typedef enum stage {
  * the order given, then the reader; rolled back.  The outcome of the
  * first statement that failed, else the reader's; *at says which one.
  * After a failure the transaction must be aborted (the rest is not run). */
-static res conflict_case(PGconn *c, const char *pfx, const char *setting, const change *ch,
+static stmt_res conflict_case(PGconn *c, const char *pfx, const char *setting, const change *ch,
                          bool change_first, const reader *rd, stage *at)
 {
     char sql[1024];
     char fn[64];
     char body[512];
-    res o;
+    stmt_res o;
     bool tok = strcmp(setting, "fence.token") == 0;
     expand(rd->sql, pfx, setting, body, sizeof body);
     ok(c, "BEGIN");
@@ -863,7 +770,7 @@ static res conflict_case(PGconn *c, const char *pfx, const char *setting, const 
             sent_by(c, "5", HOLDER);
         }
         snprintf(sql, sizeof sql, "SELECT %s($q$%s$q$)", fn, body);
-        o = exec1(c, sql);
+        o = stmt_exec(c, sql);
         *at = change_first ? AT_SEND : AT_READER;
     } else {
         char set[256];
@@ -871,14 +778,14 @@ static res conflict_case(PGconn *c, const char *pfx, const char *setting, const 
         if (!change_first) {
             sent_by(c, "5", HOLDER);
         }
-        o = exec1(c, set);
+        o = stmt_exec(c, set);
         *at = AT_CHANGE;
         if (o.ok && change_first) {
-            o = exec1(c, "SELECT fence.c_send('5', '" HOLDER "')");
+            o = stmt_exec(c, "SELECT fence.c_send('5', '" HOLDER "')");
             *at = AT_SEND;
         }
         if (o.ok) {
-            o = exec1(c, body);
+            o = stmt_exec(c, body);
             *at = AT_READER;
         }
     }
@@ -939,7 +846,7 @@ START_TEST(conflicts_refused_by_every_reader)
                     stage at;
                     snprintf(what, sizeof what, "%s: %s %s c_send, read by %s", settings[s],
                              CHANGES[w].name, first ? "before" : "after", rd->name);
-                    res o = conflict_case(c, "k1", settings[s], &CHANGES[w], first, rd, &at);
+                    stmt_res o = conflict_case(c, "k1", settings[s], &CHANGES[w], first, rd, &at);
                     bool reads = tok ? rd->token : rd->holder;
                     bool set_config = CHANGES[w].sql != NULL &&
                                       strncmp(CHANGES[w].sql, "SELECT set_config", 17) == 0;
@@ -954,7 +861,7 @@ START_TEST(conflicts_refused_by_every_reader)
                         want = AT_READER;
                         by_reader++;
                     } else {
-                        expect_ok(&o, NULL, what);
+                        expect_stmt_ok(&o, NULL, what);
                         ck_assert_msg(at == AT_READER, "%s: stopped at %s", what, stages[at]);
                         admitted++;
                         continue;
@@ -1032,11 +939,11 @@ START_TEST(conflicts_and_savepoints)
                     sent_by(c, "6", HOLDER);
                 }
                 ok(c, "SAVEPOINT a");
-                res o = exec1(c, set);
+                stmt_res o = stmt_exec(c, set);
                 if (!first && strncmp(CHANGES[w].sql, "SELECT set_config", 17) == 0) {
                     expect_conflict(&o, settings[s], what); /* refused at once */
                 } else {
-                    expect_ok(&o, NULL, what);
+                    expect_stmt_ok(&o, NULL, what);
                 }
                 ok(c, "ROLLBACK TO SAVEPOINT a");
                 ok(c, "RELEASE SAVEPOINT a");
@@ -1044,8 +951,8 @@ START_TEST(conflicts_and_savepoints)
                     sent_by(c, "6", HOLDER); /* at the top level: sends */
                 }
                 expect_probe(c, "k2", "6", HOLDER, what);
-                o = exec1(c, "SELECT fence.advance('ks1', 6), fence.c_advance('ks2', 6)");
-                expect_ok(&o, "SELECT 1 [6,6]", what);
+                o = stmt_exec(c, "SELECT fence.advance('ks1', 6), fence.c_advance('ks2', 6)");
+                expect_stmt_ok(&o, "SELECT 1 [6,6]", what);
                 ok(c, "ROLLBACK");
                 /* Released: the change stays in force. */
                 ok(c, "BEGIN");
@@ -1053,10 +960,10 @@ START_TEST(conflicts_and_savepoints)
                     sent_by(c, "6", HOLDER);
                 }
                 ok(c, "SAVEPOINT a");
-                o = exec1(c, set);
+                o = stmt_exec(c, set);
                 if (first) {
                     /* c_send after it refuses. */
-                    expect_ok(&o, NULL, what);
+                    expect_stmt_ok(&o, NULL, what);
                     ok(c, "RELEASE SAVEPOINT a");
                     send_refused(c, "6", HOLDER, settings[s], what);
                 } else {
@@ -1064,7 +971,7 @@ START_TEST(conflicts_and_savepoints)
                         ok(c, "RELEASE SAVEPOINT a");
                         char sql[128];
                         snprintf(sql, sizeof sql, "SELECT current_setting('%s')", settings[s]);
-                        o = exec1(c, sql);
+                        o = stmt_exec(c, sql);
                     }
                     expect_conflict(&o, settings[s], what);
                 }
@@ -1144,16 +1051,16 @@ START_TEST(send_inside_function_with_set_clause)
     /* set_config inside the function (the reference): gone at its return. */
     ok(c, "BEGIN");
     ok(c, "SELECT k3_set()");
-    res r = exec1(c, "UPDATE k3c SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.k3c", "reason=missing",
+    stmt_res r = stmt_exec(c, "UPDATE k3c SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.k3c", "reason=missing",
                "set_config inside a function with SET clauses, then an UPDATE");
     ck_assert_str_eq(r.hint, "Set it in the writing transaction: SET LOCAL fence.token = "
                              "<token>.");
     ok(c, "ROLLBACK");
     ok(c, "BEGIN");
     ok(c, "SELECT k3_set()");
-    r = exec1(c, "SELECT fence.c_advance('k3', 9)");
-    expect_ok(&r, "SELECT 1 [9]", "set_config inside a function with SET clauses, then c_advance");
+    r = stmt_exec(c, "SELECT fence.c_advance('k3', 9)");
+    expect_stmt_ok(&r, "SELECT 1 [9]", "set_config inside a function with SET clauses, then c_advance");
     ck_assert_str_eq(text1(c, MARK_K3), "9/-");
     ok(c, "ROLLBACK");
 
@@ -1174,7 +1081,7 @@ START_TEST(send_inside_function_with_set_clause)
         /* Nothing sent before. */
         snprintf(what, sizeof what, "%s(), nothing sent before", refused[i].fn);
         ok(c, "BEGIN");
-        r = exec1(c, sql);
+        r = stmt_exec(c, sql);
         expect_conflict(&r, refused[i].setting, what);
         expect_raised_by(&r, "SELECT fence.c_send(", what); /* not the UPDATE after it */
         expect_aborted(c, what);
@@ -1188,7 +1095,7 @@ START_TEST(send_inside_function_with_set_clause)
         ok(c, "BEGIN");
         sent_by(c, "6", HOLDER);
         ok(c, "SAVEPOINT f");
-        r = exec1(c, sql);
+        r = stmt_exec(c, sql);
         expect_conflict(&r, refused[i].setting, what);
         expect_raised_by(&r, "SELECT fence.c_send(", what);
         expect_aborted(c, what);
@@ -1197,10 +1104,10 @@ START_TEST(send_inside_function_with_set_clause)
         expect_rows(c, "k3p", UNTOUCHED, what);
         ck_assert_str_eq(text1(c, MARK_K3), "none");
         expect_probe(c, "k3", "6", HOLDER, what);
-        r = exec1(c, "UPDATE k3c SET v = v + 1 WHERE id = 1 RETURNING tok");
-        expect_ok(&r, "UPDATE 1 [6]", what);
-        r = exec1(c, "SELECT fence.c_advance('k3', 6)");
-        expect_ok(&r, "SELECT 1 [6]", what);
+        r = stmt_exec(c, "UPDATE k3c SET v = v + 1 WHERE id = 1 RETURNING tok");
+        expect_stmt_ok(&r, "UPDATE 1 [6]", what);
+        r = stmt_exec(c, "SELECT fence.c_advance('k3', 6)");
+        expect_stmt_ok(&r, "SELECT 1 [6]", what);
         ck_assert_str_eq(text1(c, MARK_K3), "6/" HOLDER);
         ok(c, "ROLLBACK");
         expect_rows(adm, "k3c", UNTOUCHED, what);
@@ -1286,7 +1193,7 @@ START_TEST(change_after_send_in_one_function)
         snprintf(what, sizeof what, "c_send, set_config('%s'), '%s' in one function",
                  cases[i].setting, cases[i].write);
         ok(c, "BEGIN");
-        res r = exec1(c, sql);
+        stmt_res r = stmt_exec(c, sql);
         expect_conflict(&r, cases[i].setting, what);
         expect_raised_by(&r, "SELECT set_config(", what);
         expect_aborted(c, what);
@@ -1297,7 +1204,7 @@ START_TEST(change_after_send_in_one_function)
         snprintf(what, sizeof what, "c_send, SET LOCAL %s, '%s' in one function",
                  cases[i].setting, cases[i].write);
         ok(c, "BEGIN");
-        r = exec1(c, sql);
+        r = stmt_exec(c, sql);
         expect_conflict(&r, cases[i].setting, what);
         expect_raised_by(&r, cases[i].write, what);
         expect_aborted(c, what);
@@ -1308,7 +1215,7 @@ START_TEST(change_after_send_in_one_function)
                  cases[i].setting, cases[i].write);
         ok(c, "BEGIN");
         ok(c, sql);
-        r = exec1(c, cases[i].write);
+        r = stmt_exec(c, cases[i].write);
         expect_conflict(&r, cases[i].setting, what);
         expect_aborted(c, what);
         ok(c, "ROLLBACK");
@@ -1373,8 +1280,8 @@ START_TEST(send_memory_bounded)
                   " released (limit 2 MB)",
                   before, same_level, rolled_back, released);
     /* And the token still writes. */
-    res r = exec1(c, "UPDATE mmc SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [205000]", "after 30,000 sends");
+    stmt_res r = stmt_exec(c, "UPDATE mmc SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [205000]", "after 30,000 sends");
     ok(c, "ROLLBACK");
     PQfinish(c);
     PQfinish(adm);
@@ -1424,7 +1331,7 @@ typedef struct pair {
 /* One transaction: token and holder by set_config (send false) or c_send,
  * then target; the outcome and what the tables and marks hold then
  * (rolled back). */
-static res same_case(PGconn *c, const pair *p, const char *target, bool by_send, char *state,
+static stmt_res same_case(PGconn *c, const pair *p, const char *target, bool by_send, char *state,
                      size_t n)
 {
     const char *vals[2] = {p->tok, p->holder};
@@ -1437,7 +1344,7 @@ static res same_case(PGconn *c, const pair *p, const char *target, bool by_send,
     ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "setting the token: %s",
                   PQresultErrorMessage(r));
     PQclear(r);
-    res o = exec1(c, target); /* the last result of a multi-statement target */
+    stmt_res o = stmt_exec(c, target); /* the last result of a multi-statement target */
     if (o.ok) {
         snprintf(state, n, "%s", text1(c, O1_STATE));
     }
@@ -1503,19 +1410,19 @@ START_TEST(same_outcomes_as_set_config)
         {LONG_TOKEN, LONG_TOKEN},
     };
     size_t ntargets = sizeof SAME_TARGETS / sizeof SAME_TARGETS[0];
-    static res seen[sizeof cases / sizeof cases[0]][sizeof SAME_TARGETS / sizeof SAME_TARGETS[0]];
+    static stmt_res seen[sizeof cases / sizeof cases[0]][sizeof SAME_TARGETS / sizeof SAME_TARGETS[0]];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (size_t t = 0; t < ntargets; t++) {
             char st[2][1024];
-            res o[2];
+            stmt_res o[2];
             for (int k = 0; k < 2; k++) {
                 o[k] = same_case(c, &cases[i], SAME_TARGETS[t], k == 1, st[k], sizeof st[k]);
             }
             char d0[2048];
             char d1[2048];
-            describe(&o[0], d0, sizeof d0);
-            describe(&o[1], d1, sizeof d1);
-            ck_assert_msg(res_eq(&o[0], &o[1]) && strcmp(st[0], st[1]) == 0,
+            stmt_describe(&o[0], d0, sizeof d0);
+            stmt_describe(&o[1], d1, sizeof d1);
+            ck_assert_msg(stmt_eq(&o[0], &o[1]) && strcmp(st[0], st[1]) == 0,
                           "token %s%s%s, holder %s%s%s, '%s':\n  set_config %s; holds '%s'\n"
                           "  c_send     %s; holds '%s'",
                           cases[i].tok ? "'" : "", cases[i].tok ? cases[i].tok : "NULL",
@@ -1526,34 +1433,34 @@ START_TEST(same_outcomes_as_set_config)
         }
     }
     /* Not the same mistake both ways: a few outcomes outright. */
-    expect_ok(&seen[0][0], "UPDATE 1 [1,1,5]", "token 5, stamped UPDATE");
-    expect_ok(&seen[1][1], "UPDATE 1 [2,1,6]", "token 6, UPDATE by the trigger");
-    expect_err(&seen[2][0], "23Q01", "fence: stale token 4 for public.o1c (highest seen 5)",
+    expect_stmt_ok(&seen[0][0], "UPDATE 1 [1,1,5]", "token 5, stamped UPDATE");
+    expect_stmt_ok(&seen[1][1], "UPDATE 1 [2,1,6]", "token 6, UPDATE by the trigger");
+    expect_stmt_err(&seen[2][0], "23Q01", "fence: stale token 4 for public.o1c (highest seen 5)",
                "offered=4 highest=5 kind=table object=public.o1c reason=older", "token 4");
-    expect_err(&seen[2][4], "23Q01", "fence: stale token 4 for public.o1p (highest seen 5)",
+    expect_stmt_err(&seen[2][4], "23Q01", "fence: stale token 4 for public.o1p (highest seen 5)",
                "offered=4 highest=5 kind=table object=public.o1p reason=older", "token 4, plpgsql");
-    expect_err(&seen[5][2], "23Q02", "fence: malformed fencing token '007' for INSERT on public.o1c",
+    expect_stmt_err(&seen[5][2], "23Q02", "fence: malformed fencing token '007' for INSERT on public.o1c",
                "reason=malformed", "token 007");
-    expect_err(&seen[11][5], "23Q02", "fence: no fencing token for INSERT on public.o1p",
+    expect_stmt_err(&seen[11][5], "23Q02", "fence: no fencing token for INSERT on public.o1p",
                "reason=missing", "token ''");
-    expect_err(&seen[12][0], "23Q02", "fence: no fencing token for UPDATE on public.o1c",
+    expect_stmt_err(&seen[12][0], "23Q02", "fence: no fencing token for UPDATE on public.o1c",
                "reason=missing", "token NULL");
-    expect_ok(&seen[9][3], "DELETE 1 [3,7]", "the largest token, DELETE");
-    expect_ok(&seen[1][7], "SELECT 1 [6]", "the holder of the mark repeats its token");
-    expect_err(&seen[13][8], "23Q01", NULL,
+    expect_stmt_ok(&seen[9][3], "DELETE 1 [3,7]", "the largest token, DELETE");
+    expect_stmt_ok(&seen[1][7], "SELECT 1 [6]", "the holder of the mark repeats its token");
+    expect_stmt_err(&seen[13][8], "23Q01", NULL,
                "offered=6 highest=6 kind=resource object=o1a reason=repeat holder=" HOLDER,
                "another holder repeats the token");
-    expect_err(&seen[15][9], "23Q02", NULL, "reason=malformed setting=fence.holder",
+    expect_stmt_err(&seen[15][9], "23Q02", NULL, "reason=malformed setting=fence.holder",
                "a malformed holder");
-    expect_ok(&seen[17][10], "SELECT 1 [6]", "no holder");
-    expect_ok(&seen[18][12], "SELECT 1 [,]", "NULL, NULL");
-    expect_ok(&seen[1][13], "UPDATE 1 [6]", "the C check reads the sent token");
-    expect_err(&seen[1][14], "23Q03", NULL, "written=7 expected=6 kind=table object=public.o1x",
+    expect_stmt_ok(&seen[17][10], "SELECT 1 [6]", "no holder");
+    expect_stmt_ok(&seen[18][12], "SELECT 1 [,]", "NULL, NULL");
+    expect_stmt_ok(&seen[1][13], "UPDATE 1 [6]", "the C check reads the sent token");
+    expect_stmt_err(&seen[1][14], "23Q03", NULL, "written=7 expected=6 kind=table object=public.o1x",
                "the C check, a rewritten stamp");
-    expect_ok(&seen[1][16], "UPDATE 1 [6]", "the PL/pgSQL check reads the sent token");
-    expect_err(&seen[1][17], "23Q03", NULL, "written=7 expected=6 kind=table object=public.o1y",
+    expect_stmt_ok(&seen[1][16], "UPDATE 1 [6]", "the PL/pgSQL check reads the sent token");
+    expect_stmt_err(&seen[1][17], "23Q03", NULL, "written=7 expected=6 kind=table object=public.o1y",
                "the PL/pgSQL check, a rewritten stamp");
-    expect_err(&seen[19][0], "23Q02",
+    expect_stmt_err(&seen[19][0], "23Q02",
                "fence: malformed fencing token '" E5 E5 E5 E5 E5 E5 E5 E5 "' for UPDATE on "
                "public.o1c",
                "reason=malformed", "a long token");
@@ -1606,13 +1513,13 @@ START_TEST(parallel_mode)
     ck_assert(!gathered(c, "SELECT fence.c_send('6', NULL)"));
 
     ok(c, "BEGIN");
-    res r = exec1(c, "SELECT q1_send()");
-    expect_err(&r, "25000", "fence: cannot send a token during a parallel operation", NULL,
+    stmt_res r = stmt_exec(c, "SELECT q1_send()");
+    expect_stmt_err(&r, "25000", "fence: cannot send a token during a parallel operation", NULL,
                "c_send in a parallel query");
     ok(c, "ROLLBACK");
     ok(c, "BEGIN");
-    r = exec1(c, "SELECT q1_set()");
-    expect_err(&r, "25000", "parameter \"fence.token\" cannot be set during a parallel operation",
+    r = stmt_exec(c, "SELECT q1_set()");
+    expect_stmt_err(&r, "25000", "parameter \"fence.token\" cannot be set during a parallel operation",
                NULL, "set_config in a parallel query");
     ok(c, "ROLLBACK");
     ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
@@ -1623,8 +1530,8 @@ START_TEST(parallel_mode)
     ok(c, "BEGIN");
     sent_by(c, "8", NULL);
     ok(c, "SAVEPOINT a");
-    r = exec1(c, "SELECT q1_send()");
-    expect_ok(&r, "SELECT 1 [t]", "c_send in a would-be parallel query, in a savepoint");
+    r = stmt_exec(c, "SELECT q1_send()");
+    expect_stmt_ok(&r, "SELECT 1 [t]", "c_send in a would-be parallel query, in a savepoint");
     ck_assert_str_eq(text1(c, "SHOW fence.token"), "6");
     ok(c, "ROLLBACK TO SAVEPOINT a");
     ok(c, "RESET force_parallel_mode");
@@ -1637,10 +1544,10 @@ START_TEST(parallel_mode)
     snprintf(leader, sizeof leader, "%d:8", PQbackendPID(c));
     ck_assert_str_eq(text1(c, "SELECT q1_read()"), leader);
     /* The writes run in the leader and see it. */
-    r = exec1(c, "UPDATE q1c SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [8]", "C table, force_parallel_mode on");
-    r = exec1(c, "UPDATE q1p SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [8]", "PL/pgSQL table, force_parallel_mode on");
+    r = stmt_exec(c, "UPDATE q1c SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [8]", "C table, force_parallel_mode on");
+    r = stmt_exec(c, "UPDATE q1p SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [8]", "PL/pgSQL table, force_parallel_mode on");
     ok(c, "ROLLBACK");
     ok(c, "BEGIN");
     ok(c, "SELECT set_config('fence.token', '8', true)");
@@ -1835,8 +1742,8 @@ static void expect_writes(PGconn *c, PGconn *adm, const char *pfx, const char *w
     ck_assert_msg(set_tok_h(c, 9, HOLDER, NULL, &e) == FENCE_OK,
                   "%s: set_token over a session's token: %s", what, e.message);
     snprintf(sql, sizeof sql, "UPDATE %s SET v = v + 1 WHERE id = 1 RETURNING tok", tc);
-    res r = exec1(c, sql);
-    expect_ok(&r, "UPDATE 1 [9]", what);
+    stmt_res r = stmt_exec(c, sql);
+    expect_stmt_ok(&r, "UPDATE 1 [9]", what);
     ok(c, "ROLLBACK");
     ok(c, "RESET fence.token");
 
@@ -1897,7 +1804,7 @@ START_TEST(libpq_prepares_c_send)
     ok(app, "BEGIN");
     ck_assert_int_eq(set_tok(app, 9, NULL, &e), FENCE_OK);
     ok(app, "SET LOCAL fence.token = '9'");
-    res r = exec1(app, "UPDATE l1c SET v = v + 1 WHERE id = 1");
+    stmt_res r = stmt_exec(app, "UPDATE l1c SET v = v + 1 WHERE id = 1");
     expect_conflict(&r, "fence.token", "set_token, SET LOCAL, UPDATE");
     ok(app, "ROLLBACK");
     /* In a pipeline: the write after it. */
@@ -1915,8 +1822,8 @@ START_TEST(libpq_prepares_c_send)
     ok(app, "BEGIN");
     ck_assert_int_eq(set_tok(app, 9, NULL, &e), FENCE_OK);
     ok(app, "SET LOCAL fence.token = '10'");
-    r = exec1(app, "UPDATE l1c SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [10]", "unprepared set_token, then SET LOCAL");
+    r = stmt_exec(app, "UPDATE l1c SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [10]", "unprepared set_token, then SET LOCAL");
     ok(app, "ROLLBACK");
     ck_assert_int_eq(num(app, "SELECT count(*) FROM pg_prepared_statements"), 0);
     PQfinish(app);
@@ -1971,8 +1878,8 @@ START_TEST(libpq_falls_back_to_set_config)
     ok(app, "BEGIN");
     ck_assert_int_eq(set_tok(app, 9, NULL, &e), FENCE_OK);
     ok(app, "SET LOCAL fence.holder = ''");
-    res r = exec1(app, "UPDATE l2c SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [9]", "set_config way, then SET LOCAL fence.holder");
+    stmt_res r = stmt_exec(app, "UPDATE l2c SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [9]", "set_config way, then SET LOCAL fence.holder");
     ok(app, "ROLLBACK");
     PQfinish(app);
     /* The superuser of the same database may call it. */
@@ -2079,13 +1986,13 @@ START_TEST(module_defines_the_settings)
     ck_assert_str_eq(text1(c, "SHOW fence.token"), "4");
     ck_assert_str_eq(text1(c, "SHOW fence.holder"), HOLDER);
     ok(c, "BEGIN");
-    res r = exec1(c, "UPDATE m1c SET v = v + 1 WHERE id = 1");
-    expect_err(&r, "23Q02", NULL, "reason=session setting=fence.token", "session token, loaded");
+    stmt_res r = stmt_exec(c, "UPDATE m1c SET v = v + 1 WHERE id = 1");
+    expect_stmt_err(&r, "23Q02", NULL, "reason=session setting=fence.token", "session token, loaded");
     ok(c, "ROLLBACK");
     ok(c, "BEGIN");
     sent_by(c, "6", NULL);
-    r = exec1(c, "UPDATE m1c SET v = v + 1 WHERE id = 1 RETURNING tok");
-    expect_ok(&r, "UPDATE 1 [6]", "sent over the session's values");
+    r = stmt_exec(c, "UPDATE m1c SET v = v + 1 WHERE id = 1 RETURNING tok");
+    expect_stmt_ok(&r, "UPDATE 1 [6]", "sent over the session's values");
     ok(c, "ROLLBACK");
     ck_assert_str_eq(text1(c, "SHOW fence.token"), "4");
     PQfinish(c);
@@ -2099,13 +2006,13 @@ START_TEST(module_defines_the_settings)
         ok(c, "SET LOCAL fence.token = '9'");
         ck_assert_int_eq(num(c, "SELECT fence.c_version()"), 1);
         ck_assert_str_eq(text1(c, "SHOW fence.token"), "9");
-        r = exec1(c, "UPDATE m1c SET v = v + 1 WHERE id = 1 RETURNING tok");
-        expect_ok(&r, "UPDATE 1 [9]", "SET LOCAL before the load");
+        r = stmt_exec(c, "UPDATE m1c SET v = v + 1 WHERE id = 1 RETURNING tok");
+        expect_stmt_ok(&r, "UPDATE 1 [9]", "SET LOCAL before the load");
         ok(c, commit ? "COMMIT" : "ROLLBACK");
         ck_assert_str_eq(text1(c, "SHOW fence.token"), "3");
         ok(c, "BEGIN");
-        r = exec1(c, "UPDATE m1c SET v = v + 1 WHERE id = 1");
-        expect_err(&r, "23Q02", NULL, "reason=session setting=fence.token",
+        r = stmt_exec(c, "UPDATE m1c SET v = v + 1 WHERE id = 1");
+        expect_stmt_err(&r, "23Q02", NULL, "reason=session setting=fence.token",
                    "the session's token after the transaction");
         ok(c, "ROLLBACK");
         PQfinish(c);
@@ -2133,8 +2040,8 @@ START_TEST(module_defines_the_settings)
         ok(c, "BEGIN");
         sent_by(c, "6", NULL);
         ck_assert_str_eq(text1(c, "SHOW fence.token"), "6");
-        r = exec1(c, "UPDATE m1c SET v = v + 1 WHERE id = 1 RETURNING tok");
-        expect_ok(&r, "UPDATE 1 [6]", what);
+        r = stmt_exec(c, "UPDATE m1c SET v = v + 1 WHERE id = 1 RETURNING tok");
+        expect_stmt_ok(&r, "UPDATE 1 [6]", what);
         ok(c, "ROLLBACK");
         PQfinish(c);
     }
@@ -2168,8 +2075,8 @@ START_TEST(send_refused_in_security_restricted_operations)
         ck_assert_str_eq(text1(adm, "SELECT fence.c_send('6', '')"), "t");
         ok(adm, "SAVEPOINT a");
         ok(adm, "SET LOCAL fence_test.plant = 'on'");
-        res r = exec1(adm, ops[i]);
-        expect_err(&r, "42501",
+        stmt_res r = stmt_exec(adm, ops[i]);
+        expect_stmt_err(&r, "42501",
                    "fence: cannot send a token within a security-restricted operation", NULL,
                    ops[i]);
         ok(adm, "ROLLBACK TO SAVEPOINT a");

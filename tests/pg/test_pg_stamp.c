@@ -73,108 +73,6 @@ static const char CALLS[] =
 typedef enum way { STAMP, TRIGGER, FRESH } way;
 static const char *const WAY[] = {"stamp", "trigger", "fresh"};
 
-/* What one statement returned. */
-typedef struct res {
-    bool ok;
-    char state[6];
-    char msg[512];
-    char detail[512];
-    char hint[512];
-    /* On success: the command status and the rows, each as [a,b,...],
-     * sorted (the order of an UPDATE's rows is the scan's). */
-    char rows[1024];
-} res;
-
-static int cmp_tuple(const void *a, const void *b)
-{
-    return strcmp((const char *)a, (const char *)b);
-}
-
-static void take(PGresult *r, res *o)
-{
-    memset(o, 0, sizeof *o);
-    ExecStatusType s = PQresultStatus(r);
-    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) {
-        char tup[16][128];
-        int n = PQntuples(r) < 16 ? PQntuples(r) : 16;
-        o->ok = true;
-        for (int i = 0; i < n; i++) {
-            size_t len = 0;
-            tup[i][0] = '\0';
-            for (int j = 0; j < PQnfields(r) && len < sizeof tup[i]; j++) {
-                len += (size_t)snprintf(tup[i] + len, sizeof tup[i] - len, "%s%s",
-                                        j > 0 ? "," : "",
-                                        PQgetisnull(r, i, j) ? "null" : PQgetvalue(r, i, j));
-            }
-        }
-        qsort(tup, (size_t)n, sizeof tup[0], cmp_tuple);
-        size_t len = (size_t)snprintf(o->rows, sizeof o->rows, "%s", PQcmdStatus(r));
-        for (int i = 0; i < n && len < sizeof o->rows; i++) {
-            len += (size_t)snprintf(o->rows + len, sizeof o->rows - len, " [%s]", tup[i]);
-        }
-        return;
-    }
-    const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    const char *m = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-    const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
-    const char *h = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
-    snprintf(o->state, sizeof o->state, "%s", st != NULL ? st : "?????");
-    snprintf(o->msg, sizeof o->msg, "%s", m != NULL ? m : PQresultErrorMessage(r));
-    snprintf(o->detail, sizeof o->detail, "%s", d != NULL ? d : "");
-    snprintf(o->hint, sizeof o->hint, "%s", h != NULL ? h : "");
-}
-
-static res exec1(PGconn *c, const char *sql)
-{
-    res o;
-    PGresult *r = PQexec(c, sql);
-    take(r, &o);
-    PQclear(r);
-    return o;
-}
-
-static bool res_eq(const res *a, const res *b)
-{
-    return a->ok == b->ok && strcmp(a->state, b->state) == 0 && strcmp(a->msg, b->msg) == 0 &&
-           strcmp(a->detail, b->detail) == 0 && strcmp(a->hint, b->hint) == 0 &&
-           strcmp(a->rows, b->rows) == 0;
-}
-
-static void describe(const res *r, char *out, size_t n)
-{
-    if (r->ok) {
-        snprintf(out, n, "ok: %s", r->rows);
-    } else {
-        snprintf(out, n, "%s \"%s\" DETAIL \"%s\" HINT \"%s\"", r->state, r->msg, r->detail,
-                 r->hint);
-    }
-}
-
-/* o is an error with SQLSTATE state (and, when not NULL, exactly message
- * msg and DETAIL detail). */
-static void expect_err(const res *o, const char *state, const char *msg, const char *detail,
-                       const char *what)
-{
-    char d[2048];
-    describe(o, d, sizeof d);
-    ck_assert_msg(!o->ok && strcmp(o->state, state) == 0, "%s: %s; expected SQLSTATE %s", what, d,
-                  state);
-    ck_assert_msg(msg == NULL || strcmp(o->msg, msg) == 0, "%s: %s; expected the message \"%s\"",
-                  what, d, msg);
-    ck_assert_msg(detail == NULL || strcmp(o->detail, detail) == 0,
-                  "%s: %s; expected the DETAIL \"%s\"", what, d, detail);
-}
-
-/* o succeeded (with exactly rows, when not NULL). */
-static void expect_ok(const res *o, const char *rows, const char *what)
-{
-    char d[2048];
-    describe(o, d, sizeof d);
-    ck_assert_msg(o->ok, "%s: %s; expected success", what, d);
-    ck_assert_msg(rows == NULL || strcmp(o->rows, rows) == 0, "%s: %s; expected \"%s\"", what, d,
-                  rows);
-}
-
 /* fence.token for the open transaction (NULL: none). */
 static void set_raw(PGconn *c, const char *raw)
 {
@@ -191,11 +89,11 @@ static void set_raw(PGconn *c, const char *raw)
 
 /* One transaction with token raw (NULL: none) running sql: committed when
  * sql succeeds, rolled back otherwise. */
-static res write_as(PGconn *c, const char *raw, const char *sql)
+static stmt_res write_as(PGconn *c, const char *raw, const char *sql)
 {
     ok(c, "BEGIN");
     set_raw(c, raw);
-    res o = exec1(c, sql);
+    stmt_res o = stmt_exec(c, sql);
     ok(c, o.ok ? "COMMIT" : "ROLLBACK");
     return o;
 }
@@ -337,7 +235,7 @@ typedef struct scase {
 } scase;
 
 typedef struct took {
-    res r;
+    stmt_res r;
     bool stamped; /* the statement's plan has fence.c_stamp */
     char before[512];
     char after[512];
@@ -397,9 +295,9 @@ static void expect_case(const scase *k, const took *o, way w)
     char what[256];
     snprintf(what, sizeof what, "%s (%s way)", k->name, WAY[w]);
     if (k->state[0] == '\0') {
-        expect_ok(&o->r, k->rows, what);
+        expect_stmt_ok(&o->r, k->rows, what);
     } else {
-        expect_err(&o->r, k->state, k->msg, k->detail, what);
+        expect_stmt_err(&o->r, k->state, k->msg, k->detail, what);
     }
     const char *after = k->after != NULL ? k->after : o->before;
     ck_assert_msg(strcmp(o->after, after) == 0, "%s: the tables hold '%s', expected '%s'", what,
@@ -417,9 +315,9 @@ static void expect_same(const scase *k, const took *a, way wa, const took *b, wa
     char da[2048];
     char db_[2048];
     char text[6144];
-    describe(&a->r, da, sizeof da);
-    describe(&b->r, db_, sizeof db_);
-    if (res_eq(&a->r, &b->r) && strcmp(a->after, b->after) == 0) {
+    stmt_describe(&a->r, da, sizeof da);
+    stmt_describe(&b->r, db_, sizeof db_);
+    if (stmt_eq(&a->r, &b->r) && strcmp(a->after, b->after) == 0) {
         return;
     }
     snprintf(text, sizeof text,
@@ -486,8 +384,8 @@ START_TEST(plan_carries_the_stamp)
     ck_assert_int_eq(calls_in(c, "21", "UPDATE p1 SET v = v + 1"), 3000);
     ck_assert_int_eq(calls_in(c, "22", "UPDATE p1 SET v = v + 1 WHERE id <= 2"), 2000);
     expect_rows(adm, "p1", "1:3:22 2:3:22 3:2:21");
-    res r = write_as(c, "21", "UPDATE p1 SET v = 0 WHERE id = 1");
-    expect_err(&r, "23Q01", "fence: stale token 21 for public.p1 (highest seen 22)",
+    stmt_res r = write_as(c, "21", "UPDATE p1 SET v = 0 WHERE id = 1");
+    expect_stmt_err(&r, "23Q01", "fence: stale token 21 for public.p1 (highest seen 22)",
                "offered=21 highest=22 kind=table object=public.p1 reason=older",
                "stale, stamp way");
     expect_rows(adm, "p1", "1:3:22 2:3:22 3:2:21");
@@ -499,7 +397,7 @@ START_TEST(plan_carries_the_stamp)
     expect_rows(adm, "p1", "1:4:23 2:4:23 3:3:23");
     ck_assert_int_eq(calls_in(c, "23", "UPDATE p1 SET v = v + 1"), 3);
     r = write_as(c, "22", "UPDATE p1 SET v = 0 WHERE id = 1");
-    expect_err(&r, "23Q01", "fence: stale token 22 for public.p1 (highest seen 23)",
+    expect_stmt_err(&r, "23Q01", "fence: stale token 22 for public.p1 (highest seen 23)",
                "offered=22 highest=23 kind=table object=public.p1 reason=older",
                "stale, trigger way");
     ok(c, "SET fence.plan_stamp = on");
@@ -705,9 +603,9 @@ static void expect_trigger(const char *tbl, const char *sql, long long rows)
     expect_plan(c, sql, false, what);
     ck_assert_msg(calls_in(c, "5", sql) == rows, "%s: expected %lld calls of c_guard", what,
                   rows);
-    res r = write_as(c, "4", sql);
+    stmt_res r = write_as(c, "4", sql);
     snprintf(msg, sizeof msg, "fence: stale token 4 for public.%s (highest seen 5)", tbl);
-    expect_err(&r, "23Q01", msg, NULL, what);
+    expect_stmt_err(&r, "23Q01", msg, NULL, what);
     PQfinish(c);
 }
 
@@ -746,7 +644,7 @@ START_TEST(falls_back_to_the_trigger)
 {
     PGconn *adm = admin();
     PGconn *c;
-    res r;
+    stmt_res r;
 
     /* Another BEFORE UPDATE row trigger (firing before the guard). */
     table3(adm, "fb1", false);
@@ -773,7 +671,7 @@ START_TEST(falls_back_to_the_trigger)
     expect_plan(c, "UPDATE ONLY fb2 SET v = v + 1", true, "UPDATE ONLY fb2");
     ck_assert_int_eq(calls_in(c, "5", "UPDATE ONLY fb2 SET v = v + 1"), 3000);
     r = write_as(c, "4", "UPDATE ONLY fb2 SET v = v + 1");
-    expect_err(&r, "23Q01", "fence: stale token 4 for public.fb2 (highest seen 5)", NULL,
+    expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.fb2 (highest seen 5)", NULL,
                "UPDATE ONLY fb2");
     PQfinish(c);
 
@@ -795,7 +693,7 @@ START_TEST(falls_back_to_the_trigger)
     expect_plan(c, join, true, "UPDATE ... FROM");
     ck_assert_int_eq(calls_in(c, "5", join), 2002);
     r = write_as(c, "4", join);
-    expect_err(&r, "23Q01", "fence: stale token 4 for public.fb5 (highest seen 5)",
+    expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.fb5 (highest seen 5)",
                "offered=4 highest=5 kind=table object=public.fb5 reason=older", "UPDATE ... FROM");
     ck_assert_int_eq(calls_in(c, "6", join), 2002);
     expect_rows(adm, "fb5", "1:2:6 2:2:6 3:0:5");
@@ -805,25 +703,25 @@ START_TEST(falls_back_to_the_trigger)
     table3(adm, "fb4", false);
     force(adm, "UPDATE fb4 SET by = 5");
     ok(adm, "ALTER TABLE fb4 DISABLE TRIGGER zz_fence_guard_upd");
-    res seen[2];
+    stmt_res seen[2];
     for (int w = STAMP; w <= TRIGGER; w++) {
         force(adm, "UPDATE fb4 SET v = 0, by = 5");
         c = connect_way(NULL, (way)w);
         expect_plan(c, "UPDATE fb4 SET v = v + 1", false, "guard disabled");
         seen[w] = write_as(c, NULL, "UPDATE fb4 SET v = v + 1, by = 1 WHERE id = 1 RETURNING by");
-        expect_ok(&seen[w], "UPDATE 1 [1]", WAY[w]);
+        expect_stmt_ok(&seen[w], "UPDATE 1 [1]", WAY[w]);
         r = write_as(c, "4", "UPDATE fb4 SET v = v + 1 WHERE id = 2 RETURNING by");
-        expect_ok(&r, "UPDATE 1 [5]", WAY[w]);
+        expect_stmt_ok(&r, "UPDATE 1 [5]", WAY[w]);
         ck_assert_int_eq(calls_in(c, NULL, "UPDATE fb4 SET v = v + 1"), 0);
         expect_rows(adm, "fb4", "1:2:1 2:2:5 3:1:5");
         PQfinish(c);
     }
-    ck_assert(res_eq(&seen[STAMP], &seen[TRIGGER]));
+    ck_assert(stmt_eq(&seen[STAMP], &seen[TRIGGER]));
     ok(adm, "ALTER TABLE fb4 ENABLE TRIGGER zz_fence_guard_upd");
     c = connect_way(NULL, STAMP);
     expect_plan(c, "UPDATE fb4 SET v = v + 1", true, "guard enabled again");
     r = write_as(c, NULL, "UPDATE fb4 SET v = v + 1");
-    expect_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.fb4", "reason=missing",
+    expect_stmt_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.fb4", "reason=missing",
                "guard enabled again");
     PQfinish(c);
     PQfinish(adm);
@@ -838,11 +736,11 @@ START_TEST(falls_back_to_the_trigger)
     expect_plan(app, "UPDATE nx SET v = v + 1", false, "no EXECUTE on c_stamp");
     ck_assert_int_eq(calls_in(app, "5", "UPDATE nx SET v = v + 1"), 3);
     r = write_as(app, "4", "UPDATE nx SET v = v + 1 WHERE id = 1");
-    expect_err(&r, "23Q01", "fence: stale token 4 for public.nx (highest seen 5)",
+    expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.nx (highest seen 5)",
                "offered=4 highest=5 kind=table object=public.nx reason=older",
                "no EXECUTE on c_stamp");
     r = write_as(app, NULL, "UPDATE nx SET v = v + 1 WHERE id = 1");
-    expect_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.nx", "reason=missing",
+    expect_stmt_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.nx", "reason=missing",
                "no EXECUTE on c_stamp, no token");
     /* PUBLIC's right decides, not the planning role's (a cached plan may
      * run under another role): the superuser gets no stamp either, nor a
@@ -876,8 +774,8 @@ START_TEST(replanned_when_triggers_change)
     PGconn *c = connect_way(NULL, STAMP);
     ok(c, "PREPARE u AS UPDATE rp SET v = v + 1 WHERE id = $1 RETURNING by");
     for (int i = 0; i < 6; i++) {
-        res r = write_as(c, "5", "EXECUTE u(1)");
-        expect_ok(&r, "UPDATE 1 [5]", "EXECUTE u");
+        stmt_res r = write_as(c, "5", "EXECUTE u(1)");
+        expect_stmt_ok(&r, "UPDATE 1 [5]", "EXECUTE u");
     }
     ck_assert_int_ge(num(c, "SELECT generic_plans FROM pg_prepared_statements WHERE name = 'u'"),
                      1);
@@ -889,36 +787,36 @@ START_TEST(replanned_when_triggers_change)
     ok(adm, "CREATE TRIGGER aa_keep BEFORE UPDATE ON rp FOR EACH ROW EXECUTE FUNCTION rp_keep()");
     expect_plan(c, "EXECUTE u(1)", false, "another trigger created");
     ck_assert_int_eq(calls_in(c, "5", "EXECUTE u(1)"), 1);
-    res r = write_as(c, "4", "EXECUTE u(1)");
-    expect_err(&r, "23Q01", "fence: stale token 4 for public.rp (highest seen 5)", NULL,
+    stmt_res r = write_as(c, "4", "EXECUTE u(1)");
+    expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.rp (highest seen 5)", NULL,
                "another trigger created");
 
     ok(adm, "DROP TRIGGER aa_keep ON rp");
     expect_plan(c, "EXECUTE u(1)", true, "the other trigger dropped");
     ck_assert_int_eq(calls_in(c, "5", "EXECUTE u(1)"), 1000);
     r = write_as(c, "4", "EXECUTE u(1)");
-    expect_err(&r, "23Q01", "fence: stale token 4 for public.rp (highest seen 5)", NULL,
+    expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.rp (highest seen 5)", NULL,
                "the other trigger dropped");
 
     /* The guard disabled, then enabled again. */
     ok(adm, "ALTER TABLE rp DISABLE TRIGGER zz_fence_guard_upd");
     expect_plan(c, "EXECUTE u(1)", false, "guard disabled");
     r = write_as(c, NULL, "EXECUTE u(1)");
-    expect_ok(&r, "UPDATE 1 [5]", "guard disabled, no token");
+    expect_stmt_ok(&r, "UPDATE 1 [5]", "guard disabled, no token");
     ok(adm, "ALTER TABLE rp ENABLE TRIGGER zz_fence_guard_upd");
     expect_plan(c, "EXECUTE u(1)", true, "guard enabled");
     r = write_as(c, NULL, "EXECUTE u(1)");
-    expect_err(&r, "23Q02", NULL, "reason=missing", "guard enabled, no token");
+    expect_stmt_err(&r, "23Q02", NULL, "reason=missing", "guard enabled, no token");
     /* Made permissive by protect() again: replanned with the new mode. */
     ok(adm, "SELECT fence.protect('rp', 'by', true, 'c')");
     expect_plan(c, "EXECUTE u(1)", true, "permissive");
     ck_assert_msg(strstr(plan_of(c, "EXECUTE u(1)"), "'3'::smallint, true, ") != NULL, "%s",
                   plan_of(c, "EXECUTE u(1)"));
     r = write_as(c, NULL, "EXECUTE u(1)");
-    expect_ok(&r, "UPDATE 1 [5]", "permissive, no token");
+    expect_stmt_ok(&r, "UPDATE 1 [5]", "permissive, no token");
     ok(adm, "SELECT fence.protect('rp', 'by', false, 'c')");
     r = write_as(c, NULL, "EXECUTE u(1)");
-    expect_err(&r, "23Q02", NULL, "reason=missing", "strict again, no token");
+    expect_stmt_err(&r, "23Q02", NULL, "reason=missing", "strict again, no token");
     PQfinish(c);
 
     /* Statements prepared before the module was loaded: a generic plan
@@ -939,15 +837,15 @@ START_TEST(replanned_when_triggers_change)
             ck_assert_msg(n == 1 || n == 1000, "execution %d: calls %lld", i, n);
             r = write_as(c, tok, "EXECUTE w(2)");
             snprintf(rows, sizeof rows, "UPDATE 1 [%s]", tok);
-            expect_ok(&r, rows, "EXECUTE w, a higher token");
+            expect_stmt_ok(&r, rows, "EXECUTE w, a higher token");
         }
         r = write_as(c, "9", "EXECUTE w(2)");
         char want[128];
         snprintf(want, sizeof want, "fence: stale token 9 for public.rp (highest seen %d)",
                  17 + mode * 10);
-        expect_err(&r, "23Q01", want, NULL, "EXECUTE w, stale");
+        expect_stmt_err(&r, "23Q01", want, NULL, "EXECUTE w, stale");
         r = write_as(c, NULL, "EXECUTE w(2)");
-        expect_err(&r, "23Q02", NULL, "reason=missing", "EXECUTE w, no token");
+        expect_stmt_err(&r, "23Q02", NULL, "reason=missing", "EXECUTE w, no token");
         PQfinish(c);
     }
     PQfinish(adm);
@@ -959,11 +857,11 @@ END_TEST
 /* ------------------------------------------------------------------ */
 
 /* The answer to the statement sent on c, within ANSWER_MS. */
-static res collect(PGconn *c, const char *what)
+static stmt_res collect(PGconn *c, const char *what)
 {
-    res o;
+    stmt_res o;
     PGresult *r = pg_answer(c, what, ANSWER_MS);
-    take(r, &o);
+    stmt_take(r, &o);
     PQclear(r);
     return o;
 }
@@ -988,7 +886,7 @@ typedef struct rcase {
 
 typedef struct raced {
     bool blocked;
-    res b;
+    stmt_res b;
     char after[256];
 } raced;
 
@@ -1020,9 +918,9 @@ static void expect_race(const rcase *k, const raced *o, way w)
                   o->blocked ? "was blocked" : "answered at once",
                   k->blocked ? "to wait for A" : "to answer at once");
     if (k->state[0] == '\0') {
-        expect_ok(&o->b, k->rows, what);
+        expect_stmt_ok(&o->b, k->rows, what);
     } else {
-        expect_err(&o->b, k->state, k->msg, NULL, what);
+        expect_stmt_err(&o->b, k->state, k->msg, NULL, what);
     }
     ck_assert_msg(strcmp(o->after, k->after) == 0, "%s: rc holds '%s', expected '%s'", what,
                   o->after, k->after);
@@ -1057,9 +955,9 @@ static void run_races(const rcase *cases, const rcase *stamp_cases, size_t n)
         char dt[2048];
         char ds[2048];
         char text[6144];
-        describe(&t.b, dt, sizeof dt);
-        describe(&s.b, ds, sizeof ds);
-        if (s.blocked == t.blocked && res_eq(&s.b, &t.b) && strcmp(s.after, t.after) == 0) {
+        stmt_describe(&t.b, dt, sizeof dt);
+        stmt_describe(&s.b, ds, sizeof ds);
+        if (s.blocked == t.blocked && stmt_eq(&s.b, &t.b) && strcmp(s.after, t.after) == 0) {
             expect_race(k, &s, STAMP);
             continue;
         }
@@ -1199,8 +1097,8 @@ START_TEST(extension_versions)
     PGconn *old = connect_way(name, STAMP);
     expect_plan(old, "UPDATE ev SET v = v + 1", false, "version 1.1");
     ck_assert_int_eq(calls_in(old, "5", "UPDATE ev SET v = v + 1"), 3);
-    res r = write_as(old, "4", "UPDATE ev SET v = v + 1");
-    expect_err(&r, "23Q01", "fence: stale token 4 for public.ev (highest seen 5)", NULL,
+    stmt_res r = write_as(old, "4", "UPDATE ev SET v = v + 1");
+    expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.ev (highest seen 5)", NULL,
                "version 1.1");
 
     ok(c, "ALTER EXTENSION fence UPDATE TO '1.2'");
@@ -1214,7 +1112,7 @@ START_TEST(extension_versions)
     expect_plan(nw, "UPDATE ev SET v = v + 1", true, "updated to 1.2, new connection");
     ck_assert_int_eq(calls_in(nw, "5", "UPDATE ev SET v = v + 1"), 3000);
     r = write_as(nw, "4", "UPDATE ev SET v = v + 1");
-    expect_err(&r, "23Q01", "fence: stale token 4 for public.ev (highest seen 5)",
+    expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.ev (highest seen 5)",
                "offered=4 highest=5 kind=table object=public.ev reason=older",
                "updated to 1.2, new connection");
     /* The connection that loaded the module under 1.1 too. */
@@ -1249,7 +1147,7 @@ START_TEST(direct_calls)
     long long oid = oid_of(adm, "dc");
     PGconn *c = connect_way(NULL, STAMP);
     char sql[512];
-    res r;
+    stmt_res r;
 
     /* NULL table, column, mode or state. */
     fails(c, "SELECT fence.c_stamp(1, 1, NULL, 3::smallint, false, 'O')", "22004");
@@ -1264,15 +1162,15 @@ START_TEST(direct_calls)
      * NULL). */
     snprintf(sql, sizeof sql, "SELECT fence.c_stamp(5, 1, %lld, 3::smallint, false, 'O')", oid);
     r = write_as(c, NULL, sql);
-    expect_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.dc", "reason=missing",
+    expect_stmt_err(&r, "23Q02", "fence: no fencing token for UPDATE on public.dc", "reason=missing",
                "direct, no token");
     snprintf(sql, sizeof sql, "SELECT fence.c_stamp(5, 1, %lld, 3::smallint, true, 'O')", oid);
     r = write_as(c, NULL, sql);
-    expect_ok(&r, "SELECT 1 [5]", "direct, permissive, no token");
+    expect_stmt_ok(&r, "SELECT 1 [5]", "direct, permissive, no token");
     snprintf(sql, sizeof sql, "SELECT fence.c_stamp(NULL, 1, %lld, 3::smallint, true, 'O')",
              oid);
     r = write_as(c, NULL, sql);
-    expect_ok(&r, "SELECT 1 [0]", "direct, permissive, no token, NULL");
+    expect_stmt_ok(&r, "SELECT 1 [0]", "direct, permissive, no token, NULL");
 
     /* Token 7: the arguments before and after the table's OID. */
     static const struct {
@@ -1292,27 +1190,27 @@ START_TEST(direct_calls)
         snprintf(sql, sizeof sql, "SELECT fence.c_stamp(%s, %lld, %s)", seven[i].before, oid,
                  seven[i].after);
         r = write_as(c, "7", sql);
-        expect_ok(&r, seven[i].rows, sql);
+        expect_stmt_ok(&r, seven[i].rows, sql);
     }
     snprintf(sql, sizeof sql, "SELECT fence.c_stamp(9, 1, %lld, 3::smallint, false, 'O')", oid);
     r = write_as(c, "7", sql);
-    expect_err(&r, "23Q01", "fence: stale token 7 for public.dc (highest seen 9)",
+    expect_stmt_err(&r, "23Q01", "fence: stale token 7 for public.dc (highest seen 9)",
                "offered=7 highest=9 kind=table object=public.dc reason=older", "direct, stale");
     r = write_as(c, "07", sql);
-    expect_err(&r, "23Q02", "fence: malformed fencing token '07' for UPDATE on public.dc",
+    expect_stmt_err(&r, "23Q02", "fence: malformed fencing token '07' for UPDATE on public.dc",
                "reason=malformed", "direct, malformed");
     ok(c, "SET fence.token = 7");
-    r = exec1(c, sql);
-    expect_err(&r, "23Q02", NULL, "reason=session setting=fence.token", "direct, session token");
+    r = stmt_exec(c, sql);
+    expect_stmt_err(&r, "23Q02", NULL, "reason=session setting=fence.token", "direct, session token");
     ok(c, "RESET fence.token");
 
     /* An unknown table: looked up only to report an error. */
     r = write_as(c, "7", "SELECT fence.c_stamp(5, 1, 0, 3::smallint, false, 'O')");
-    expect_ok(&r, "SELECT 1 [7]", "direct, unknown table, no error");
+    expect_stmt_ok(&r, "SELECT 1 [7]", "direct, unknown table, no error");
     r = write_as(c, "7", "SELECT fence.c_stamp(9, 1, 0, 3::smallint, false, 'O')");
-    expect_err(&r, "42P01", "fence: no table with OID 0", NULL, "direct, unknown table, stale");
+    expect_stmt_err(&r, "42P01", "fence: no table with OID 0", NULL, "direct, unknown table, stale");
     r = write_as(c, NULL, "SELECT fence.c_stamp(9, 1, 0, 3::smallint, false, 'O')");
-    expect_err(&r, "42P01", NULL, NULL, "direct, unknown table, no token");
+    expect_stmt_err(&r, "42P01", NULL, NULL, "direct, unknown table, no token");
     /* A column the table does not have, on an error path: an error, and
      * the backend lives on. */
     snprintf(sql, sizeof sql, "SELECT fence.c_stamp(9, 1, %lld, 999::smallint, false, 'O')", oid);
@@ -1325,7 +1223,7 @@ START_TEST(direct_calls)
     PGconn *app = db_app();
     snprintf(sql, sizeof sql, "SELECT fence.c_stamp(5, 1, %lld, 3::smallint, false, 'O')", oid);
     r = write_as(app, "7", sql);
-    expect_ok(&r, "SELECT 1 [7]", "direct, application role");
+    expect_stmt_ok(&r, "SELECT 1 [7]", "direct, application role");
     PQfinish(app);
 
     /* Writing the column with c_stamp oneself weakens nothing, either way. */
@@ -1355,12 +1253,12 @@ START_TEST(direct_calls)
                               what, p);
             }
             r = write_as(c, "4", weak[i]);
-            expect_err(&r, "23Q01", "fence: stale token 4 for public.dc (highest seen 5)", NULL,
+            expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.dc (highest seen 5)", NULL,
                        what);
             r = write_as(c, NULL, weak[i]);
-            expect_err(&r, "23Q02", NULL, "reason=missing", what);
+            expect_stmt_err(&r, "23Q02", NULL, "reason=missing", what);
             r = write_as(c, "6", weak[i]);
-            expect_ok(&r, "UPDATE 1 [6]", what);
+            expect_stmt_ok(&r, "UPDATE 1 [6]", what);
         }
         PQfinish(c);
     }
@@ -1395,12 +1293,12 @@ START_TEST(direct_calls)
         long long n = calls_in(c, "5", sql);
         ck_assert_msg(n == (i == 0 ? 1000 : 1001), "%s: calls %lld", what, n);
         r = write_as(c, "4", sql);
-        expect_err(&r, "23Q01", "fence: stale token 4 for public.dc (highest seen 5)", NULL,
+        expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.dc (highest seen 5)", NULL,
                    what);
         r = write_as(c, NULL, sql);
-        expect_err(&r, "23Q02", NULL, "reason=missing", what);
+        expect_stmt_err(&r, "23Q02", NULL, "reason=missing", what);
         r = write_as(c, "6", sql);
-        expect_ok(&r, "UPDATE 1 [6]", what);
+        expect_stmt_ok(&r, "UPDATE 1 [6]", what);
     }
     PQfinish(c);
     PQfinish(adm);
@@ -1482,8 +1380,8 @@ START_TEST(own_assignment_in_place)
             ok(adm, ORDER.reset);
             PGconn *c = connect_way(NULL, (way)w);
             expect_plan(c, OWN_CASES[i].sql, w == STAMP && OWN_CASES[i].stamped, what);
-            res r = write_as(c, "6", OWN_CASES[i].sql);
-            expect_ok(&r, OWN_CASES[i].rows, what);
+            stmt_res r = write_as(c, "6", OWN_CASES[i].sql);
+            expect_stmt_ok(&r, OWN_CASES[i].rows, what);
             ck_assert_msg(strcmp(text1(adm, ORDER.state), OWN_CASES[i].after) == 0,
                           "%s: eo holds '%s', expected '%s'", what, text1(adm, ORDER.state),
                           OWN_CASES[i].after);
@@ -1517,10 +1415,10 @@ START_TEST(writer_without_schema_usage)
                    " AS 'SELECT 1'");
         }
         expect_plan(app, "UPDATE nu SET v = v + 1 WHERE id = 1", true, "no USAGE on fence");
-        res r = write_as(app, "5", "UPDATE nu SET v = v + 1 WHERE id = 1 RETURNING by");
-        expect_ok(&r, "UPDATE 1 [5]", "no USAGE on fence, token 5");
+        stmt_res r = write_as(app, "5", "UPDATE nu SET v = v + 1 WHERE id = 1 RETURNING by");
+        expect_stmt_ok(&r, "UPDATE 1 [5]", "no USAGE on fence, token 5");
         r = write_as(app, "4", "UPDATE nu SET v = v + 1 WHERE id = 1");
-        expect_err(&r, "23Q01", "fence: stale token 4 for public.nu (highest seen 5)", NULL,
+        expect_stmt_err(&r, "23Q01", "fence: stale token 4 for public.nu (highest seen 5)", NULL,
                    "no USAGE on fence, token 4");
         PQfinish(app);
     }
@@ -1575,15 +1473,15 @@ START_TEST(cached_plan_other_role)
 {
     char name[NAME_BUF];
     PGconn *su = noexec_db("nox2", name);
-    res seen[2];
+    stmt_res seen[2];
     char set_role[128];
     snprintf(set_role, sizeof set_role, "SET ROLE %s", g_app);
     for (int w = STAMP; w <= TRIGGER; w++) {
         force(su, "UPDATE nx SET v = 0, by = 5");
         PGconn *c = connect_way(name, (way)w);
         ok(c, "PREPARE u AS UPDATE nx SET v = v + 1 WHERE id = 1 RETURNING by");
-        res r = write_as(c, "5", "EXECUTE u");
-        expect_ok(&r, "UPDATE 1 [5]", WAY[w]);
+        stmt_res r = write_as(c, "5", "EXECUTE u");
+        expect_stmt_ok(&r, "UPDATE 1 [5]", WAY[w]);
         ok(c, set_role);
         seen[w] = write_as(c, "6", "EXECUTE u");
         ok(c, "RESET ROLE");
@@ -1591,10 +1489,10 @@ START_TEST(cached_plan_other_role)
     }
     char ds[2048];
     char dt[2048];
-    describe(&seen[STAMP], ds, sizeof ds);
-    describe(&seen[TRIGGER], dt, sizeof dt);
-    expect_ok(&seen[TRIGGER], "UPDATE 1 [6]", "trigger way, after SET ROLE");
-    ck_assert_msg(res_eq(&seen[STAMP], &seen[TRIGGER]),
+    stmt_describe(&seen[STAMP], ds, sizeof ds);
+    stmt_describe(&seen[TRIGGER], dt, sizeof dt);
+    expect_stmt_ok(&seen[TRIGGER], "UPDATE 1 [6]", "trigger way, after SET ROLE");
+    ck_assert_msg(stmt_eq(&seen[STAMP], &seen[TRIGGER]),
                   "a plan cached by the superuser, run after SET ROLE %s:\n  stamp:   %s\n"
                   "  trigger: %s",
                   g_app, ds, dt);
