@@ -99,22 +99,22 @@ const char *fence_ext_sent(const char *name)
     return token ? g_top->token : g_top->holder;
 }
 
+/* What SHOW and current_setting() give: what was sent, else the
+ * setting's own value. */
+static const char *shown(const char *name, const char *own)
+{
+    const char *v = fence_ext_sent(name);
+    return v != NULL ? v : own != NULL ? own : "";
+}
+
 static const char *show_token(void)
 {
-    const char *v = fence_ext_sent("fence.token");
-    if (v == NULL) {
-        v = g_token_value != NULL ? g_token_value : "";
-    }
-    return v;
+    return shown("fence.token", g_token_value);
 }
 
 static const char *show_holder(void)
 {
-    const char *v = fence_ext_sent("fence.holder");
-    if (v == NULL) {
-        v = g_holder_value != NULL ? g_holder_value : "";
-    }
-    return v;
+    return shown("fence.holder", g_holder_value);
 }
 
 /* Argument i as a string in TopTransactionContext; NULL is ''. */
