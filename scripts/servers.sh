@@ -214,8 +214,118 @@ fence_start_postgres() {
   fence_die "PostgreSQL would not start"
 }
 
+# The PostgreSQL roles the test pgbouncer gives a pool mode each ([users]
+# pool_mode): one pool per (database, role), so a suite reaches its own
+# database in each mode by connecting as the role.
+FENCE_PGBOUNCER_ROLES=(fence_pool_tx:transaction fence_pool_stmt:statement fence_pool_sess:session)
+
+# The pgbouncer program: FENCE_PGBOUNCER when set, else Debian's
+# /usr/sbin/pgbouncer, else the one on PATH.
+fence_pgbouncer_bin() {
+  if [ -n "${FENCE_PGBOUNCER:-}" ]; then
+    [ -x "$FENCE_PGBOUNCER" ] && echo "$FENCE_PGBOUNCER"
+  elif [ -x /usr/sbin/pgbouncer ]; then
+    echo /usr/sbin/pgbouncer
+  else
+    command -v pgbouncer
+  fi
+}
+
+# fence_start_pgbouncer: a real pgbouncer (PgBouncer 1.18 of Debian,
+# /usr/sbin/pgbouncer) in front of the PostgreSQL of fence_start_postgres
+# (call that first), in a temporary folder, on a free port of 127.0.0.1
+# (no Unix socket), run as the postgres user (pgbouncer refuses root).
+# [databases] has only the fallback "* = host=127.0.0.1 port=PG": any
+# database name a client asks for is the same-named database of the test
+# PostgreSQL, so the suites' per-run databases (tests/pg/pgutil.c
+# setup_db) are reachable without telling the harness their names.  The
+# pool mode comes from the client's role: the roles of
+# FENCE_PGBOUNCER_ROLES (created here as plain LOGIN roles, no superuser)
+# are in transaction, statement and session mode; default_pool_size 2;
+# auth_type trust with a userlist naming them.  Nothing else is set:
+# server_reset_query stays DISCARD ALL, run in session mode only (the
+# default users have).  Sets FENCE_PGBOUNCER_PORT and FENCE_PGBOUNCER_DIR
+# (pgbouncer.ini, pgbouncer.log).  Dies when pgbouncer is missing or
+# will not start.
+fence_start_pgbouncer() {
+  local bin dir port try spec psql sql=""
+  bin=$(fence_pgbouncer_bin) || fence_die "pgbouncer not found: run scripts/install-deps"
+  [ -n "${FENCE_PG_PORT:-}" ] || fence_die "pgbouncer needs the test PostgreSQL (start it first)"
+  psql="$(fence_pg_bindir)/psql"
+  [ -x "$psql" ] || psql=$(command -v psql) || fence_die "psql not found: run scripts/install-deps"
+  for spec in "${FENCE_PGBOUNCER_ROLES[@]}"; do
+    sql+="CREATE ROLE ${spec%%:*} LOGIN;"
+  done
+  "$psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$FENCE_PG_PORT" -U postgres -d postgres \
+      -c "$sql" >/dev/null || fence_die "cannot create the pgbouncer roles"
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-pgbouncer.XXXXXX")
+  FENCE__PGBOUNCER_DIRS+=("$dir")
+  for spec in "${FENCE_PGBOUNCER_ROLES[@]}"; do
+    echo "\"${spec%%:*}\" \"\""
+  done > "$dir/userlist.txt"
+  [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$dir"
+  for try in 1 2 3 4 5; do
+    port=$(fence_free_port) || fence_die "no free port"
+    {
+      echo "[databases]"
+      echo "* = host=127.0.0.1 port=$FENCE_PG_PORT"
+      echo "[users]"
+      for spec in "${FENCE_PGBOUNCER_ROLES[@]}"; do
+        echo "${spec%%:*} = pool_mode=${spec#*:}"
+      done
+      echo "[pgbouncer]"
+      echo "listen_addr = 127.0.0.1"
+      echo "listen_port = $port"
+      echo "unix_socket_dir ="
+      echo "auth_type = trust"
+      echo "auth_file = $dir/userlist.txt"
+      echo "pidfile = $dir/pgbouncer.pid"
+      echo "logfile = $dir/pgbouncer.log"
+      echo "default_pool_size = 2"
+      echo "max_client_conn = 200"
+    } > "$dir/pgbouncer.ini"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir/pgbouncer.ini"
+    echo "$port" > "$dir/port"
+    if fence_as_pg "$bin" -d -q "$dir/pgbouncer.ini" >>"$dir/start.log" 2>&1; then
+      # Up when a query goes through it to PostgreSQL.
+      for _ in $(seq 1 100); do
+        if "$psql" -X -q -At -h 127.0.0.1 -p "$port" -U fence_pool_sess -d postgres \
+            -c "SELECT 1" 2>/dev/null | grep -qx 1; then
+          FENCE_PGBOUNCER_PORT=$port; FENCE_PGBOUNCER_DIR=$dir
+          return 0
+        fi
+        grep -q ' FATAL ' "$dir/pgbouncer.log" 2>/dev/null && break # e.g. the port was taken
+        sleep 0.05
+      done
+    fi
+    fence_stop_pgbouncer "$dir"
+    cat "$dir/pgbouncer.log" >> "$dir/start.log" 2>/dev/null; rm -f "$dir/pgbouncer.log"
+  done
+  cat "$dir/start.log" >&2 2>/dev/null || true
+  fence_die "pgbouncer would not start"
+}
+
+# fence_stop_pgbouncer DIR: stop the pgbouncer of DIR (SIGTERM, then
+# SIGKILL after 5 s).
+fence_stop_pgbouncer() {
+  local pid
+  pid=$(cat "$1/pgbouncer.pid" 2>/dev/null) || return 0
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
 fence_stop_all() {
   local d
+  for d in "${FENCE__PGBOUNCER_DIRS[@]:-}"; do
+    [ -n "$d" ] || continue
+    fence_stop_pgbouncer "$d"
+    rm -rf "$d"
+  done
   # Sets of servers the tests started (scripts/redis-set) and left behind.
   if [ -n "${FENCE_TEST_SPAWN_DIR:-}" ] && [ -d "$FENCE_TEST_SPAWN_DIR" ]; then
     for d in "$FENCE_TEST_SPAWN_DIR"/*/; do
@@ -236,3 +346,4 @@ fence_stop_all() {
 }
 FENCE__REDIS_DIRS=()
 FENCE__PG_DIRS=()
+FENCE__PGBOUNCER_DIRS=()
