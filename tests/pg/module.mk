@@ -39,3 +39,6 @@ PG_TESTS += test_pg_race
 PG_TESTS += test_pg_stamp
 # fence.c_send (extension 1.3): scoping, conflicts, libfence_pg's use of it: runs once.
 PG_TESTS += test_pg_send
+# Behind a real pgbouncer (with-servers --pgbouncer): transaction, statement
+# and session pools, all three implementations in one run: runs once.
+PG_TESTS += test_pg_pooler
