@@ -111,7 +111,7 @@ if [ $rc -eq 0 ]; then
 else
   nok "scripts/with-servers --pg with FENCE_PGEXT_DIR (exit $rc)"; sed 's/^/# /' "$T/servers.log"
 fi
-check "fence.c_version() is 1" test "$(val c_version)" = 1
+check "fence.c_version() is 2" test "$(val c_version)" = 2
 pgdir=$(val pgdir) lib=$(val pkglibdir)
 check "the test server's pkglibdir ($lib) is in its private tree, $pgdir/tree" \
   test -n "$pgdir" -a "${lib#"$pgdir"/tree/}" != "$lib"

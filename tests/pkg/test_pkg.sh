@@ -53,7 +53,7 @@ for l in fence fence_pg fence_sqlite fence_gate; do
 done
 PGC=${PG_CONFIG:-pg_config}
 PKGLIB=$("$PGC" --pkglibdir) EXTDIR=$("$PGC" --sharedir)/extension
-for f in "$PKGLIB/fence.so" "$EXTDIR/fence.control" "$EXTDIR/fence--1.0.sql"; do
+for f in "$PKGLIB/fence.so" "$EXTDIR/fence.control" "$EXTDIR/fence--1.4.sql"; do
   check "the PostgreSQL extension under DESTDIR: $f" test -f "$S$f"
 done
 
