@@ -8,9 +8,12 @@
 #   make demo                the paused-holder race, shown and defeated
 #   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR,
 #                            PKGCONFIGDIR, MANDIR, BASHCOMPDIR (given at install time:
-#                            the .pc files are written then, from lib/*/*.pc.in); the
-#                            PostgreSQL extension goes where PG_CONFIG (pg_config) says,
-#                            under DESTDIR
+#                            the .pc files are written then, from lib/*/*.pc.in); they
+#                            do the PostgreSQL extension's too when its folders are
+#                            writable, and else say so in one line and leave it
+#   make install-pgext / uninstall-pgext   the PostgreSQL extension alone, where
+#                            PG_CONFIG (pg_config) says, under DESTDIR (as root for the
+#                            system's PostgreSQL)
 #   make help                every target, one line each
 #
 # Your CFLAGS/LDFLAGS add to the project's flags; they never replace them.
@@ -81,7 +84,7 @@ LIBFENCE_GATE   := $(B)/libfence_gate.a
 TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
 LEASEUTIL_OBJ := $(B)/tests/lease/leaseutil.o
 
-.PHONY: all test check valgrind bench demo examples install uninstall clean deps fuzz torture tests-build help
+.PHONY: all test check valgrind bench demo examples install uninstall install-pgext uninstall-pgext clean deps fuzz torture tests-build help
 all:
 
 # Turn a .pc.in into a .pc.  The sed program is the one `make install`
@@ -194,6 +197,28 @@ demo:
 	@$(MAKE) --no-print-directory -s all examples
 	@scripts/demo $(B)
 
+# The PostgreSQL extension goes where pg_config says (PGXS's install and
+# uninstall, lib/pgext/Makefile), under DESTDIR: a system folder, which a
+# non-root `make install PREFIX=$HOME/opt` may not write.  install and
+# uninstall do its part only when each folder, or the nearest one of its
+# parents that exists, is writable; else they print one line naming the
+# target to run as root.
+PGEXT_INSTALL   = $(PGEXT_MAKE) install DESTDIR='$(DESTDIR)'
+PGEXT_UNINSTALL = mkdir -p $(PGEXT_DIR) && $(PGEXT_MAKE) uninstall DESTDIR='$(DESTDIR)'
+PGEXT_UNWRITABLE = for d in '$(DESTDIR)$(PGEXT_LIBDIR)' '$(DESTDIR)$(PGEXT_EXTDIR)'; do \
+	  e=$$d; while [ ! -e "$$e" ]; do e=$$(dirname "$$e"); done; \
+	  [ -d "$$e" ] && [ -w "$$e" ] || { echo "$$d"; break; }; done
+# $(call pgext_if_writable,RECIPE,TARGET)
+pgext_if_writable = bad=$$($(PGEXT_UNWRITABLE)); \
+	if [ -z "$$bad" ]; then $(1); \
+	else echo "make $@: left out the PostgreSQL extension ($$bad is not writable); run 'make $(2)' as root for it" >&2; fi
+
+install-pgext: $(PG_EXTENSIONS)
+	$(if $(PG_EXTENSIONS),$(PGEXT_INSTALL))
+
+uninstall-pgext:
+	$(if $(PG_EXTENSIONS),$(PGEXT_UNINSTALL))
+
 # What make install puts where, and exactly what make uninstall removes.
 # The source lists are the same for both, so uninstall removes the files
 # install wrote and nothing else (no globs, no rm -r); of the folders only
@@ -223,7 +248,7 @@ install: all
 	done
 	$(if $(BINS),install -m 755 $(BINS) '$(DESTDIR)$(BINDIR)/')
 	$(if $(EXTENSIONS),install -d '$(DESTDIR)$(LIBDIR)/fence' && install -m 755 $(EXTENSIONS) '$(DESTDIR)$(LIBDIR)/fence/')
-	$(if $(PG_EXTENSIONS),mkdir -p $(PGEXT_DIR) && $(PGEXT_MAKE) install DESTDIR='$(DESTDIR)')
+	@$(if $(PG_EXTENSIONS),$(call pgext_if_writable,$(PGEXT_INSTALL),install-pgext))
 	for d in $(SQL_PARTS); do \
 	  install -d '$(DESTDIR)$(DATADIR)/'$$d && install -m 644 sql/$$d/*.sql '$(DESTDIR)$(DATADIR)/'$$d/ || exit 1; \
 	done
@@ -242,7 +267,7 @@ uninstall:
 	for f in $(notdir $(BINS)); do rm -f '$(DESTDIR)$(BINDIR)/'$$f; done
 	for f in $(notdir $(EXTENSIONS)); do rm -f '$(DESTDIR)$(LIBDIR)/fence/'$$f; done
 	$(if $(EXTENSIONS),rmdir '$(DESTDIR)$(LIBDIR)/fence' 2>/dev/null || true)
-	$(if $(PG_EXTENSIONS),mkdir -p $(PGEXT_DIR) && $(PGEXT_MAKE) uninstall DESTDIR='$(DESTDIR)')
+	@$(if $(PG_EXTENSIONS),$(call pgext_if_writable,$(PGEXT_UNINSTALL),uninstall-pgext))
 	for d in $(SQL_PARTS); do \
 	  for f in sql/$$d/*.sql; do rm -f '$(DESTDIR)$(DATADIR)/'$$d/$${f##*/}; done; \
 	  rmdir '$(DESTDIR)$(DATADIR)/'$$d 2>/dev/null || true; \
@@ -268,9 +293,13 @@ help:
 	@echo 'make deps         install the Debian packages needed to build and test (scripts/install-deps)'
 	@echo 'make install      libraries, headers, .pc, fence, SQLite extension, SQL, man pages, bash completion'
 	@echo '                  (PREFIX=$(PREFIX) DESTDIR LIBDIR INCLUDEDIR BINDIR DATADIR PKGCONFIGDIR MANDIR BASHCOMPDIR),'
-	@echo '                  and the PostgreSQL extension where pg_config says (PG_CONFIG, DESTDIR;'
-	@echo '                  PG_EXTENSIONS= leaves it out of the build and the install)'
+	@echo '                  and the PostgreSQL extension when its folders (below) are writable; else one line'
+	@echo '                  says it was left out (PG_EXTENSIONS= leaves it out of the build and the install)'
 	@echo 'make uninstall    remove exactly what make install put there (same variables)'
+	@echo 'make install-pgext    the PostgreSQL extension alone, where pg_config says (PG_CONFIG, DESTDIR):'
+	@echo '                  fence.so in its pkglibdir, fence.control and fence--*.sql in sharedir/extension'
+	@echo '                  (as root for the system PostgreSQL: sudo make install-pgext)'
+	@echo 'make uninstall-pgext  remove exactly those files'
 	@echo 'make clean        remove build/'
 	@echo 'make help         this list'
 	@echo 'Variables: B=DIR (build folder), SANITIZER, OPT, CC, CFLAGS, LDFLAGS (added to the project flags),'

@@ -143,7 +143,11 @@ fence_as_pg() {
 # layout: postgres and pg_ctl (which starts the postgres next to its own
 # real path) are copies, everything else of bin, lib and share is a
 # symlink, and share's extension folder is a real one with the
-# extension's files added.  Prints the tree's bin folder.
+# extension's files added.  The extension's own names (fence.so,
+# fence.control, fence--*.sql) are never linked, whether or not the
+# system has them (make install-pgext): the tree's are copies of EXTDIR's,
+# made where nothing was, so that nothing is ever written through a link
+# into the system's folders.  Prints the tree's bin folder.
 fence_pg_private_tree() {
   local bindir=$1 ext=$2 tree=$3 pgc share pkglib sub rel f
   pgc="$bindir/pg_config"
@@ -164,13 +168,20 @@ fence_pg_private_tree() {
       *) ln -s "$f" "$tree/$rel/" ;;
     esac
   done
-  for f in "$pkglib"/*; do ln -s "$f" "$tree/${pkglib#"$prefix"/}/"; done
+  for f in "$pkglib"/*; do
+    [ "${f##*/}" = fence.so ] || ln -s "$f" "$tree/${pkglib#"$prefix"/}/"
+  done
   for f in "$share"/*; do
     [ "${f##*/}" = extension ] || ln -s "$f" "$tree/${share#"$prefix"/}/"
   done
-  for f in "$share"/extension/*; do ln -s "$f" "$tree/${share#"$prefix"/}/extension/"; done
-  cp "$ext/fence.so" "$tree/${pkglib#"$prefix"/}/" || return 1
-  cp "$ext"/fence.control "$ext"/fence--*.sql "$tree/${share#"$prefix"/}/extension/" || return 1
+  for f in "$share"/extension/*; do
+    case ${f##*/} in
+      fence.control|fence--*.sql) ;;
+      *) ln -s "$f" "$tree/${share#"$prefix"/}/extension/" ;;
+    esac
+  done
+  cp --remove-destination "$ext/fence.so" "$tree/${pkglib#"$prefix"/}/" || return 1
+  cp --remove-destination "$ext"/fence.control "$ext"/fence--*.sql "$tree/${share#"$prefix"/}/extension/" || return 1
   echo "$tree/$rel"
 }
 

@@ -44,9 +44,13 @@ extern "C" {
 #endif
 
 /*
- * Set the token and holder of the current transaction (SET LOCAL
- * fence.token, fence.holder) and, when resource is not NULL, advance that
- * resource's mark with fence.advance() -- one statement, one round trip.
+ * Set the token and holder of the current transaction with
+ * fence.use_token(), which binds them to it (fence.sql version 5: no guard
+ * admits a token set any other way, nor one left by an earlier transaction
+ * of the connection) and, when resource is not NULL, advance that
+ * resource's mark with fence.advance() -- one statement, one round trip,
+ * sent unnamed (never a named prepared statement: safe behind a
+ * transaction- or statement-mode pooler).
  * holder: the lease's holder id, FENCE_HOLDER_LEN lowercase hex digits
  * (fence_lease_holder), or NULL for none (the setting becomes '', so a
  * session-level fence.holder never leaks in).  conn must be idle inside a
@@ -61,8 +65,8 @@ extern "C" {
  * FENCE_NAME_MAX bytes -- nothing is sent); FENCE_ESTATE (not in a
  * transaction block, failed transaction, command in progress, pipeline
  * mode: use fence_pg_send_token); FENCE_ECONN; FENCE_ENOMEM; FENCE_EDB (any
- * other server error, e.g. fence.sql not installed).  Holders need
- * fence.sql version 3: version 2 ignores fence.holder.
+ * other server error, e.g. fence.sql version 5 not installed: 42883, no
+ * function fence.use_token).
  */
 FENCE_API fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder,
                                           const char *resource, fence_stale *stale);
@@ -79,21 +83,17 @@ FENCE_API fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const c
                                            const char *resource);
 
 /*
- * Optional, once per connection: prepare the statements the two calls
- * above send, so later calls skip parsing and planning them.  Remembered
- * per connection (forgotten by PQreset).  After DEALLOCATE ALL or DISCARD
- * ALL the next set_token fails once with FENCE_EDB (SQLSTATE 26000) and the
- * calls go back to unprepared statements; prepare again.  conn must be
- * idle, outside a transaction block and out of pipeline mode
- * (FENCE_ESTATE).  Calling it again is harmless.  It first asks (one query)
- * whether the PostgreSQL extension "fence" 1.1 or later is installed and
- * this role may use it: then the prepared statements advance a resource
- * with fence.c_advance, the same rule in C (docs/postgres-extension.md),
- * and it loads the extension's module in the backend (one more query), so
- * that with extension 1.2 an UPDATE planned afterwards on a table
- * protected with 'c' computes the guard's rule in its plan instead of
- * firing the trigger per row; an extension installed later is used by
- * connections prepared later.
+ * Optional, once per connection: ask (one query) whether this database has
+ * the PostgreSQL extension "fence" and this role may call its
+ * fence.c_advance, the same rule as fence.advance in C
+ * (docs/postgres-extension.md); when it may, fence_pg_set_token and
+ * fence_pg_send_token advance resources with it on this connection.
+ * Remembered per connection (forgotten by PQreset); an extension installed
+ * later is used by connections prepared later.  Prepares no statement on
+ * the server (the name is kept for compatibility): nothing of it is lost
+ * to DISCARD ALL or to a pooler that hands the client another server
+ * connection.  conn must be idle, outside a transaction block and out of
+ * pipeline mode (FENCE_ESTATE).  Calling it again is harmless.
  */
 FENCE_API fence_status fence_pg_prepare(PGconn *conn);
 

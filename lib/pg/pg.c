@@ -12,76 +12,39 @@
 
 #define TEXTOID_ 25 /* pg_type.oid of text (catalog/pg_type_d.h is server-side) */
 
-/* Token and holder in one statement (the select list runs left to right:
- * both are set before fence.advance reads them).  '' for no holder. */
-static const char SQL_SET[] = "SELECT pg_catalog.set_config('fence.token', $1, true), "
-                              "pg_catalog.set_config('fence.holder', $2, true)";
-/* What fence_pg_send_token() sends without a resource: the same two
- * settings, no result column (the caller only classifies the result; a
- * returned column costs the server an output-function lookup and the
- * client a field, ~0.5 us of a pipelined write).  set_config never returns
- * NULL: one row of no columns. */
-static const char SQL_SEND[] = "SELECT WHERE pg_catalog.set_config('fence.token', $1, true) "
-                               "IS NOT NULL AND pg_catalog.set_config('fence.holder', $2, true) "
-                               "IS NOT NULL";
+/* Token and holder in one statement, through fence.use_token() (fence.sql
+ * version 5), which binds them to the transaction: no guard admits a token
+ * set any other way.  The select list runs left to right: the holder is
+ * read back after use_token set it, and fence.advance runs after both.
+ * '' for no holder.  Every statement is sent unnamed (PQexecParams), never
+ * prepared under a name: a name is state of one server connection, which
+ * a transaction-mode pooler does not keep for its client. */
+static const char SQL_SET[] = "SELECT fence.use_token($1::pg_catalog.int8, $2), "
+                              "pg_catalog.current_setting('fence.holder')";
+/* What fence_pg_send_token() sends without a resource: no result column
+ * (the caller only classifies the result).  use_token never returns NULL:
+ * one row of no columns. */
+static const char SQL_SEND[] = "SELECT WHERE fence.use_token($1::pg_catalog.int8, $2) IS NOT NULL";
 static const char SQL_SET_ADVANCE[] =
-    "SELECT pg_catalog.set_config('fence.token', $1, true), "
-    "pg_catalog.set_config('fence.holder', $2, true), fence.advance($3, $1::pg_catalog.int8)";
-/* The same with the extension's C fence.advance (extension fence 1.1,
- * docs/postgres-extension.md): fence_pg_prepare() prepares it instead when
- * the connection's role may call fence.c_advance(text, bigint). */
+    "SELECT fence.use_token($1::pg_catalog.int8, $2), pg_catalog.current_setting('fence.holder'), "
+    "fence.advance($3, $1::pg_catalog.int8)";
+/* The same with the extension's C fence.advance (docs/postgres-extension.md):
+ * used on a connection for which fence_pg_prepare() found that the role may
+ * call fence.c_advance(text, bigint). */
 static const char SQL_SET_ADVANCE_C[] =
-    "SELECT pg_catalog.set_config('fence.token', $1, true), "
-    "pg_catalog.set_config('fence.holder', $2, true), fence.c_advance($3, $1::pg_catalog.int8)";
-/* The three statements with fence.c_send (extension fence 1.3), which
- * gives the transaction the same token and holder as the two set_config
- * calls without PostgreSQL's settings machinery (~2 us of the server's
- * CPU per transaction, lib/pgext/send.c): fence_pg_prepare() prepares
- * these when the role may call it.  The WHERE clause of a SELECT without
- * FROM runs first (a one-time filter; c_send returns true), then the
- * select list, whose current_setting() reads back what the readers will
- * see. */
-static const char SQL_SET_S[] = "SELECT pg_catalog.current_setting('fence.token'), "
-                                "pg_catalog.current_setting('fence.holder') "
-                                "WHERE fence.c_send($1, $2)";
-static const char SQL_SEND_S[] = "SELECT WHERE fence.c_send($1, $2)";
-static const char SQL_SET_ADVANCE_S[] =
-    "SELECT pg_catalog.current_setting('fence.token'), pg_catalog.current_setting('fence.holder'), "
-    "fence.advance($3, $1::pg_catalog.int8) WHERE fence.c_send($1, $2)";
-static const char SQL_SET_ADVANCE_CS[] =
-    "SELECT pg_catalog.current_setting('fence.token'), pg_catalog.current_setting('fence.holder'), "
-    "fence.c_advance($3, $1::pg_catalog.int8) WHERE fence.c_send($1, $2)";
-/* Whether fence.c_advance and fence.c_send exist and may be called: 't',
- * 'f' or NULL each. */
+    "SELECT fence.use_token($1::pg_catalog.int8, $2), pg_catalog.current_setting('fence.holder'), "
+    "fence.c_advance($3, $1::pg_catalog.int8)";
+/* Whether fence.c_advance exists and may be called: 't', 'f' or NULL. */
 static const char SQL_HAS_C[] =
-    "SELECT pg_catalog.has_function_privilege(a, 'EXECUTE'), "
-    "pg_catalog.has_function_privilege(s, 'EXECUTE') FROM "
-    "pg_catalog.to_regprocedure('fence.c_advance(pg_catalog.text,pg_catalog.int8)') a, "
-    "pg_catalog.to_regprocedure('fence.c_send(pg_catalog.text,pg_catalog.text)') s";
-/* Loads the extension's module in the backend (any of its C functions
- * does; this one exists in every version): its planner hook then computes
- * the C guard's rule in the plan of each UPDATE planned later (extension
- * 1.2, lib/pgext/plan.c) instead of firing the trigger per row. */
-static const char SQL_LOAD_EXTENSION[] = "SELECT fence.c_version()";
-/* The same, and a proof that the module this backend has loaded knows
- * fence.c_send (a backend that loaded an older fence.so before the
- * package and the extension were updated does not): sends nothing, in an
- * autocommit statement's own transaction. */
-static const char SQL_PROBE_SEND[] = "SELECT fence.c_send(NULL, NULL)";
+    "SELECT pg_catalog.has_function_privilege(a, 'EXECUTE') FROM "
+    "pg_catalog.to_regprocedure('fence.c_advance(pg_catalog.text,pg_catalog.int8)') a";
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
 static const char SQL_MARK_HOLDER[] = "SELECT fence.mark($1), fence.mark_holder($1)";
 
-/* Names of the statements fence_pg_prepare() prepares.  The suffix is the
- * shape (token, holder[, resource]): a session that kept statements of an
- * older library under the old names is not mistaken for prepared. */
-static const char STMT_SET[] = "fence_pg_set_token_h";
-static const char STMT_SET_ADVANCE[] = "fence_pg_set_token_h_advance";
-static const char STMT_SEND[] = "fence_pg_send_token_h";
-
 /* Per-connection memory of fence_pg_prepare(): libpq instance data of
- * this event procedure, set to &prepared_marker while the statements are
- * known to exist, NULL otherwise (PQreset drops them). */
-static char prepared_marker;
+ * this event procedure, &use_c_advance when the advance statement is to
+ * call fence.c_advance, NULL otherwise (PQreset forgets it). */
+static char use_c_advance;
 
 static int event_proc(PGEventId id, void *info, void *pass)
 {
@@ -90,11 +53,6 @@ static int event_proc(PGEventId id, void *info, void *pass)
         PQsetInstanceData(((PGEventConnReset *)info)->conn, event_proc, NULL);
     }
     return 1;
-}
-
-static int is_prepared(const PGconn *conn)
-{
-    return PQinstanceData(conn, event_proc) == &prepared_marker;
 }
 
 /* Checks shared by every call that takes a resource name (NULL allowed
@@ -167,9 +125,9 @@ static fence_status null_result(const char *fn, const PGconn *conn)
                           PQerrorMessage(conn)[0] ? PQerrorMessage(conn) : "no result from libpq");
 }
 
-/* Classify res (and free it); on success check that the two values
- * set_config returned are the token (server text, read with the one token
- * grammar) and the holder ("" for none). */
+/* Classify res (and free it); on success check that the first two values
+ * are the token use_token returned (server text, read with the one token
+ * grammar) and the holder it set ("" for none). */
 static fence_status finish_set(const char *fn, PGconn *conn, PGresult *res, uint64_t token,
                                const char *holder, fence_stale *stale)
 {
@@ -260,22 +218,21 @@ typedef struct token_query {
     char tok[24];
     const char *values[3];
     int nparams;
-    const char *stmt; /* prepared statement's name */
-    const char *sql;  /* or the text */
+    const char *sql;
 } token_query;
 
 /* `send`: for fence_pg_send_token, whose caller only classifies the
  * result (without a resource, the form with no result column). */
-static void token_query_init(token_query *q, uint64_t token, const char *holder,
-                             const char *resource, int send)
+static void token_query_init(token_query *q, const PGconn *conn, uint64_t token,
+                             const char *holder, const char *resource, int send)
 {
+    int c = PQinstanceData(conn, event_proc) == &use_c_advance;
     snprintf(q->tok, sizeof q->tok, "%" PRIu64, token);
     q->values[0] = q->tok;
     q->values[1] = holder != NULL ? holder : ""; /* '' is "no holder" to fence.sql */
     q->values[2] = resource;
     q->nparams = resource != NULL ? 3 : 2;
-    q->stmt = resource != NULL ? STMT_SET_ADVANCE : send ? STMT_SEND : STMT_SET;
-    q->sql = resource != NULL ? SQL_SET_ADVANCE : send ? SQL_SEND : SQL_SET;
+    q->sql = resource != NULL ? (c ? SQL_SET_ADVANCE_C : SQL_SET_ADVANCE) : send ? SQL_SEND : SQL_SET;
 }
 
 static const Oid text_types[3] = {TEXTOID_, TEXTOID_, TEXTOID_};
@@ -295,20 +252,10 @@ fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder
         return st;
     }
     token_query q;
-    token_query_init(&q, token, holder, resource, 0);
-    int prepared = is_prepared(conn);
-    PGresult *res = prepared
-        ? PQexecPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
-        : PQexecParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
+    token_query_init(&q, conn, token, holder, resource, 0);
+    PGresult *res = PQexecParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
     if (res == NULL) {
         return null_result(fn, conn);
-    }
-    if (prepared && PQresultStatus(res) == PGRES_FATAL_ERROR) {
-        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        if (state != NULL && strcmp(state, "26000") == 0) {
-            /* Dropped behind our back: forget them. */
-            PQsetInstanceData(conn, event_proc, NULL);
-        }
     }
     return finish_set(fn, conn, res, token, holder, stale);
 }
@@ -335,11 +282,8 @@ fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *holde
                               "outside it use fence_pg_set_token()", fn);
     }
     token_query q;
-    token_query_init(&q, token, holder, resource, 1);
-    int sent = is_prepared(conn)
-        ? PQsendQueryPrepared(conn, q.stmt, q.nparams, q.values, NULL, NULL, 0)
-        : PQsendQueryParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
-    if (!sent) {
+    token_query_init(&q, conn, token, holder, resource, 1);
+    if (!PQsendQueryParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0)) {
         return null_result(fn, conn);
     }
     return fence_pg__ok(conn);
@@ -352,59 +296,22 @@ fence_status fence_pg_prepare(PGconn *conn)
     if (st != FENCE_OK) {
         return st;
     }
-    if (is_prepared(conn)) {
-        return fence_pg__ok(conn);
-    }
-    /* Once per connection: the advance statement calls the extension's
-     * fence.c_advance when this database has it (extension fence 1.1) and
-     * the role may call it, else fence.advance; all three set the token
-     * with fence.c_send when it is there (1.3) and allowed, else with
-     * set_config.  Same names either way. */
+    /* One query: whether this database has the extension's
+     * fence.c_advance and the role may call it. */
     PGresult *has = PQexec(conn, SQL_HAS_C);
     if (has == NULL) {
         return null_result(fn, conn);
     }
     st = fence_pg_classify(conn, has, NULL);
-    int shaped = st == FENCE_OK && PQntuples(has) == 1 && PQnfields(has) == 2;
-    int c_advance = shaped && !PQgetisnull(has, 0, 0) && strcmp(PQgetvalue(has, 0, 0), "t") == 0;
-    int c_send = shaped && !PQgetisnull(has, 0, 1) && strcmp(PQgetvalue(has, 0, 1), "t") == 0;
+    int c_advance = st == FENCE_OK && PQntuples(has) == 1 && PQnfields(has) == 1 &&
+                    !PQgetisnull(has, 0, 0) && strcmp(PQgetvalue(has, 0, 0), "t") == 0;
     PQclear(has);
     if (st != FENCE_OK) {
         return st;
     }
-    if (c_send) {
-        PGresult *probe = PQexec(conn, SQL_PROBE_SEND);
-        c_send = PQresultStatus(probe) == PGRES_TUPLES_OK;
-        PQclear(probe);
-    }
-    if (c_advance && !c_send) {
-        /* An optimisation only: a role that may not call it keeps the
-         * triggers, so its failure is not the caller's. */
-        PQclear(PQexec(conn, SQL_LOAD_EXTENSION));
-    }
-    const char *const names[3] = {STMT_SET, STMT_SET_ADVANCE, STMT_SEND};
-    const char *const sqls[3] = {
-        c_send ? SQL_SET_S : SQL_SET,
-        c_send ? (c_advance ? SQL_SET_ADVANCE_CS : SQL_SET_ADVANCE_S)
-               : (c_advance ? SQL_SET_ADVANCE_C : SQL_SET_ADVANCE),
-        c_send ? SQL_SEND_S : SQL_SEND};
-    const int nparams[3] = {2, 3, 2};
-    for (int i = 0; i < 3; i++) {
-        PGresult *res = PQprepare(conn, names[i], sqls[i], nparams[i], text_types);
-        if (res == NULL) {
-            return null_result(fn, conn);
-        }
-        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-        int dup = state != NULL && strcmp(state, "42P05") == 0; /* exists already */
-        st = dup ? FENCE_OK : fence_pg_classify(conn, res, NULL);
-        PQclear(res);
-        if (st != FENCE_OK) {
-            return st;
-        }
-    }
     /* Registering fails harmlessly when an earlier call registered it. */
     (void)PQregisterEventProc(conn, event_proc, "fence_pg", NULL);
-    if (!PQsetInstanceData(conn, event_proc, &prepared_marker)) {
+    if (!PQsetInstanceData(conn, event_proc, c_advance ? &use_c_advance : NULL)) {
         return fence_pg__fail(conn, FENCE_ENOMEM, "%s: libpq could not register the "
                               "connection's event procedure", fn);
     }

@@ -15,18 +15,9 @@
  * transaction ends, as SELECT ... FOR UPDATE locks it.  fence.marks's own
  * triggers (never lowered, never deleted) apply to every write.
  *
- * The hot path -- the mark exists and is not lower than the token, which
- * is every write of a holder after its first -- runs no statement: the
- * mark is found through fence.marks's key index and locked with
- * table_tuple_lock(), the steps ExecLockRows takes for FOR UPDATE
- * (markrow.c).  SPI (statements prepared once per backend) is used only to
- * insert or raise a mark, or when fence.marks does not have fence.sql's
- * shape.  The executor's start-up for the locking statement was most of
- * this function's cost.
- *
- * One refusal is its own, as the C guard's: a non-empty fence.holder set
- * for the session rather than the transaction (23Q02 reason=session
- * setting=fence.holder).  libfence_pg always sets it transaction-local.
+ * A non-empty fence.holder counts only when fence.use_token() gave it to
+ * this transaction (23Q02 reason=unbound setting=fence.holder otherwise),
+ * as in fence.advance().
  *
  * Not SECURITY DEFINER (a definer's call costs a configuration and user
  * switch through fmgr_security_definer and prevents inlining/caching of
@@ -205,10 +196,9 @@ static void run(SPIPlanPtr plan, Datum *values, const char *nulls, int expect)
     }
 }
 
-/* The statements, as the owner of fence.marks: lock and read the mark
- * (directly, fence_ext_lock_mark; by the statement when the table's
- * shape is not fence.sql's); insert it when missing (re-reading it when ON CONFLICT
- * found one that is not lower); raise it when lower.  Errors of the
+/* The statements, as the owner of fence.marks: lock and read the mark;
+ * insert it when missing (re-reading it when ON CONFLICT found one that is
+ * not lower); raise it when lower.  Errors of the
  * statements themselves (fence.marks's triggers, serialization failures,
  * lock timeouts) propagate with the caller's identity restored. */
 static void advance_as_owner(const catalog *c, text *resource, int64 token, Datum writer,
@@ -219,18 +209,10 @@ static void advance_as_owner(const catalog *c, text *resource, int64 token, Datu
     int save_sec;
     Datum values[3];
     char nulls[3] = {' ', ' ', has_writer ? ' ' : 'n'};
-    bool locked;
 
     values[0] = PointerGetDatum(resource);
     values[1] = Int64GetDatum(token);
     values[2] = writer;
-
-    /* The hot path: the mark is there, equal or higher: no statement. */
-    locked = fence_ext_lock_mark(c->marks_relid, resource, &m->found, &m->token, &m->holder,
-                                 cxt);
-    if (locked && m->found && m->token >= token) {
-        return;
-    }
 
     GetUserIdAndSecContext(&save_user, &save_sec);
     if (SPI_connect() != SPI_OK_CONNECT) {
@@ -239,10 +221,8 @@ static void advance_as_owner(const catalog *c, text *resource, int64 token, Datu
     SetUserIdAndSecContext(c->marks_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
     PG_TRY();
     {
-        if (!locked) {
-            run(prepare(&plan_lock, SQL_LOCK, 1), values, nulls, SPI_OK_SELECT);
-            read_mark(m, cxt);
-        }
+        run(prepare(&plan_lock, SQL_LOCK, 1), values, nulls, SPI_OK_SELECT);
+        read_mark(m, cxt);
         if (!m->found) {
             run(prepare(&plan_insert, SQL_INSERT, 3), values, nulls, SPI_OK_INSERT);
             m->written = SPI_processed > 0;
@@ -315,37 +295,32 @@ static pg_attribute_noreturn() void stale(const char *name, int64 token, const m
  * the session is refused, as the C guard refuses it. */
 static char *writer_holder(const char *name)
 {
-    const char *raw = NULL;
-    char *writer = NULL;
-    fence_ext_scope scope = fence_ext_setting("fence.holder", &raw);
-    if (scope != FENCE_SCOPE_UNSET) {
-        if (!holder_ok(raw)) {
-            int clip = pg_mbcharcliplen(raw, (int)strlen(raw), 40); /* left(raw, 40) */
-            ereport(ERROR,
-                    (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
-                     errmsg("fence: malformed holder %s in fence.holder for resource %s",
-                            quote_literal_cstr(pnstrdup(raw, clip)), quote_identifier(name)),
-                     errdetail_internal("reason=malformed setting=fence.holder"),
-                     errhint("fence.holder must be the lease's holder id, 32 lowercase hex "
-                             "digits, or empty for none.")));
-        }
-        if (scope == FENCE_SCOPE_SESSION) {
-            ereport(ERROR,
-                    (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
-                     errmsg("fence: fence.holder is set for the session, not for the "
-                            "transaction, for resource %s",
-                            quote_identifier(name)),
-                     errdetail_internal("reason=session setting=fence.holder"),
-                     errhint("A session-level setting (SET without LOCAL, set_config(..., "
-                             "false), ALTER ROLE/DATABASE ... SET) applies to every later "
-                             "transaction of the connection.  Set it in the writing "
-                             "transaction: SET LOCAL fence.holder = ..., or "
-                             "set_config('fence.holder', ..., true); RESET fence.holder clears "
-                             "the session's value.")));
-        }
-        writer = pstrdup(raw);
+    const char *raw = fence_ext_setting("fence.holder");
+    if (raw == NULL) {
+        return NULL;
     }
-    return writer;
+    if (!holder_ok(raw)) {
+        int clip = pg_mbcharcliplen(raw, (int)strlen(raw), 40); /* left(raw, 40) */
+        ereport(ERROR,
+                (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
+                 errmsg("fence: malformed holder %s in fence.holder for resource %s",
+                        quote_literal_cstr(pnstrdup(raw, clip)), quote_identifier(name)),
+                 errdetail_internal("reason=malformed setting=fence.holder"),
+                 errhint("fence.holder must be the lease's holder id, 32 lowercase hex "
+                         "digits, or empty for none.")));
+    }
+    if (!fence_ext_bound()) {
+        ereport(ERROR,
+                (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
+                 errmsg("fence: holder for resource %s was not set by fence.use_token() in "
+                        "this transaction",
+                        quote_identifier(name)),
+                 errdetail_internal("reason=unbound setting=fence.holder"),
+                 errhint("Set it in the writing transaction with SELECT fence.use_token(<token>, "
+                         "<holder>): a value left by SET, ALTER ROLE/DATABASE ... SET or an "
+                         "earlier transaction of the connection is never admitted.")));
+    }
+    return pstrdup(raw);
 }
 
 /* fence.c_advance(resource text, token bigint) RETURNS bigint. */

@@ -5,10 +5,13 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type_d.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/relcache.h"
 
@@ -214,7 +217,7 @@ pg_attribute_noreturn() void fence_ext_no_token_at(const fence_ext_site *s, bool
             (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
              errmsg("fence: no fencing token for %s on %s", s->op, obj),
              errdetail_internal("reason=missing"),
-             errhint("Set it in the writing transaction: SET LOCAL fence.token = <token>."),
+             errhint("Set it in the writing transaction: SELECT fence.use_token(<token>)."),
              errtablecol(rel, s->attnum)));
 }
 
@@ -239,28 +242,24 @@ pg_attribute_noreturn() void fence_ext_stale(const fence_ext_site *s, int64 tok,
              errtablecol(rel, s->attnum)));
 }
 
-/* 23Q02 for `setting`, set for the session rather than the transaction. */
-static pg_attribute_noreturn() void session_setting(const fence_ext_site *s, const char *setting)
+const char *fence_ext_setting(const char *name)
 {
-    Relation rel = site_rel(s);
-    ereport(ERROR,
-            (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
-             errmsg("fence: %s is set for the session, not for the transaction, for %s on %s",
-                    setting, s->op, fence_ext_object(rel)),
-             errdetail_internal("reason=session setting=%s", setting),
-             errhint("A session-level setting (SET without LOCAL, set_config(..., false), ALTER "
-                     "ROLE/DATABASE ... SET) applies to every later transaction of the "
-                     "connection.  Set it in the writing transaction: SET LOCAL %s = ..., or "
-                     "set_config('%s', ..., true); RESET %s clears the session's value.",
-                     setting, setting, setting),
-             errtablecol(rel, s->attnum)));
+    const char *v = GetConfigOption(name, true, false);
+    return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool refuse_session, int64 *tok)
+bool fence_ext_bound(void)
 {
-    const char *raw = NULL;
-    fence_ext_scope scope = fence_ext_setting("fence.token", &raw);
-    if (scope == FENCE_SCOPE_UNSET) {
+    const char *xact = fence_ext_setting("fence.xact");
+    char mine[32];
+    snprintf(mine, sizeof mine, UINT64_FORMAT, U64FromFullTransactionId(GetTopFullTransactionId()));
+    return xact != NULL && strcmp(xact, mine) == 0;
+}
+
+bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool bound, int64 *tok)
+{
+    const char *raw = fence_ext_setting("fence.token");
+    if (raw == NULL) {
         return false;
     }
     if (!parse_token(raw, tok)) {
@@ -277,23 +276,28 @@ bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool refuse_session,
                       : 0,
                  errtablecol(rel, s->attnum)));
     }
-    if (refuse_session) {
-        const char *holder = NULL;
-        if (scope == FENCE_SCOPE_SESSION) {
-            session_setting(s, "fence.token");
-        }
-        if (fence_ext_setting("fence.holder", &holder) == FENCE_SCOPE_SESSION) {
-            session_setting(s, "fence.holder");
-        }
+    if (bound && !fence_ext_bound()) {
+        Relation rel = site_rel(s);
+        ereport(ERROR,
+                (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),
+                 errmsg("fence: fencing token for %s on %s was not set by fence.use_token() in "
+                        "this transaction",
+                        s->op, fence_ext_object(rel)),
+                 errdetail_internal("reason=unbound setting=fence.token"),
+                 errhint("Set it in the writing transaction with SELECT "
+                         "fence.use_token(<token>): a value left by SET, ALTER ROLE/DATABASE "
+                         "... SET or an earlier transaction of the connection is never "
+                         "admitted."),
+                 errtablecol(rel, s->attnum)));
     }
     return true;
 }
 
-bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint,
-                     bool refuse_session, int64 *tok)
+bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint, bool bound,
+                     int64 *tok)
 {
     fence_ext_site s = {td->tg_relation, InvalidOid, t->attnum, fence_ext_op(td)};
-    return fence_ext_token_at(&s, hint, refuse_session, tok);
+    return fence_ext_token_at(&s, hint, bound, tok);
 }
 
 int64 fence_ext_stamp(const TriggerData *td, const fence_ext_trig *t, HeapTuple tuple,

@@ -9,14 +9,10 @@
  *            writer's token and the shared error reports
  *   guard.c  fence.c_guard(): BEFORE ROW INSERT/UPDATE/DELETE
  *   check.c  fence.c_check(): AFTER ROW INSERT/UPDATE
- *   scope.c  whether a setting holds for the transaction or the session
- *   advance.c  fence.c_advance(): fence.advance() in C (version 1.1)
- *   markrow.c  its hot path: a mark found and locked without the executor
- *   stamp.c  fence.c_stamp(): the guard's UPDATE rule as an expression
- *   send.c   fence.c_send(): the token and holder of a transaction without
- *            the settings machinery (version 1.3)
- *   plan.c   the planner and executor hooks that put it in an UPDATE's plan
- *            in place of the guard trigger (version 1.2), and _PG_init()
+ *   advance.c  fence.c_advance(): fence.advance() in C
+ * Only documented extension interfaces: fmgr, commands/trigger.h, SPI with
+ * saved plans, the GUC functions (GetConfigOption); no hooks, nothing of
+ * PostgreSQL's internal tables.  No version-dependent code.
  * Memory: everything is palloc'd in the memory context current at the
  * call (the trigger's per-tuple context) unless said otherwise. */
 #ifndef FENCE_EXT_H
@@ -30,31 +26,16 @@
 #include "utils/rel.h"
 
 /* The interface revision of this module, fence.c_version(). */
-#define FENCE_EXT_VERSION 1
+#define FENCE_EXT_VERSION 2
 
-/* Where a setting's current value comes from (scope.c). */
-typedef enum fence_ext_scope {
-    FENCE_SCOPE_UNSET,       /* no such setting, or its value is '' */
-    FENCE_SCOPE_TRANSACTION, /* SET LOCAL / set_config(.., true) / a function's SET */
-    FENCE_SCOPE_SESSION      /* SET, set_config(.., false), ALTER ROLE/DATABASE SET,
-                              * postgresql.conf, connection options */
-} fence_ext_scope;
+/* The value of setting `name` (fence.token, fence.holder): NULL when
+ * unset or ''.  The pointer is the setting's own, valid until it changes. */
+const char *fence_ext_setting(const char *name);
 
-/* The current value of setting `name` (lowercase) into *value (NULL when
- * unset or ''; the pointer is the GUC's own, or what fence.c_send() sent,
- * and valid until the setting changes or is sent again) and where it comes
- * from.  Raises only what fence_ext_sent() raises. */
-fence_ext_scope fence_ext_setting(const char *name, const char **value);
-
-/* What fence.c_send() sent in this transaction for `name` ("fence.token"
- * or "fence.holder"; '' for none), or NULL when nothing was sent (or for
- * another name).  Raises 23Q02 reason=conflict when the setting was also
- * changed in this transaction (send.c). */
-const char *fence_ext_sent(const char *name);
-
-/* Defines fence.token and fence.holder and the transaction callbacks of
- * fence.c_send(); from _PG_init. */
-void fence_ext_send_init(void);
+/* Whether the transaction's settings were given to it by
+ * fence.use_token(): fence.xact is the id of the current (top-level)
+ * transaction.  Assigns the transaction its id (it is writing). */
+bool fence_ext_bound(void);
 
 /* What a fence trigger knows about itself, computed once per executor run
  * of the statement (kept in flinfo->fn_extra, fn_mcxt). */
@@ -90,14 +71,13 @@ typedef struct fence_ext_site {
 
 /* The writer's token, read from fence.token: true with *tok set, or false
  * when there is none (unset or '').  Raises 23Q02 for a malformed token
- * (with the guard's HINT when `hint`), and, when `refuse_session`, for a
- * token (or fence.holder) set for the session rather than the
- * transaction. */
-bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint,
-                     bool refuse_session, int64 *tok);
+ * (with the guard's HINT when `hint`), and, when `bound`, for a token that
+ * fence.use_token() did not give to this transaction (reason=unbound). */
+bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint, bool bound,
+                     int64 *tok);
 
 /* The same, reporting errors at site s. */
-bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool refuse_session, int64 *tok);
+bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool bound, int64 *tok);
 
 /* The table's name as fence.sql writes it in messages:
  * quote_ident(schema) || '.' || quote_ident(table). */
@@ -117,22 +97,8 @@ pg_attribute_noreturn() void fence_ext_stale(const fence_ext_site *s, int64 tok,
  * the session's session_replication_role (trigger.c's TriggerEnabled). */
 bool fence_ext_fires(char enabled);
 
-/* The SQL-callable functions plan.c recognises by their address. */
-extern PGDLLEXPORT Datum fence_c_guard(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum fence_c_stamp(PG_FUNCTION_ARGS);
-
 /* The token column's value in tuple (0 for NULL, as fence.sql reads it). */
 int64 fence_ext_stamp(const TriggerData *td, const fence_ext_trig *t, HeapTuple tuple,
                       bool *isnull);
-
-/* Find the mark of resource in fence.marks (OID marks) through its key
- * index and lock it as SELECT ... FOR UPDATE would (markrow.c): true with
- * *found, *token and *holder (NULL: none; copied into cxt) set; false,
- * having done nothing, when the table is not as fence.sql makes it (the
- * caller then runs the statement).  Raises what the statement raises:
- * 25006 in a READ ONLY transaction, 40001 in REPEATABLE READ or
- * SERIALIZABLE for a mark changed after the snapshot. */
-bool fence_ext_lock_mark(Oid marks, text *resource, bool *found, int64 *token, char **holder,
-                         MemoryContext cxt);
 
 #endif

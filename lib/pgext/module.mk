@@ -4,8 +4,10 @@
 # lib/pgext/Makefile, out of tree in $(B)/lib/pgext (a VPATH build: the
 # source folder gets no build output).  Never built with the sanitizer
 # flags: it is loaded by the PostgreSQL server, which is not.
-# make install / uninstall put it where pg_config says (pkglibdir and
-# sharedir/extension), under DESTDIR.  The test servers of scripts/
+# make install-pgext / uninstall-pgext put it where pg_config says
+# (pkglibdir and sharedir/extension), under DESTDIR; make install and
+# uninstall do too when they may write there (the top Makefile), and
+# otherwise say so in one line.  The test servers of scripts/
 # with-servers offer it when FENCE_PGEXT_DIR names $(B)/lib/pgext
 # (scripts/run-tests, make bench).
 PG_CONFIG    ?= pg_config
@@ -18,3 +20,6 @@ PGEXT_MAKE    = $(MAKE) --no-print-directory -C $(PGEXT_DIR) -f $(CURDIR)/lib/pg
 $(PGEXT_SO): $(wildcard lib/pgext/*.c lib/pgext/*.h) lib/pgext/Makefile
 	@mkdir -p $(PGEXT_DIR)
 	+$(PGEXT_MAKE)
+# Its folders, asked of pg_config only when an install needs them.
+PGEXT_LIBDIR  = $(shell $(PG_CONFIG) --pkglibdir)
+PGEXT_EXTDIR  = $(shell $(PG_CONFIG) --sharedir)/extension

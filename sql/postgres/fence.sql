@@ -453,20 +453,20 @@ DECLARE
     v integer;
 BEGIN
     SELECT m.version INTO v FROM fence.meta m;
-    IF v > 4 THEN
-        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 4; refusing to downgrade', v;
+    IF v > 5 THEN
+        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 5; refusing to downgrade', v;
     END IF;
     PERFORM pg_catalog.set_config('fence.install_from', COALESCE(v, 0)::text, true);
 END
 $install$;
 
-INSERT INTO fence.meta (version) VALUES (4)
+INSERT INTO fence.meta (version) VALUES (5)
 ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version;
 
 -- The schema version of this install script.
 CREATE OR REPLACE FUNCTION fence.version() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT 4 $$;
+AS $$ SELECT 5 $$;
 -- ------------------------------------------------------------------
 -- The writer's token
 -- ------------------------------------------------------------------
@@ -491,7 +491,7 @@ BEGIN
         RAISE EXCEPTION 'fence: no fencing token for %', what
             USING ERRCODE = '23Q02',
                   DETAIL = 'reason=missing',
-                  HINT = 'Set it in the writing transaction: SET LOCAL fence.token = <token>.';
+                  HINT = 'Set it in the writing transaction: SELECT fence.use_token(<token>).';
     END IF;
     IF raw !~ '^[1-9][0-9]{0,18}$'
        OR (pg_catalog.length(raw) = 19 AND raw COLLATE "C" > '9223372036854775807') THEN
@@ -501,7 +501,53 @@ BEGIN
                   DETAIL = 'reason=malformed',
                   HINT = 'fence.token must be a decimal integer 1..9223372036854775807, no sign, spaces or leading zeros.';
     END IF;
+    IF pg_catalog.current_setting('fence.xact', true) IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text THEN
+        RAISE EXCEPTION 'fence: fencing token for % was not set by fence.use_token() in this transaction', what
+            USING ERRCODE = '23Q02',
+                  DETAIL = 'reason=unbound setting=fence.token',
+                  HINT = 'Set it in the writing transaction with SELECT fence.use_token(<token>): a value left by SET, ALTER ROLE/DATABASE ... SET or an earlier transaction of the connection is never admitted.';
+    END IF;
     RETURN raw::bigint;
+END
+$$;
+
+-- Give the current transaction its token and holder: the one way a writer
+-- sets them.  Sets, for this transaction only (set_config(..., true)):
+-- fence.token (TOKEN's canonical text), fence.holder (HOLDER, '' for none)
+-- and fence.xact, the transaction's id (pg_current_xact_id(), 64 bits with
+-- the epoch: never the same for two transactions of the cluster).  Every
+-- guard admits a token only when fence.xact is the id of the transaction
+-- it runs in, so a value left at session level -- a plain SET, ALTER
+-- ROLE/DATABASE ... SET, or a pooled connection's previous client -- is
+-- refused (23Q02 reason=unbound), never admitted.  Returns TOKEN.
+-- Refuses a NULL token (23Q02 reason=missing), one <= 0 (reason=malformed)
+-- and a holder that is not '' or 32 lowercase hex digits (reason=malformed
+-- setting=fence.holder); a refused call sets nothing.  No SET clause (one
+-- would undo the settings at return) and nothing that reads search_path.
+-- Assigns the transaction an id (it is about to write anyway).
+CREATE OR REPLACE FUNCTION fence.use_token(token bigint, holder text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+BEGIN
+    IF use_token.token IS NULL THEN
+        RAISE EXCEPTION 'fence: use_token: no fencing token (NULL)'
+            USING ERRCODE = '23Q02', DETAIL = 'reason=missing';
+    END IF;
+    IF use_token.token OPERATOR(pg_catalog.<=) 0 THEN
+        RAISE EXCEPTION 'fence: use_token: malformed fencing token % (tokens are 1..9223372036854775807)', use_token.token
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed';
+    END IF;
+    IF use_token.holder IS NOT NULL AND use_token.holder OPERATOR(pg_catalog.<>) ''
+       AND use_token.holder OPERATOR(pg_catalog.!~) '^[0-9a-f]{32}$' THEN
+        RAISE EXCEPTION 'fence: use_token: malformed holder %', pg_catalog.quote_literal(pg_catalog.left(use_token.holder, 40))
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed setting=fence.holder',
+                  HINT = 'The holder is the lease''s holder id, 32 lowercase hex digits, or NULL or empty for none.';
+    END IF;
+    PERFORM pg_catalog.set_config('fence.token', use_token.token::pg_catalog.text, true),
+            pg_catalog.set_config('fence.holder', COALESCE(use_token.holder, ''), true),
+            pg_catalog.set_config('fence.xact', pg_catalog.pg_current_xact_id()::pg_catalog.text, true);
+    RETURN use_token.token;
 END
 $$;
 
@@ -637,7 +683,9 @@ BEGIN
     -- malformed fence.holder never equals a recorded (valid) one, nor
     -- '' (none) unless it is ''.
     IF FOUND AND seen OPERATOR(pg_catalog.=) advance.token
-       AND COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '') THEN
+       AND COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '')
+       AND (COALESCE(writer, '') OPERATOR(pg_catalog.=) ''
+            OR pg_catalog.current_setting('fence.xact', true) OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.text) THEN
         RETURN seen;
     END IF;
 
@@ -664,6 +712,16 @@ BEGIN
             USING ERRCODE = '23Q02',
                   DETAIL = 'reason=malformed setting=fence.holder',
                   HINT = 'fence.holder must be the lease''s holder id, 32 lowercase hex digits, or empty for none.';
+    END IF;
+    -- A holder counts only when fence.use_token() gave it to this very
+    -- transaction (see there): one left at session level is refused.
+    IF writer IS NOT NULL
+       AND pg_catalog.current_setting('fence.xact', true) IS DISTINCT FROM pg_catalog.pg_current_xact_id()::pg_catalog.text THEN
+        RAISE EXCEPTION 'fence: holder for resource % was not set by fence.use_token() in this transaction',
+                pg_catalog.quote_ident(advance.resource)
+            USING ERRCODE = '23Q02',
+                  DETAIL = 'reason=unbound setting=fence.holder',
+                  HINT = 'Set it in the writing transaction with SELECT fence.use_token(<token>, <holder>): a value left by SET, ALTER ROLE/DATABASE ... SET or an earlier transaction of the connection is never admitted.';
     END IF;
 
     IF seen IS NULL THEN
@@ -729,113 +787,9 @@ $$;
 -- Per-row mode, version 3's generic functions
 -- ------------------------------------------------------------------
 
--- Kept for tables still protected by version 3 (implementation 'generic':
--- their triggers have WHEN clauses and call these), which the upgrade
--- could not protect again; fence.protect() no longer uses them.
--- BEFORE row trigger of protected tables: checks the writer's token
--- against the row's stamp and stamps the row.  TG_ARGV[0]: the token
--- column; TG_ARGV[1]: 'strict' or 'permissive'.  Runs with the writer's
--- rights and needs none; everything is schema-qualified instead of pinning
--- search_path, which would cost a configuration save/restore per row.
-CREATE OR REPLACE FUNCTION fence.row_guard() RETURNS trigger
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    col text := TG_ARGV[0];
-    raw text := pg_catalog.current_setting('fence.token', true);
-    obj text := pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME);
-    tok bigint;
-    seen bigint;
-BEGIN
-    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
-        IF TG_ARGV[1] OPERATOR(pg_catalog.<>) 'permissive' THEN
-            RAISE EXCEPTION 'fence: no fencing token for % on %', TG_OP, obj
-                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
-                      HINT = 'Set it in the writing transaction: SET LOCAL fence.token = <token>.',
-                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
-        END IF;
-    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
-          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
-              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
-        RAISE EXCEPTION 'fence: malformed fencing token % for % on %',
-                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
-            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
-                  HINT = 'fence.token must be a decimal integer 1..9223372036854775807, no sign, spaces or leading zeros.',
-                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
-    ELSE
-        tok := raw::pg_catalog.int8;
-    END IF;
-
-    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
-        RETURN pg_catalog.jsonb_populate_record(NEW,
-                   pg_catalog.jsonb_build_object(col, COALESCE(tok, 0)));
-    END IF;
-
-    seen := COALESCE((pg_catalog.to_jsonb(OLD) OPERATOR(pg_catalog.->>) col)::pg_catalog.int8, 0);
-    IF tok OPERATOR(pg_catalog.<) seen THEN
-        RAISE EXCEPTION 'fence: stale token % for % (highest seen %)', tok, obj, seen
-            USING ERRCODE = '23Q01',
-                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=table object=%s reason=older', tok, seen, obj),
-                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
-    END IF;
-    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
-        RETURN OLD;
-    END IF;
-    RETURN pg_catalog.jsonb_populate_record(NEW,
-               pg_catalog.jsonb_build_object(col, COALESCE(tok, seen)));
-END
-$$;
-
--- AFTER INSERT/UPDATE row trigger of protected tables: the row as finally
--- written must carry the stamp row_guard gave it -- the writer's token, or
--- with no token in permissive mode the kept stamp (OLD's on UPDATE, 0 on
--- INSERT).  A BEFORE trigger that fires after zz_fence_guard_* and
--- rewrites the column would otherwise switch fencing off (e.g. stamp 0,
--- after which any token passes).  Raises 23Q03.  Only runs when its WHEN
--- clause finds the final stamp is not exactly the writer's token.
-CREATE OR REPLACE FUNCTION fence.row_check() RETURNS trigger
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    col text := TG_ARGV[0];
-    raw text := pg_catalog.current_setting('fence.token', true);
-    obj text := pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME);
-    written bigint := (pg_catalog.to_jsonb(NEW) OPERATOR(pg_catalog.->>) col)::pg_catalog.int8;
-    want bigint;
-BEGIN
-    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
-        IF TG_ARGV[1] OPERATOR(pg_catalog.<>) 'permissive' THEN
-            RAISE EXCEPTION 'fence: no fencing token for % on % (fence.token was cleared during the statement)', TG_OP, obj
-                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
-                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
-        END IF;
-        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
-            want := 0;
-        ELSE
-            want := COALESCE((pg_catalog.to_jsonb(OLD) OPERATOR(pg_catalog.->>) col)::pg_catalog.int8, 0);
-        END IF;
-    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
-          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
-              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
-        RAISE EXCEPTION 'fence: malformed fencing token % for % on %',
-                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
-            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
-                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
-    ELSE
-        want := raw::pg_catalog.int8;
-    END IF;
-    IF written IS NULL OR written OPERATOR(pg_catalog.<>) want THEN
-        RAISE EXCEPTION 'fence: % of % was rewritten after the fencing check (% written, % expected) on %',
-                pg_catalog.quote_ident(col), obj, COALESCE(written::pg_catalog.text, 'NULL'), want, TG_OP
-            USING ERRCODE = '23Q03',
-                  DETAIL = pg_catalog.format('written=%s expected=%s kind=table object=%s',
-                                             COALESCE(written::pg_catalog.text, 'NULL'), want, obj),
-                  HINT = 'A BEFORE trigger that fires after zz_fence_guard_* (triggers fire in name order) writes the token column; it must not.',
-                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
-    END IF;
-    RETURN NULL;
-END
-$$;
+-- Version 3's generic functions (fence.row_guard, fence.row_check, used
+-- with WHEN clauses) are gone since version 5: the upgrade below protects
+-- every table that used them again, then drops them.
 
 -- Statement trigger refusing TRUNCATE of a protected table.
 CREATE OR REPLACE FUNCTION fence.refuse_truncate() RETURNS trigger
@@ -850,8 +804,6 @@ $$;
 
 -- Any table owner may attach the trigger functions (CREATE TRIGGER needs
 -- EXECUTE on them); a trigger function cannot be called directly.
-GRANT EXECUTE ON FUNCTION fence.row_guard() TO PUBLIC;
-GRANT EXECUTE ON FUNCTION fence.row_check() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.refuse_truncate() TO PUBLIC;
 
 -- ------------------------------------------------------------------
@@ -882,12 +834,14 @@ BEGIN
     -- is NULL; DELETE: NEW is; a comparison with NULL is not true.)
     IF pg_catalog.current_setting('fence.token', true) OPERATOR(pg_catalog.=) OLD.%1$s::pg_catalog.text
        AND NEW.%1$s OPERATOR(pg_catalog.=) OLD.%1$s
-       AND OLD.%1$s OPERATOR(pg_catalog.>) 0 THEN
+       AND OLD.%1$s OPERATOR(pg_catalog.>) 0
+       AND pg_catalog.current_setting('fence.xact', true) OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.text THEN
         RETURN NEW;
     END IF;
     raw := pg_catalog.current_setting('fence.token', true);
     IF TG_OP OPERATOR(pg_catalog.=) 'DELETE'
-       AND raw OPERATOR(pg_catalog.=) OLD.%1$s::pg_catalog.text AND OLD.%1$s OPERATOR(pg_catalog.>) 0 THEN
+       AND raw OPERATOR(pg_catalog.=) OLD.%1$s::pg_catalog.text AND OLD.%1$s OPERATOR(pg_catalog.>) 0
+       AND pg_catalog.current_setting('fence.xact', true) OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.text THEN
         RETURN OLD;
     END IF;
 
@@ -897,7 +851,7 @@ BEGIN
                     pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
                         OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)
                 USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
-                      HINT = 'Set it in the writing transaction: SET LOCAL fence.token = <token>.',
+                      HINT = 'Set it in the writing transaction: SELECT fence.use_token(<token>).',
                       SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
         END IF;
         -- Permissive mode, no token: keep the stamp (a new row gets 0).
@@ -919,6 +873,15 @@ BEGIN
                     OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)
             USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
                   HINT = 'fence.token must be a decimal integer 1..9223372036854775807, no sign, spaces or leading zeros.',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    END IF;
+    -- Only a token given to this very transaction by fence.use_token().
+    IF pg_catalog.current_setting('fence.xact', true) IS DISTINCT FROM pg_catalog.pg_current_xact_id()::pg_catalog.text THEN
+        RAISE EXCEPTION 'fence: fencing token for %% on %% was not set by fence.use_token() in this transaction', TG_OP,
+                pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                    OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)
+            USING ERRCODE = '23Q02', DETAIL = 'reason=unbound setting=fence.token',
+                  HINT = 'Set it in the writing transaction with SELECT fence.use_token(<token>): a value left by SET, ALTER ROLE/DATABASE ... SET or an earlier transaction of the connection is never admitted.',
                   SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
     END IF;
     tok := raw::pg_catalog.int8;
@@ -1299,7 +1262,6 @@ BEGIN
         RETURN;
     END IF;
     fn := CASE p.implementation
-              WHEN 'generic' THEN 'fence.row_check'
               WHEN 'c' THEN 'fence.c_check'
               ELSE 'fence.' || pg_catalog.quote_ident(pg_catalog.regexp_replace(p.proname, '^guard_', 'check_'))
           END;
@@ -1371,6 +1333,7 @@ DECLARE
     have_c boolean := pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL;
     fns record;
     guard_fn text;
+    old_col name;
 BEGIN
     IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
         RAISE EXCEPTION 'fence: protect: table, column and mode must not be NULL or empty'
@@ -1405,6 +1368,28 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = 'Protect each child table instead, and do not write through the parent.';
     END IF;
+    -- A protected table keeps its token column: a new one would start at
+    -- 0 (or whatever it held) and admit tokens older than the stamps.
+    -- move_guard() moves it on purpose, carrying every stamp over.
+    -- (A column renamed since is the same column: only a token column
+    -- that still exists under its recorded name counts.)
+    SELECT p.col INTO old_col FROM fence.protected p WHERE p.tbl = protect_tbl
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                   WHERE a.attrelid = protect_tbl AND a.attname = p.col AND a.attnum > 0 AND NOT a.attisdropped);
+    IF move THEN
+        IF old_col IS NULL THEN
+            RAISE EXCEPTION 'fence: move_guard: % is not protected (use fence.protect())', tbl USING ERRCODE = '22023';
+        ELSIF old_col = col THEN
+            RAISE EXCEPTION 'fence: move_guard: % is already guarded by column %', tbl, pg_catalog.quote_ident(col)
+                USING ERRCODE = '22023';
+        END IF;
+    ELSIF old_col IS NOT NULL AND old_col <> col THEN
+        RAISE EXCEPTION 'fence: % is protected with token column %; refusing to guard it by column % instead (its stamps would be lost and older tokens admitted)',
+                tbl, pg_catalog.quote_ident(old_col), pg_catalog.quote_ident(col)
+            USING ERRCODE = '22023',
+                  HINT = pg_catalog.format('To move the guard to another column on purpose: SELECT fence.move_guard(%L, %L);  it carries every row''s stamp over.',
+                                           tbl::text, col);
+    END IF;
 
     FOR trig IN
         SELECT t.tgname FROM pg_catalog.pg_trigger t
@@ -1438,6 +1423,12 @@ BEGIN
         END IF;
         EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT 0, ALTER COLUMN %I SET NOT NULL',
                                   tbl, col, col);
+    END IF;
+    IF move THEN
+        -- Every row keeps at least its stamp (no guard is attached now, and
+        -- the table is locked; the table's own triggers do fire).
+        EXECUTE pg_catalog.format('UPDATE %s SET %I = %I WHERE %I OPERATOR(pg_catalog.<) %I',
+                                  tbl, col, old_col, col, old_col);
     END IF;
 
     IF use_impl = 'plpgsql' THEN
@@ -1493,15 +1484,26 @@ BEGIN
     EXECUTE pg_catalog.format(
         'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name DEFAULT %L, permissive boolean DEFAULT false)'
         ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
-        'fence_token', 'DECLARE use_impl text := NULL;' || body);
+        'fence_token', 'DECLARE use_impl text := NULL; move constant boolean := false; protect_tbl constant regclass := tbl;' || body);
     EXECUTE pg_catalog.format(
         'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name, permissive boolean, impl text)'
         ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
-        'DECLARE use_impl text := COALESCE(impl, ''NULL'');' || body);
+        'DECLARE use_impl text := COALESCE(impl, ''NULL''); move constant boolean := false; protect_tbl constant regclass := tbl;' || body);
+    -- Move TBL's guard to column COL (made or converted as protect() does),
+    -- keeping its mode and implementation; each row's new column becomes
+    -- at least its old stamp.  Same rights as protect().
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.move_guard(tbl regclass, col name)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'DECLARE protect_tbl constant regclass := tbl; move constant boolean := true;'
+        ' permissive boolean := COALESCE((SELECT p.mode = ''permissive'' FROM fence.protected p WHERE p.tbl = protect_tbl), false);'
+        ' use_impl text := COALESCE((SELECT p.implementation FROM fence.protected p WHERE p.tbl = protect_tbl), ''plpgsql'');'
+        || body);
 END
 $protect$;
 REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.move_guard(regclass, name) FROM PUBLIC;
 
 -- Switch a protected table between 'strict' and 'permissive' (migration)
 -- mode, keeping its column and implementation.  Calls protect(): needs
@@ -1529,7 +1531,7 @@ BEGIN
     IF pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL THEN
         default_impl := 'c';
     END IF;
-    IF impl = 'generic' OR impl = default_impl THEN
+    IF impl = default_impl THEN
         PERFORM fence.protect(tbl, c, mode = 'permissive');
     ELSE
         PERFORM fence.protect(tbl, c, mode = 'permissive', impl);
@@ -1593,6 +1595,9 @@ REVOKE ALL ON FUNCTION fence.version() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.mark(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.mark_holder(text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.current_token(boolean, text) TO PUBLIC;
+-- use_token sets nothing but the caller's own transaction settings.
+REVOKE ALL ON FUNCTION fence.use_token(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.use_token(bigint, text) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.version() TO PUBLIC;
 -- advance() only on a fresh install, so that an operator's REVOKE (see
 -- the top) survives re-installs.
@@ -1654,8 +1659,11 @@ REVOKE ALL ON FUNCTION fence.grant(regrole, boolean) FROM PUBLIC;
 
 -- Tables still on version 3's generic functions (WHEN clauses, or version
 -- 1's without the AFTER checks) are protected again with the default
--- implementation when the installer may; a WARNING names the others (the
--- generic functions stay for them: they keep working as before).
+-- implementation, and the generic functions are dropped.  A table that
+-- cannot be (the installer does not own it, or it has inheritance
+-- children, which protect() refuses) fails the whole install, which
+-- changes nothing: every table stays guarded by what it had, and the
+-- error says what to do.
 DO $upgrade$
 DECLARE
     p record;
@@ -1668,13 +1676,17 @@ BEGIN
         BEGIN
             PERFORM fence.protect(p.tbl, p.col, p.mode = 'permissive');
         EXCEPTION WHEN insufficient_privilege OR invalid_parameter_value THEN
-            RAISE WARNING 'fence: % keeps the triggers of an older version, without the generated guards of version 4: %',
+            RAISE EXCEPTION 'fence: % is protected by version 3''s generic triggers and cannot be protected again by this install: %',
                     p.tbl, SQLERRM
-                USING HINT = pg_catalog.format('As its owner: SELECT fence.protect(%L, %L, permissive => %s);',
-                                               p.tbl::text, p.col,
-                                               CASE WHEN p.mode = 'permissive' THEN 'true' ELSE 'false' END);
+                USING ERRCODE = '55000',
+                      HINT = pg_catalog.format('Version 5 drops the generic triggers.  Install as a superuser or as the owner of %s, '
+                                               'or first unprotect it (SELECT fence.unprotect(%L)), detach its inheritance children '
+                                               'and protect each of them, then run this script again.',
+                                               p.tbl::text, p.tbl::text);
         END;
     END LOOP;
+    DROP FUNCTION IF EXISTS fence.row_guard();
+    DROP FUNCTION IF EXISTS fence.row_check();
     -- Tables protected 'plpgsql': their functions from this version's
     -- templates (the names, column and mode stay).
     -- Column and mode from fence.generated (what the functions bake in),
@@ -1694,11 +1706,11 @@ BEGIN
 END
 $upgrade$;
 
--- fence.token and fence.holder set for whole sessions by ALTER ROLE /
--- ALTER DATABASE ... SET (or left in the installing session): every
--- transaction of those sessions would carry that token.  PL/pgSQL cannot
--- tell a session-level SET from SET LOCAL at write time (the C extension
--- can, and refuses it); this is the one place SQL can see it.
+-- fence.token, fence.holder or fence.xact set for whole sessions by ALTER
+-- ROLE / ALTER DATABASE ... SET (or left in the installing session): no
+-- guard admits such a value (it was not given to the writing transaction
+-- by fence.use_token()), so every fenced write of those sessions that
+-- forgets use_token() is refused; say so once, here.
 DO $session$
 DECLARE
     s record;
@@ -1711,17 +1723,17 @@ BEGIN
         FROM pg_catalog.pg_db_role_setting d
         LEFT JOIN pg_catalog.pg_database db ON db.oid = d.setdatabase,
              pg_catalog.unnest(d.setconfig) cfg
-        WHERE cfg ~ '^fence\.(token|holder)='
+        WHERE cfg ~ '^fence\.(token|holder|xact)='
         ORDER BY 1, 2
     LOOP
-        RAISE WARNING 'fence: % is set for % (ALTER ROLE/DATABASE ... SET): every transaction of those sessions carries it',
+        RAISE WARNING 'fence: % is set for % (ALTER ROLE/DATABASE ... SET): no guard admits it',
                 s.name, s.who
-            USING HINT = 'Remove it (ALTER ROLE/DATABASE ... RESET): set fence.token per transaction, with SET LOCAL or set_config(..., true).';
+            USING HINT = 'Remove it (ALTER ROLE/DATABASE ... RESET): give each writing transaction its token with SELECT fence.use_token(<token>).';
     END LOOP;
     IF COALESCE(pg_catalog.current_setting('fence.token', true), '') <> '' THEN
-        RAISE WARNING 'fence: fence.token is set for this whole session (%): every later transaction of it carries that token',
+        RAISE WARNING 'fence: fence.token is set for this whole session (%): no guard admits it',
                 pg_catalog.quote_literal(pg_catalog.left(pg_catalog.current_setting('fence.token', true), 40))
-            USING HINT = 'RESET fence.token; set it per transaction, with SET LOCAL or set_config(..., true).';
+            USING HINT = 'RESET fence.token; give each writing transaction its token with SELECT fence.use_token(<token>).';
     END IF;
 END
 $session$;

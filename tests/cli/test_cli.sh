@@ -382,7 +382,7 @@ else
   else
     nok "psql: installing $SQL / fence.protect failed: $(tail -n 3 "$T/pg.log")"
   fi
-  write_sql='BEGIN; SET LOCAL fence.token = $FENCE_TOKEN; '
+  write_sql='BEGIN; SELECT fence.use_token($FENCE_TOKEN); '
   "$F" run "$n" -- sh -c "echo \$FENCE_TOKEN > $T/pg1; psql -X -q -v ON_ERROR_STOP=1 -c \"${write_sql}INSERT INTO $tbl VALUES (1, 'first'); COMMIT;\"" \
     >> "$T/pg.log" 2>&1; rc=$?
   check "psql: a write under fence run with the current token lands" test "$rc" = 0
@@ -390,7 +390,7 @@ else
     >> "$T/pg.log" 2>&1; rc=$?
   check "psql: the next holder's write (newer token) lands" test "$rc" = 0
   old=$(cat "$T/pg1" 2>/dev/null || echo 0)
-  pq -c "BEGIN; SET LOCAL fence.token = $old; UPDATE $tbl SET v = 'stale' WHERE id = 1; COMMIT;" \
+  pq -c "BEGIN; SELECT fence.use_token($old); UPDATE $tbl SET v = 'stale' WHERE id = 1; COMMIT;" \
     >> "$T/pg.log" 2>&1; rc=$?
   check "psql: a write with the older token ($old) is rejected as stale" \
     bash -c "[ $rc != 0 ] && grep -q 'stale token' '$T/pg.log'"

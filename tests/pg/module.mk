@@ -35,10 +35,6 @@ PG_TESTS += test_pg_admin
 PGUTIL_OBJ += $(B)/tests/pg/sql_v3_embed.o
 $(eval $(call embed_rule,$(B)/tests/pg/sql_v3_embed.c,pgtest__sql_,tests/pg/fence_v3.sql))
 PG_TESTS += test_pg_race
-# The extension's UPDATE without the trigger (lib/pgext/plan.c): runs once.
-PG_TESTS += test_pg_stamp
-# fence.c_send (extension 1.3): scoping, conflicts, libfence_pg's use of it: runs once.
-PG_TESTS += test_pg_send
 # Behind a real pgbouncer (with-servers --pgbouncer): transaction, statement
-# and session pools, all three implementations in one run: runs once.
+# and session pools, both guards in one run: runs once.
 PG_TESTS += test_pg_pooler

@@ -210,7 +210,10 @@ fence_status write_raw(PGconn *c, const char *raw, const char *sql, outcome *e)
     if (raw != NULL) {
         char set[256];
         char *lit = PQescapeLiteral(c, raw, strlen(raw));
-        snprintf(set, sizeof set, "SELECT pg_catalog.set_config('fence.token', %s, true)", lit);
+        snprintf(set, sizeof set,
+                 "SELECT pg_catalog.set_config('fence.token', %s, true),"
+                 " pg_catalog.set_config('fence.xact', pg_catalog.pg_current_xact_id()::text, true)",
+                 lit);
         PQfreemem(lit);
         ok(c, set);
     }
@@ -236,18 +239,10 @@ void make_table(PGconn *c, const char *name)
 /* Fixture: one database and one application role per run               */
 /* ------------------------------------------------------------------ */
 
-const char *pg_c_way(void)
-{
-    const char *v = getenv("FENCE_TEST_PG_IMPL");
-    if (v != NULL && strcmp(v, "c") == 0) {
-        return "stamp";
-    }
-    return v != NULL && strcmp(v, "c_trigger") == 0 ? "trigger" : "";
-}
-
 const char *pg_impl(void)
 {
-    return pg_c_way()[0] != '\0' ? "c" : "plpgsql";
+    const char *v = getenv("FENCE_TEST_PG_IMPL");
+    return v != NULL && strcmp(v, "c") == 0 ? "c" : "plpgsql";
 }
 
 void create_extension(PGconn *c)
@@ -258,7 +253,7 @@ void create_extension(PGconn *c)
                   "CREATE EXTENSION fence: %s (%s); is the test PostgreSQL offering it "
                   "(scripts/with-servers with FENCE_PGEXT_DIR=BUILD/lib/pgext)?",
                   e.message, e.sqlstate);
-    ck_assert_int_eq(num(c, "SELECT fence.c_version()"), 1);
+    ck_assert_int_eq(num(c, "SELECT fence.c_version()"), 2);
 }
 
 void setup_db(void)
@@ -281,12 +276,6 @@ void setup_db(void)
     }
     if (strcmp(pg_impl(), "c") == 0) {
         create_extension(c);
-        snprintf(sql, sizeof sql,
-                 strcmp(pg_c_way(), "stamp") == 0
-                     ? "ALTER DATABASE %s SET session_preload_libraries = 'fence'"
-                     : "ALTER DATABASE %s SET fence.plan_stamp = off",
-                 g_db);
-        ok(c, sql);
     }
     snprintf(sql, sizeof sql, "GRANT USAGE, CREATE ON SCHEMA public TO %s", g_app);
     ok(c, sql);

@@ -15,7 +15,7 @@ extern char g_db[64];  /* this run's database */
 extern char g_app[64]; /* this run's non-superuser role */
 
 /* The fixture: creates g_db (fence.sql installed twice, then CREATE
- * EXTENSION fence when pg_impl() is "c", with the setting of pg_c_way())
+ * EXTENSION fence when pg_impl() is "c")
  * and g_app; the teardown drops
  * both and every side database and role of this run. */
 void setup_db(void);
@@ -24,14 +24,8 @@ void teardown_db(void);
 /* The per-row implementation this run tests, from FENCE_TEST_PG_IMPL
  * (scripts/run-suites runs every PostgreSQL suite once per value): "c"
  * (the extension of lib/pgext, which fence.protect() then picks) or
- * "plpgsql" (the portable generated trigger functions; the default).
- * FENCE_TEST_PG_IMPL=c and =c_trigger both give "c"; the fixture's
- * database then has session_preload_libraries = 'fence' (an UPDATE's plan
- * carries the guard's rule, lib/pgext/plan.c) or fence.plan_stamp = off
- * (the C trigger fires for every row), which pg_c_way() says. */
+ * "plpgsql" (the portable generated trigger functions; the default). */
 const char *pg_impl(void);
-/* "stamp" (FENCE_TEST_PG_IMPL=c), "trigger" (=c_trigger) or "" (plpgsql). */
-const char *pg_c_way(void);
 /* CREATE EXTENSION fence in the database of c (superuser). */
 void create_extension(PGconn *c);
 

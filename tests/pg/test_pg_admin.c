@@ -20,7 +20,7 @@
 extern const char pgtest__sql_fence_v3[];
 extern const size_t pgtest__sql_fence_v3_len;
 
-static const char HA[] = "0123456789abcdef0123456789abcdef";
+#define HA "0123456789abcdef0123456789abcdef"
 
 /* Install version 3 into the database of c (which must hold none newer). */
 static void install_v3(PGconn *c)
@@ -134,7 +134,7 @@ START_TEST(install_repairs_protected_marks)
                             " ON a.attrelid = d.adrelid AND a.attnum = d.adnum"
                             " WHERE d.adrelid = 'fence.meta'::regclass AND a.attname = 'version'"),
                      0); /* protect() gave it DEFAULT 0 */
-    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 4);
+    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 5);
     ck_assert_int_eq(num(c, "SELECT fence.advance('rp', 4)"), 4);
     ck_assert_int_eq(advance_h(c, 3, NULL, "rp", &e), FENCE_STALE);
     ck_assert_int_eq(num(c, "SELECT fence.mark('rp')"), 4);
@@ -215,12 +215,10 @@ END_TEST
 /* ------------------------------------------------------------------ */
 
 /* SET fence.token without LOCAL holds for every later transaction of the
- * session.  The C guard refuses it (23Q02, reason=session); PL/pgSQL cannot
- * tell it from SET LOCAL (custom settings are not in pg_settings, and SQL
- * sees no GUC stack), so the portable guard admits it -- documented next to
- * SET LOCAL -- and the install warns where SQL can see one: ALTER ROLE /
- * ALTER DATABASE ... SET, and the installing session.  libfence_pg only
- * ever sets them LOCAL. */
+ * session.  Both guards refuse it (23Q02, reason=unbound): only a token
+ * that fence.use_token() gave to the writing transaction is admitted.  The
+ * install also warns where SQL can see one: ALTER ROLE / ALTER DATABASE
+ * ... SET, and the installing session. */
 START_TEST(session_level_token)
 {
     PGconn *c = db();
@@ -228,14 +226,16 @@ START_TEST(session_level_token)
     make_table(c, "sess");
     ok(c, "SET fence.token = 6");
     fence_status st = write_raw(c, NULL, "UPDATE sess SET v = 1 WHERE id = 1", &e);
-    if (is_c()) {
-        ck_assert_int_eq(st, FENCE_ENOTOKEN);
-        ck_assert_str_eq(e.sqlstate, "23Q02");
-    } else {
-        ck_assert_msg(st == FENCE_OK, "%s", e.message);
-        ck_assert_int_eq(num(c, "SELECT fence_token FROM sess WHERE id = 1"), 6);
-    }
-    /* SET LOCAL / set_config(..., true) on top of it work either way. */
+    ck_assert_int_eq(st, FENCE_ENOTOKEN);
+    ck_assert_str_eq(e.sqlstate, "23Q02");
+    ck_assert_ptr_nonnull(strstr(e.message, "was not set by fence.use_token() in this transaction"));
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM sess WHERE id = 1"), 0);
+    /* Even a session value left by a transaction that used use_token(). */
+    ok(c, "BEGIN; SELECT fence.use_token(6); SET fence.token = 6; SET fence.xact = '1'; COMMIT");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE sess SET v = 1 WHERE id = 1", &e), FENCE_ENOTOKEN);
+    ck_assert_str_eq(e.sqlstate, "23Q02");
+    ok(c, "RESET fence.xact");
+    /* use_token() on top of it works. */
     ck_assert_int_eq(write_tok(c, 7, "UPDATE sess SET v = 2 WHERE id = 1", &e), FENCE_OK);
     ck_assert_int_eq(num(c, "SELECT fence_token FROM sess WHERE id = 1"), 7);
     ok(c, "RESET fence.token");
@@ -529,8 +529,9 @@ START_TEST(upgrade_from_version_3)
              owner, owner);
     ok(su, sql);
     outcome e;
-    ck_assert_int_eq(advance_h(su, 30, HA, "v3-h", &e), FENCE_OK);
-    ck_assert_int_eq(advance_h(su, 31, NULL, "v3-n", &e), FENCE_OK);
+    /* Written the way version 3 was written (it has no use_token). */
+    ok(su, "BEGIN; SET LOCAL fence.holder = '" HA "'; SELECT fence.advance('v3-h', 30); COMMIT");
+    ok(su, "SELECT fence.advance('v3-n', 31)");
     ok(su, "CREATE TABLE t3 (id int PRIMARY KEY, v int); INSERT INTO t3 VALUES (1, 0), (2, 0);"
            "SELECT fence.protect('t3');"
            "BEGIN; SET LOCAL fence.token = 40; UPDATE t3 SET v = 1; COMMIT");
@@ -547,7 +548,10 @@ START_TEST(upgrade_from_version_3)
         PQsetNoticeReceiver(su, collect_notice, &n);
         ck_assert_msg(fence_pg_install(su) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(su));
         ck_assert_msg(strstr(n.text, "WARNING") == NULL, "warnings: %s", n.text);
-        ck_assert_int_eq(num(su, "SELECT fence.version()"), 4);
+        ck_assert_int_eq(num(su, "SELECT fence.version()"), 5);
+        ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_proc WHERE proname IN ('row_guard', 'row_check')"
+                                 " AND pronamespace = 'fence'::regnamespace"),
+                         0);
         ck_assert_str_eq(text1(su, "SELECT string_agg(tbl || ' ' || col || ' ' || mode || ' '"
                                    " || implementation || ' ' || check_present, ',' ORDER BY tbl::text)"
                                    " FROM fence.protected"),
@@ -585,9 +589,12 @@ START_TEST(upgrade_from_version_3)
 }
 END_TEST
 
-/* The same installed by a non-superuser admin: another role's table
- * keeps version 3's triggers (a WARNING names the command) and stays
- * fenced by them; its owner re-protects it. */
+/* The same installed by a non-superuser admin: another role's table cannot
+ * be protected again by the install, so the install fails as a whole
+ * (55000, naming the table and what to do) and changes nothing: the table
+ * stays fenced by version 3's triggers.  Its owner unprotects it (keeping
+ * the column and its stamps), the install then succeeds, and the owner
+ * protects it again: the stamps still refuse a stale token. */
 START_TEST(upgrade_from_version_3_not_owner)
 {
     char d[NAME_BUF], fadmin[NAME_BUF], owner[NAME_BUF], sql[1024];
@@ -611,25 +618,32 @@ START_TEST(upgrade_from_version_3_not_owner)
           "SELECT fence.protect('theirs3');"
           "BEGIN; SET LOCAL fence.token = 9; UPDATE theirs3 SET v = 1; COMMIT");
 
+    static const char trigs[] = "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'theirs3'::regclass"
+                                " AND tgqual IS NOT NULL AND tgname LIKE 'zz_fence_%'";
+    long long before = num(fa, trigs); /* version 3's, with their WHEN clauses */
+    ck_assert_int_gt(before, 0);
     notes n = {{0}};
     PQsetNoticeReceiver(fa, collect_notice, &n);
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_EDB);
+    ck_assert_str_eq(fence_pg_sqlstate(fa), "55000");
+    ck_assert_msg(strstr(fence_pg_errmsg(fa), "theirs3 is protected by version 3's generic triggers") != NULL,
+                  "%s", fence_pg_errmsg(fa));
+    ck_assert_int_eq(num(fa, "SELECT fence.version()"), 3);
+    ck_assert_int_eq(num(fa, trigs), before);
+    fails(o, "BEGIN; SET LOCAL fence.token = 8; UPDATE theirs3 SET v = 2", "23Q01");
+    ok(o, "ROLLBACK");
+    /* The documented way out. */
+    snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.unprotect(regclass) TO %s", owner);
+    ok(fa, sql);
+    ok(o, "SELECT fence.unprotect('theirs3')");
     ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(fa));
-    ck_assert_msg(strstr(n.text, "theirs3 keeps the triggers of an older version") != NULL &&
-                      strstr(n.text, "SELECT fence.protect('public.theirs3', 'fence_token', "
-                                     "permissive => false)") != NULL,
-                  "no warning for theirs3: %s", n.text);
-    ck_assert_msg(strstr(n.text, "not a superuser: no event trigger") != NULL, "%s", n.text);
-    ck_assert_str_eq(text1(fa, "SELECT implementation FROM fence.protected"), "generic");
-    outcome e;
-    ck_assert_int_eq(write_tok(o, 8, "UPDATE theirs3 SET v = 2", &e), FENCE_STALE);
-    ck_assert_str_eq(e.stale.object, "public.theirs3");
-    ck_assert_int_eq(write_tok(o, 9, "UPDATE theirs3 SET v = 2", &e), FENCE_OK);
+    ck_assert_int_eq(num(fa, "SELECT fence.version()"), 5);
     ok(o, "SELECT fence.protect('theirs3')");
     ck_assert_str_eq(text1(fa, "SELECT implementation FROM fence.protected"), "plpgsql");
+    outcome e;
     ck_assert_int_eq(write_tok(o, 8, "UPDATE theirs3 SET v = 3", &e), FENCE_STALE);
-    n.text[0] = '\0';
-    ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
-    ck_assert_msg(strstr(n.text, "theirs3") == NULL, "warned again: %s", n.text);
+    ck_assert_str_eq(e.stale.object, "public.theirs3");
+    ck_assert_int_eq(write_tok(o, 9, "UPDATE theirs3 SET v = 3", &e), FENCE_OK);
     PQfinish(o);
     PQfinish(fa);
     PQfinish(su);

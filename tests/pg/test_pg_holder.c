@@ -131,7 +131,7 @@ START_TEST(detail_format)
                      "offered=19 highest=20 kind=resource object=df reason=older holder=" HA);
     ck_assert_str_eq(detail_of(c, "SELECT fence.advance('df', 20)"),
                      "offered=20 highest=20 kind=resource object=df reason=repeat holder=" HA);
-    ck_assert_str_eq(detail_of(c, "BEGIN; SET LOCAL fence.holder = '" HB "';"
+    ck_assert_str_eq(detail_of(c, "BEGIN; SELECT fence.use_token(20, '" HB "');"
                                   " SELECT fence.advance('df-none', 20)"),
                      "offered=20 highest=20 kind=resource object=df-none reason=repeat");
     ok(c, "ROLLBACK");
@@ -140,7 +140,7 @@ START_TEST(detail_format)
     /* Rows report reason=older (they never compare holders). */
     make_table(c, "dft");
     ck_assert_int_eq(write_tok(c, 8, "UPDATE dft SET v = 1 WHERE id = 1", &e), FENCE_OK);
-    ck_assert_str_eq(detail_of(c, "BEGIN; SET LOCAL fence.token = 7;"
+    ck_assert_str_eq(detail_of(c, "BEGIN; SELECT fence.use_token(7);"
                                   " UPDATE dft SET v = 2 WHERE id = 1"),
                      "offered=7 highest=8 kind=table object=public.dft reason=older");
     ok(c, "ROLLBACK");
@@ -281,40 +281,38 @@ START_TEST(session_and_local_settings)
 {
     PGconn *c = db();
     outcome e;
-    /* Session-level: both settings hold for every later transaction. */
+    /* Session-level: neither is admitted (only fence.use_token() binds
+     * them to the transaction that writes), and nothing is written. */
     ok(c, "SET fence.token = 60; SET fence.holder = '" HA "'");
-    ck_assert_int_eq(num(c, "SELECT fence.advance('sl', 60)"), 60); /* autocommit */
-    ck_assert_int_eq(num(c, "SELECT fence.advance('sl', 60)"), 60);
-    ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 60);
-    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HA);
-    expect_mark(c, "sl", 60, HA);
-
-    /* LOCAL overrides for one transaction, then the session's is back. */
-    ok(c, "BEGIN; SET LOCAL fence.token = 61; SET LOCAL fence.holder = '" HB "'");
+    ck_assert_str_eq(detail_of(c, "SELECT fence.advance('sl', 60)"),
+                     "reason=unbound setting=fence.holder");
+    ck_assert_str_eq(detail_of(c, "SELECT fence.current_token()"),
+                     "reason=unbound setting=fence.token");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.marks WHERE resource = 'sl'"), 0);
+    /* use_token() overrides them for one transaction; afterwards the
+     * session's are back, and refused again. */
+    ok(c, "BEGIN; SELECT fence.use_token(61, '" HB "')");
     ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 61);
-    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HB);
-    ok(c, "ROLLBACK");
-    ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 60);
+    ck_assert_int_eq(num(c, "SELECT fence.advance('sl', 61)"), 61);
+    ok(c, "COMMIT");
+    expect_mark(c, "sl", 61, HB);
     ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HA);
-    fails(c, "BEGIN; SET LOCAL fence.holder = '" HB "'; SELECT fence.advance('sl', 60)", "23Q01");
+    fails(c, "SELECT fence.current_token()", "23Q02");
+    fails(c, "BEGIN; SET LOCAL fence.holder = '" HB "'; SELECT fence.advance('sl', 61)", "23Q02");
     ok(c, "ROLLBACK");
-    ck_assert_int_eq(num(c, "SELECT fence.advance('sl', 60)"), 60);
 
-    /* The C API sets both LOCAL: NULL means none for that transaction
-     * (the session's holder does not leak in), and the session's values
-     * are back afterwards. */
+    /* The C API: NULL means no holder for that transaction (the session's
+     * does not leak in). */
     ok(c, "BEGIN");
-    ck_assert_int_eq(set_tok_h(c, 60, NULL, NULL, &e), FENCE_OK);
+    ck_assert_int_eq(set_tok_h(c, 61, NULL, NULL, &e), FENCE_OK);
     ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), "");
     ok(c, "ROLLBACK");
-    expect_stale(advance_h(c, 60, NULL, "sl", &e), &e, "sl", 60, 60, FENCE_STALE_REPEAT, HA);
-    ck_assert_int_eq(advance_h(c, 60, HA, "sl", &e), FENCE_OK);
-    ck_assert_int_eq(num(c, "SELECT fence.current_token()"), 60);
-    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), HA);
+    expect_stale(advance_h(c, 61, NULL, "sl", &e), &e, "sl", 61, 61, FENCE_STALE_REPEAT, HB);
+    ck_assert_int_eq(advance_h(c, 61, HB, "sl", &e), FENCE_OK);
 
-    /* A LOCAL setting is gone after its transaction, for both. */
+    /* A transaction's settings are gone after it, for both. */
     ok(c, "RESET fence.token; RESET fence.holder");
-    ok(c, "BEGIN; SET LOCAL fence.token = 70; SET LOCAL fence.holder = '" HB "';"
+    ok(c, "BEGIN; SELECT fence.use_token(70, '" HB "');"
           " SELECT fence.advance('sl2', 70); COMMIT");
     expect_mark(c, "sl2", 70, HB);
     ck_assert_str_eq(text1(c, "SELECT current_setting('fence.token', true)"), "");
@@ -369,10 +367,7 @@ START_TEST(prepared_and_pipelined)
     ok(c, "CREATE TABLE pq (id int PRIMARY KEY, v int); INSERT INTO pq VALUES (1, 0)");
     rule_through(c, "pq-unprepared", 100);
     ck_assert_int_eq(fence_pg_prepare(c), FENCE_OK);
-    ck_assert_str_eq(text1(c, "SELECT string_agg(name || parameter_types::text, ' ' ORDER BY name)"
-                              " FROM pg_prepared_statements WHERE name LIKE 'fence_pg_%'"),
-                     "fence_pg_send_token_h{text,text} fence_pg_set_token_h{text,text} "
-                     "fence_pg_set_token_h_advance{text,text,text}");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_prepared_statements"), 0);
     rule_through(c, "pq-prepared", 200);
     /* A session that kept an older library's statement (one parameter,
      * no holder) under the old name: prepared anew under the new names. */
@@ -405,7 +400,7 @@ START_TEST(rows_compare_tokens_only)
     ok(c, "UPDATE rt SET v = 2 WHERE id = 1; COMMIT");
     ck_assert_int_eq(num(c, "SELECT v FROM rt WHERE id = 1"), 2);
     /* ...and a malformed fence.holder is not their business. */
-    ok(c, "BEGIN; SET LOCAL fence.token = 80; SET LOCAL fence.holder = 'nope';"
+    ok(c, "BEGIN; SELECT fence.use_token(80); SET LOCAL fence.holder = 'nope';"
           " UPDATE rt SET v = 3 WHERE id = 1; COMMIT");
     /* Advancing a resource in the same transaction makes rows repeat-proof:
      * the second holder is refused before it writes. */
@@ -471,8 +466,8 @@ START_TEST(upgrade_from_version_2_keeps_marks)
     ck_assert_msg(strstr(n.text, "WARNING:  fence: ") == et, "warnings: %s", n.text);
     ck_assert_int_eq(count_of(n.text, "WARNING:"), 2); /* one per install */
     ck_assert_int_eq(count_of(n.text, "not a superuser: no event trigger"), 2);
-    ck_assert_int_eq(num(fa, "SELECT fence.version()"), 4);
-    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 4);
+    ck_assert_int_eq(num(fa, "SELECT fence.version()"), 5);
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 5);
     ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_constraint"
                              " WHERE conrelid = 'fence.marks'::regclass"
                              " AND conname = 'marks_holder_check'"),
@@ -580,10 +575,18 @@ START_TEST(library_against_version_2)
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     install_v2(c);
     outcome e;
-    ck_assert_int_eq(advance_h(c, 5, HA, "v2", &e), FENCE_OK);
-    ck_assert_int_eq(advance_h(c, 4, HA, "v2", &e), FENCE_STALE);
+    /* The library needs fence.use_token() (version 5): it says so, and
+     * writes nothing. */
+    ck_assert_int_eq(advance_h(c, 5, HA, "v2", &e), FENCE_EDB);
+    ck_assert_str_eq(e.sqlstate, "42883");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.marks"), 0);
+    /* Version 2's own DETAIL still parses (object last). */
+    ok(c, "SELECT fence.advance('v2', 5)");
+    PGresult *r = PQexec(c, "SELECT fence.advance('v2', 4)");
+    ck_assert_int_eq(fence_pg_classify(c, r, &e.stale), FENCE_STALE);
+    PQclear(r);
     ck_assert_int_eq(e.stale.reason, FENCE_STALE_OLDER);
-    ck_assert_str_eq(e.stale.object, "v2"); /* version 2's DETAIL, object last */
+    ck_assert_str_eq(e.stale.object, "v2");
     ck_assert_str_eq(e.stale.holder, "");
     uint64_t m = 1;
     char h[FENCE_HOLDER_LEN + 1];

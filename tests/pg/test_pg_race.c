@@ -372,11 +372,13 @@ START_TEST(rc_waiter_refused_after_commit)
     /* A waiter with a holder behind a commit of the same token with
      * another holder: a repeat. */
     ok(b, "BEGIN");
-    ok(b, "SELECT set_config('fence.holder', '" HA "', true)");
+    ok(b, "SELECT set_config('fence.holder', '" HA "', true),"
+                  " set_config('fence.xact', pg_current_xact_id()::text, true)");
     o = call(b, "race3", 11);
     expect_ok(&o, 11, "B advance(race3, 11) as HA");
     ok(a, "BEGIN");
-    ok(a, "SELECT set_config('fence.holder', '" HB "', true)");
+    ok(a, "SELECT set_config('fence.holder', '" HB "', true),"
+                  " set_config('fence.xact', pg_current_xact_id()::text, true)");
     send_call(a, "race3", 11);
     expect_blocked(watch, a, "A advance(race3, 11) as HB behind B's uncommitted 11 as HA");
     ok(b, "COMMIT");
@@ -682,13 +684,15 @@ static res create_race(PGconn *watch, const char *resource, long long first, con
     res o;
     ok(a, "BEGIN");
     if (ha != NULL) {
-        ok(a, "SELECT set_config('fence.holder', '" HA "', true)");
+        ok(a, "SELECT set_config('fence.holder', '" HA "', true),"
+                  " set_config('fence.xact', pg_current_xact_id()::text, true)");
     }
     o = call(a, resource, first);
     expect_ok(&o, first, "A creating the resource");
     ok(b, "BEGIN");
     if (hb != NULL) {
-        ok(b, "SELECT set_config('fence.holder', '" HB "', true)");
+        ok(b, "SELECT set_config('fence.holder', '" HB "', true),"
+                  " set_config('fence.xact', pg_current_xact_id()::text, true)");
     }
     send_call(b, resource, second);
     snprintf(what, sizeof what, "B advance(%s, %lld) behind A's uncommitted insert of %lld",

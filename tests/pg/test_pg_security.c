@@ -43,8 +43,6 @@ START_TEST(app_role_cannot_bypass)
     fails(app, "SELECT fence.marks_guard()", "42501");
     /* The row trigger functions are EXECUTE to PUBLIC (any table owner may
      * attach them), but cannot be called directly. */
-    fails(app, "SELECT fence.row_guard()", "0A000");
-    fails(app, "SELECT fence.row_check()", "0A000");
     fails(app, "SELECT fence.refuse_truncate()", "0A000");
     fails(app, "CREATE FUNCTION fence.evil() RETURNS int LANGUAGE sql AS 'SELECT 1'", "42501");
     /* The triggers of a table it does not own. */
@@ -83,7 +81,7 @@ START_TEST(app_role_cannot_bypass)
     ck_assert_int_eq(advance_h(app, 51, "0123456789abcdef0123456789abcdef", "sec-res", &e),
                      FENCE_STALE);
     ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
-    ck_assert_int_eq(num(app, "SELECT fence.version()"), 4);
+    ck_assert_int_eq(num(app, "SELECT fence.version()"), 5);
     /* The four guards, enabled; no AFTER check (nothing fires after them). */
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'sec'::regclass"
                             " AND tgenabled = 'O'"),
@@ -338,21 +336,21 @@ START_TEST(install_ignores_hostile_search_path)
     /* protect() pins its own. */
     ok(su, "CREATE TABLE sp (id int PRIMARY KEY); SELECT fence.protect('sp')");
     ck_assert_int_eq(deps_on_public_operators(su), 0);
-    ok(su, "BEGIN; SET LOCAL fence.token = 3; INSERT INTO sp VALUES (1); COMMIT");
+    ok(su, "BEGIN; SELECT fence.use_token(3); INSERT INTO sp VALUES (1); COMMIT");
     ok(su, "BEGIN; SELECT fence.advance('sp', 3); COMMIT");
     ck_assert_int_eq(num(su, "SELECT fence.mark('sp')"), 3);
     /* public.< (always false) and public.<> would let a stale or repeated
      * token through advance(), public.<= a lowering through the guard. */
     fails(su, "SELECT fence.advance('sp', 2)", "23Q01");
-    fails(su, "BEGIN; SET LOCAL fence.holder = '0123456789abcdef0123456789abcdef';"
+    fails(su, "BEGIN; SELECT fence.use_token(3, '0123456789abcdef0123456789abcdef');"
               " SELECT fence.advance('sp', 3)", "23Q01");
     ok(su, "ROLLBACK");
     ok(su, "BEGIN; SELECT fence.advance('sp', 4); COMMIT");
     fails(su, "UPDATE fence.marks SET token = 1 WHERE resource = 'sp'", "23Q03");
     ck_assert_int_eq(num(su, "SELECT fence.mark('sp')"), 4);
-    fails(su, "BEGIN; SET LOCAL fence.token = 2; UPDATE sp SET id = 1", "23Q01");
+    fails(su, "BEGIN; SELECT fence.use_token(2); UPDATE sp SET id = 1", "23Q01");
     ok(su, "ROLLBACK");
-    ok(su, "BEGIN; SET LOCAL fence.token = 3; UPDATE sp SET id = 1; COMMIT");
+    ok(su, "BEGIN; SELECT fence.use_token(3); UPDATE sp SET id = 1; COMMIT");
     /* The holder check is pinned too: public.~ (always true) would admit a
      * malformed holder, and the marks' CHECK would admit one. */
     fails(su, "BEGIN; SET LOCAL fence.holder = 'NOT-HEX'; SELECT fence.advance('sp', 4)", "23Q02");
@@ -473,37 +471,43 @@ START_TEST(upgrade_from_version_1)
     make_v1(o, "theirs");
     ok(fa, "CREATE TABLE parent_child () INHERITS (parent); UPDATE fence.meta SET version = 1");
 
-    notes n = {{0}};
-    PQsetNoticeReceiver(fa, collect_notice, &n);
+    /* Version 5 drops the generic triggers, so a table it cannot protect
+     * again (parent has a child; theirs is another role's) fails the whole
+     * install, which changes nothing. */
+    static const char trigs[] = "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'zz_fence_%'"
+                                " AND tgrelid IN ('mine'::regclass, 'parent'::regclass, 'theirs'::regclass)";
+    long long before = num(fa, trigs);
+    ck_assert_int_gt(before, 0);
+    ck_assert_int_eq(fence_pg_install(fa), FENCE_EDB);
+    ck_assert_str_eq(fence_pg_sqlstate(fa), "55000");
+    ck_assert_msg(strstr(fence_pg_errmsg(fa), "public.parent is protected by version 3's generic") != NULL,
+                  "%s", fence_pg_errmsg(fa));
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 1);
+    ck_assert_int_eq(num(fa, trigs), before);
+    /* The documented way out: unprotect them (their columns and stamps
+     * stay), install, protect them (the child instead of the parent). */
+    snprintf(sql, sizeof sql, "GRANT EXECUTE ON FUNCTION fence.unprotect(regclass) TO %s", owner);
+    ok(fa, sql);
+    ok(fa, "SELECT fence.unprotect('parent')");
+    ok(o, "SELECT fence.unprotect('theirs')");
     ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(fa));
-    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 4);
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 5);
     char h[FENCE_HOLDER_LEN + 1];
     ck_assert_uint_eq(mark_of(fa, "v1-res", h), 41); /* the mark is kept, no holder */
     ck_assert_str_eq(h, "");
-    /* mine: version 4's generated guards (no AFTER check needed). */
+    /* mine: the generated guards (no AFTER check needed). */
     ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'mine'::regclass"
                              " AND tgname LIKE 'zz_fence_guard_%'"),
                      4);
-    ck_assert_str_eq(text1(fa, "SELECT implementation || ' ' || check_present FROM fence.protected"
-                               " WHERE tbl = 'mine'::regclass"),
-                     "plpgsql true");
-    ck_assert_str_eq(text1(fa, "SELECT string_agg(implementation, ',' ORDER BY tbl::text)"
+    ck_assert_str_eq(text1(fa, "SELECT implementation || ' ' || check_present || ' ' || mode"
+                               " FROM fence.protected WHERE tbl = 'mine'::regclass"),
+                     "plpgsql true permissive");
+    ok(fa, "SELECT fence.protect('parent_child')");
+    ok(o, "SELECT fence.protect('theirs')");
+    ck_assert_str_eq(text1(fa, "SELECT string_agg(tbl::text || ' ' || implementation, ',' ORDER BY tbl::text)"
                                " FROM fence.protected"),
-                     "plpgsql,generic,generic"); /* mine, parent, theirs */
-    ck_assert_str_eq(text1(fa, "SELECT mode FROM fence.protected WHERE tbl = 'mine'::regclass"),
-                     "permissive");
-    ck_assert_msg(strstr(n.text, "theirs keeps the triggers of an older version") != NULL &&
-                      strstr(n.text, "SELECT fence.protect('public.theirs', 'fence_token', "
-                                     "permissive => false)") != NULL,
-                  "no warning for theirs: %s", n.text);
-    ck_assert_msg(strstr(n.text, "parent keeps the triggers") != NULL, "no warning for parent: %s",
-                  n.text);
-    /* Both still protected the old way; their owner re-protects. */
-    ck_assert_int_eq(num(fa, "SELECT count(*) FROM fence.protected"), 3);
-    ok(o, "SELECT fence.protect('theirs', 'fence_token', permissive => false)");
-    n.text[0] = '\0';
+                     "mine plpgsql,parent_child plpgsql,theirs plpgsql");
     ck_assert_int_eq(fence_pg_install(fa), FENCE_OK);
-    ck_assert_msg(strstr(n.text, "theirs") == NULL, "warned again: %s", n.text);
     PQfinish(o);
     PQfinish(fa);
     PQfinish(su);
@@ -751,7 +755,7 @@ START_TEST(decoy_triggers_change_nothing)
              " EXECUTE FUNCTION fence.guard_%lld();"
              "CREATE TABLE dv_es.d4 (id int);"
              "CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON dv_es.d4 FOR EACH ROW"
-             " EXECUTE FUNCTION fence.row_guard()",
+             " EXECUTE FUNCTION fence.refuse_truncate()",
              v);
     ok(ev, sql);
     ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install: %s", fence_pg_errmsg(c));
@@ -787,8 +791,9 @@ START_TEST(owner_changes_mode_and_column)
              "GRANT CREATE ON SCHEMA public TO %s;"
              "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s;"
              "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean, text) TO %s;"
-             "GRANT EXECUTE ON FUNCTION fence.set_mode(regclass, text) TO %s",
-             owner, owner, owner, owner);
+             "GRANT EXECUTE ON FUNCTION fence.set_mode(regclass, text) TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.move_guard(regclass, name) TO %s",
+             owner, owner, owner, owner, owner);
     ok(c, sql);
     PGconn *o = connect_as(g_db, owner);
     PQsetNoticeProcessor(o, quiet_notice, NULL);
@@ -800,7 +805,10 @@ START_TEST(owner_changes_mode_and_column)
     ck_assert_int_eq(write_raw(o, NULL, "UPDATE lo_t SET v = 1", &e), FENCE_OK);
     ok(o, "SELECT fence.protect('lo_t', 'fence_token', false, 'plpgsql')");
     ck_assert_int_eq(write_raw(o, NULL, "UPDATE lo_t SET v = 2", &e), FENCE_ENOTOKEN);
-    ok(o, "SELECT fence.protect('lo_t', 'lock_version', true, 'plpgsql')");
+    /* Another column only on purpose (the stamps move with it). */
+    fails(o, "SELECT fence.protect('lo_t', 'lock_version', true, 'plpgsql')", "22023");
+    ok(o, "SELECT fence.move_guard('lo_t', 'lock_version')");
+    ok(o, "SELECT fence.set_mode('lo_t', 'permissive')");
     ck_assert_int_eq(write_tok(o, 8, "UPDATE lo_t SET v = 3 WHERE id = 1", &e), FENCE_OK);
     ck_assert_int_eq(num(o, "SELECT lock_version FROM lo_t WHERE id = 1"), 8);
     ck_assert_int_eq(num(o, "SELECT fence_token FROM lo_t WHERE id = 1"), 0);
@@ -818,6 +826,50 @@ START_TEST(owner_changes_mode_and_column)
 END_TEST
 
 
+/* Found by trying bad input as the table's owner: protect() on a table
+ * already protected, with another column name (an injection attempt, or a
+ * name over 63 bytes that PostgreSQL truncates), used to add a fresh
+ * column and guard by it, admitting tokens older than the stamps.  It is
+ * refused and changes nothing; move_guard() moves on purpose and carries
+ * every stamp over. */
+START_TEST(protect_never_moves_the_guard_silently)
+{
+    PGconn *c = db();
+    outcome e;
+    ok(c, "CREATE TABLE orders (id int PRIMARY KEY, v int); INSERT INTO orders VALUES (1, 0), (2, 0);"
+          "SELECT fence.protect('orders')");
+    ck_assert_int_eq(write_tok(c, 100, "UPDATE orders SET v = 1", &e), FENCE_OK);
+    const char *cols[] = {"x; drop table orders",
+                          "a_column_name_that_is_seventy_bytes_long_and_so_gets_truncated_xx"};
+    for (int i = 0; i < 2; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "SELECT fence.protect('orders', '%s')", cols[i]);
+        fails(c, sql, "22023");
+    }
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_attribute WHERE attrelid = 'orders'::regclass"
+                            " AND attnum > 0 AND NOT attisdropped"),
+                     3);
+    ck_assert_str_eq(text1(c, "SELECT col FROM fence.protected WHERE tbl = 'orders'::regclass"),
+                     "fence_token");
+    ck_assert_int_eq(write_tok(c, 50, "UPDATE orders SET v = 2", &e), FENCE_STALE);
+    /* Bad arguments to move_guard: refused, nothing changes. */
+    fails(c, "SELECT fence.move_guard('orders', 'fence_token')", "22023");
+    fails(c, "SELECT fence.move_guard('orders', NULL)", "22023");
+    fails(c, "SELECT fence.move_guard(NULL, 'x')", "22023");
+    ok(c, "CREATE TABLE loose (id int)");
+    fails(c, "SELECT fence.move_guard('loose', 'x')", "22023");
+    /* On purpose: the stamps come along, the stale token stays stale. */
+    ok(c, "SELECT fence.move_guard('orders', 'lock_version')");
+    ck_assert_str_eq(text1(c, "SELECT col || '/' || mode FROM fence.protected WHERE tbl = 'orders'::regclass"),
+                     "lock_version/strict");
+    ck_assert_int_eq(num(c, "SELECT min(lock_version) FROM orders"), 100);
+    ck_assert_int_eq(write_tok(c, 50, "UPDATE orders SET v = 3", &e), FENCE_STALE);
+    ck_assert_int_eq(write_tok(c, 101, "UPDATE orders SET v = 3", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT min(lock_version) FROM orders"), 101);
+    PQfinish(c);
+}
+END_TEST
+
 static Suite *pg_security_suite(void)
 {
     Suite *s = suite_create("pg_security");
@@ -826,6 +878,7 @@ static Suite *pg_security_suite(void)
     tcase_add_test(t, install_refuses_what_another_role_owns);
     tcase_add_test(t, row_later_trigger_cannot_rewrite_the_stamp);
     tcase_add_test(t, protect_refuses_inheritance_parent);
+    tcase_add_test(t, protect_never_moves_the_guard_silently);
     tcase_add_test(t, install_ignores_hostile_search_path);
     tcase_add_test(t, install_as_non_superuser_protect_as_owner);
     tcase_add_test(t, upgrade_from_version_1);

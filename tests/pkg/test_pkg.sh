@@ -4,9 +4,12 @@
 # built with exactly `cc x.c $(pkg-config --cflags --libs fence_X)` against
 # the staged tree and run), uninstall (no file left, nothing outside
 # removed), the man pages (mandoc -T lint, every subcommand), the bash
-# completion.  Needs no server.  Run by scripts/run-suites from the repo
-# root with FENCE_BUILD set; reuses that build (make install rebuilds
-# nothing that is up to date).
+# completion; `make install PREFIX=...` and uninstall as a user who may not
+# write pg_config's folders (nobody, when run as root): all but the
+# PostgreSQL extension, one line saying so, nothing built or written as
+# that user in the repo or the system.  Needs no server.  Run by
+# scripts/run-suites from the repo root with FENCE_BUILD set; reuses that
+# build (make install rebuilds nothing that is up to date).
 set -u
 cd "$(dirname "$0")/../.."
 
@@ -48,6 +51,56 @@ for l in fence fence_pg fence_sqlite fence_gate; do
   check "lib$l.so -> .so.0 -> .so.0.2.0 and lib$l.a in LIBDIR" \
     test -L "$S$LIB/lib$l.so" -a -L "$S$LIB/lib$l.so.0" -a -f "$S$LIB/lib$l.so.0.2.0" -a -f "$S$LIB/lib$l.a"
 done
+PGC=${PG_CONFIG:-pg_config}
+PKGLIB=$("$PGC" --pkglibdir) EXTDIR=$("$PGC" --sharedir)/extension
+for f in "$PKGLIB/fence.so" "$EXTDIR/fence.control" "$EXTDIR/fence--1.4.sql"; do
+  check "the PostgreSQL extension under DESTDIR: $f" test -f "$S$f"
+done
+
+# --- make install PREFIX=... as a user who may not write pg_config's folders --
+# The build is up to date (the install above brought it there, as root):
+# the user only reads it.  Run as root, the user is nobody; run as a user,
+# that user.
+U=$T/user
+mkdir -p "$U"
+if [ "$(id -u)" -eq 0 ]; then
+  chmod 755 "$T" && chown nobody "$U"
+  AS=(runuser -u nobody --) who=nobody
+else
+  AS=() who=$(id -un)
+fi
+UVARS=(B="$B" PREFIX="$U/opt")
+[ "${FENCE_PKG_NO_BUILD:-0}" = 1 ] && UVARS+=(-o all)
+listing() { find "$PKGLIB" "$EXTDIR" -printf '%p %y %s %T@\n' | sort; }
+skipped() { grep -c "^make $1: left out the PostgreSQL extension ($PKGLIB is not writable); run 'make $1-pgext' as root for it\$" "$2"; }
+if "${AS[@]}" test -w "$PKGLIB"; then
+  nok "$who may write $PKGLIB: no user here to try a non-root make install as"
+else
+  listing > "$T/pg.before"
+  touch "$T/mark"
+  "${AS[@]}" make -s --no-print-directory "${UVARS[@]}" install > "$T/user-install.log" 2>&1; rc=$?
+  check "make install PREFIX=\$T/user/opt as $who exits 0 (exit $rc)" test $rc -eq 0
+  [ $rc -eq 0 ] || sed 's/^/# /' "$T/user-install.log"
+  for f in bin/fence include/fence.h include/fence_pg.h lib/libfence.so lib/libfence_pg.a \
+           lib/pkgconfig/fence.pc lib/fence/fence_sqlite_ext.so share/fence/postgres/fence.sql; do
+    check "... installs $f" test -e "$U/opt/$f"
+  done
+  check "... prints one line saying the PostgreSQL extension was left out, naming make install-pgext" \
+    test "$(skipped install "$T/user-install.log")" = 1
+  check "... and nothing else" test "$(wc -l < "$T/user-install.log")" = 1
+  listing > "$T/pg.after"
+  check "... writes nothing under $PKGLIB or $EXTDIR" cmp -s "$T/pg.before" "$T/pg.after"
+  changed=$(find . -newer "$T/mark" ! -path ./.git | head -n 5)
+  check "... builds or writes nothing in the repo${changed:+: $changed}" test -z "$changed"
+  "${AS[@]}" make -s --no-print-directory "${UVARS[@]}" uninstall > "$T/user-uninstall.log" 2>&1; rc=$?
+  check "make uninstall PREFIX=\$T/user/opt as $who exits 0 (exit $rc)" test $rc -eq 0
+  check "... prints one line saying the PostgreSQL extension was left, naming make uninstall-pgext" \
+    test "$(skipped uninstall "$T/user-uninstall.log")" = 1
+  left=$(find "$U/opt" ! -type d)
+  check "... leaves no file in the prefix${left:+: $left}" test -z "$left"
+  listing > "$T/pg.after"
+  check "... and nothing under pg_config's folders changed" cmp -s "$T/pg.before" "$T/pg.after"
+fi
 
 # --- .pc files ----------------------------------------------------------
 pc() { PKG_CONFIG_PATH=$PCDIR pkg-config "$@" 2>/dev/null; }
@@ -201,7 +254,8 @@ check "... and no installed file is left${left:+: $left}" test -z "$left"
 check "no rm -r in the Makefile's install/uninstall" \
   bash -c "! sed -n '/^install:/,/^help:/p' Makefile | grep -q 'rm -[a-z]*r'"
 help=$(make -s --no-print-directory help 2>&1)
-for t in all examples test check valgrind bench demo fuzz torture deps install uninstall clean help; do
+for t in all examples test check valgrind bench demo fuzz torture deps install uninstall install-pgext \
+         uninstall-pgext clean help; do
   check "make help lists $t" grep -q -E "^make (\[)?$t" <<< "$help"
 done
 

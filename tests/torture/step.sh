@@ -60,8 +60,8 @@ if [ -n "$holder" ] && ! [[ $holder =~ ^[0-9a-f]{32}$ ]]; then
   echo "pg err claim bad-FENCE_HOLDER:$holder" >> "$res"
   holder=''
 fi
-pg_holder=''
-[ -n "$holder" ] && pg_holder="SET LOCAL fence.holder = '$holder';"
+pg_use="SELECT fence.use_token($tok);"
+[ -n "$holder" ] && pg_use="SELECT fence.use_token($tok, '$holder');"
 sq_holder=''
 [ -n "$holder" ] && [ "${TORTURE_SQ_HOLDER:-0}" = 1 ] && sq_holder=", '$holder'"
 hsql=NULL
@@ -96,8 +96,7 @@ pg_step() {
   [ -n "$STOP_HOOK" ] && hook="\\! bash $0 --stop-hook $w $run $$ $PPID $tok"
   o=$(psql_run <<SQL
 BEGIN;
-SET LOCAL fence.token = '$tok';
-$pg_holder
+$pg_use
 SELECT 'ADV ' || fence.advance('torture', $tok);
 SELECT v AS cur FROM torture_counter WHERE id = 1 \gset
 COMMIT;
@@ -105,8 +104,7 @@ COMMIT;
 $hook
 SELECT pg_sleep($pause);
 BEGIN;
-SET LOCAL fence.token = '$tok';
-$pg_holder
+$pg_use
 SELECT 'ADV ' || fence.advance('torture', $tok);
 UPDATE torture_counter SET v = :cur + 1 WHERE id = 1;
 INSERT INTO torture_log(worker, run, token, holder, value) VALUES ($w, '$w:$run', $tok, $hsql, :cur + 1);

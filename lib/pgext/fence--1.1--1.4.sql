@@ -1,0 +1,14 @@
+-- fence--1.1--1.4.sql -- ALTER EXTENSION fence UPDATE (TO '1.4') from 1.1.
+--
+-- 1.4 keeps the C guard, check and c_advance (the same functions: every
+-- table protected with them keeps its triggers and stays guarded through
+-- the update) and drops what read PostgreSQL's internals or hooked into
+-- its planner and executor: fence.c_restoring.  From 1.4 on, the guards admit only a
+-- token that fence.use_token() (fence.sql version 5) gave to the writing
+-- transaction: run fence.sql version 5 first, and move writers from
+-- SET LOCAL fence.token to SELECT fence.use_token(...) (docs/postgres.md,
+-- "Upgrading to version 5").
+
+\echo Use "ALTER EXTENSION fence UPDATE TO '1.4'" to load this file. \quit
+
+DROP FUNCTION fence.c_restoring();

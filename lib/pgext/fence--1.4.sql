@@ -1,0 +1,54 @@
+-- fence--1.4.sql -- CREATE EXTENSION fence: the C row guard and check and
+-- fence.advance() in C, added to schema "fence" of sql/postgres/fence.sql.
+--
+-- An accelerator, not a replacement: sql/postgres/fence.sql (version 5 or
+-- later) must be installed in this database first -- it owns the schema
+-- (CREATE EXTENSION fails with 'schema "fence" does not exist' without
+-- it), fence.marks, fence.use_token(), fence.advance() and fence.protect(),
+-- which picks these functions ('c') for the tables it protects once they
+-- exist.  The script reads nothing of fence.sql, so a restore that creates
+-- the extension before the schema's other objects works.
+--   fence.c_guard()    BEFORE ROW INSERT/UPDATE/DELETE trigger function;
+--                      TG_ARGV[0] the token column, TG_ARGV[1] 'strict' or
+--                      'permissive'
+--   fence.c_check()    AFTER ROW INSERT/UPDATE trigger function (same args)
+--   fence.c_advance(resource, token)  fence.advance() in C: same rules,
+--                      errors and locking; EXECUTE on fence.advance needed
+--   fence.c_version()  the module's interface revision (2: tokens bound to
+--                      their transaction by fence.use_token())
+-- DROP EXTENSION fence fails while tables are protected with them (their
+-- triggers depend on the functions): re-protect those tables with
+-- fence.protect(tbl, col, permissive, 'plpgsql') first, or drop with
+-- CASCADE, which drops those tables' triggers (leaving them unprotected).
+
+\echo Use "CREATE EXTENSION fence" to load this file. \quit
+
+CREATE FUNCTION fence.c_guard() RETURNS trigger
+AS 'MODULE_PATHNAME', 'fence_c_guard'
+LANGUAGE C;
+
+CREATE FUNCTION fence.c_check() RETURNS trigger
+AS 'MODULE_PATHNAME', 'fence_c_check'
+LANGUAGE C;
+
+CREATE FUNCTION fence.c_version() RETURNS integer
+AS 'MODULE_PATHNAME', 'fence_c_version'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION fence.c_advance(resource text, token bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'fence_c_advance'
+LANGUAGE C VOLATILE;
+
+-- Any table owner may attach the trigger functions (CREATE TRIGGER needs
+-- EXECUTE on them; fence.protect() runs with the caller's rights); a
+-- trigger function cannot be called directly.  c_advance checks EXECUTE on
+-- fence.advance(text, bigint) for its caller itself (fence.grant()
+-- restricts both).
+REVOKE ALL ON FUNCTION fence.c_guard() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.c_check() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.c_version() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.c_advance(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.c_guard() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.c_check() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.c_version() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.c_advance(text, bigint) TO PUBLIC;
