@@ -4,11 +4,11 @@
  * its pools in pool_mode transaction, statement and session (one role
  * each), default_pool_size 2, default reset settings (server_reset_query
  * DISCARD ALL, run in session mode only).  Runs once (scripts/run-suites);
- * every case runs in three databases, one per per-row implementation: the
- * fixture's (plpgsql by default, pg_impl()) and two with CREATE EXTENSION
- * fence (the UPDATE stamped by the plan, and fence.plan_stamp = off: the C
- * trigger).  Every client goes through pgbouncer; only the setup and the
- * checks of what was written use a direct connection.  It proves:
+ * every case runs in two databases, one per guard: the fixture's (the
+ * generated PL/pgSQL guard by default, pg_impl()) and one with CREATE
+ * EXTENSION fence (the C guard).  Every client goes through pgbouncer;
+ * only the setup and the checks of what was written use a direct
+ * connection.  It proves:
  *   a. a token never reaches another client: two clients A poison both
  *      server connections of a pool (a session-level SET fence.token = 7,
  *      the two at once, so each lands on its own server connection), then
@@ -87,40 +87,27 @@ static PGconn *pool_conn(const char *dbname, pool_mode m)
     return c;
 }
 
-/* The three databases, one per per-row implementation. */
+/* The two databases, one per guard. */
 typedef struct impl_db {
     char name[NAME_BUF];
     const char *impl;
 } impl_db;
-#define N_DBS 3
+#define N_DBS 2
 static impl_db g_dbs[N_DBS];
-
-static void install_c(const char *dbname, const char *setting)
-{
-    PGconn *c = connect_as(dbname, NULL);
-    PQsetNoticeProcessor(c, quiet_notice, NULL);
-    fence_status st = fence_pg_install(c);
-    ck_assert_msg(st == FENCE_OK, "install in %s: %s", dbname, fence_pg_errmsg(c));
-    create_extension(c);
-    char sql[256];
-    snprintf(sql, sizeof sql, "ALTER DATABASE %s SET %s", dbname, setting);
-    ok(c, sql);
-    PQfinish(c);
-}
 
 static void setup_pooler(void)
 {
     setup_db();
     snprintf(g_dbs[0].name, sizeof g_dbs[0].name, "%s", g_db);
-    g_dbs[0].impl = strcmp(pg_impl(), "c") != 0 ? "plpgsql"
-                    : strcmp(pg_c_way(), "stamp") == 0 ? "c"
-                                                       : "c_trigger";
+    g_dbs[0].impl = pg_impl();
     side_db("c", NULL, g_dbs[1].name);
-    install_c(g_dbs[1].name, "session_preload_libraries = 'fence'");
+    PGconn *c = connect_as(g_dbs[1].name, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    fence_status st = fence_pg_install(c);
+    ck_assert_msg(st == FENCE_OK, "install in %s: %s", g_dbs[1].name, fence_pg_errmsg(c));
+    create_extension(c);
+    PQfinish(c);
     g_dbs[1].impl = "c";
-    side_db("ct", NULL, g_dbs[2].name);
-    install_c(g_dbs[2].name, "fence.plan_stamp = off");
-    g_dbs[2].impl = "c_trigger";
 }
 
 /* A direct (superuser) connection to d. */
