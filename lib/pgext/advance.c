@@ -105,7 +105,7 @@ static pg_attribute_noreturn() void not_installed(const char *what)
 {
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                     errmsg("fence: %s does not exist: fence.c_advance() needs "
-                           "sql/postgres/fence.sql (version 4 or later) in this database",
+                           "sql/postgres/fence.sql (version 5 or later) in this database",
                            what)));
 }
 
