@@ -626,6 +626,94 @@ START_TEST(parse_stale_detail)
 }
 END_TEST
 
+/* fence.use_token() and the setting fence.xact it writes: every bad
+ * argument is refused with its SQLSTATE and DETAIL, and a refused call
+ * changes nothing (the transaction's earlier token stays, and no later
+ * write is admitted on the strength of the failed call). */
+static const char *use_token_detail(PGconn *c, const char *args)
+{
+    static char detail[256];
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT fence.use_token(%s)", args);
+    ok(c, "SAVEPOINT u");
+    PGresult *r = PQexec(c, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_FATAL_ERROR, "%s was accepted", sql);
+    const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+    ck_assert_msg(st != NULL && strcmp(st, "23Q02") == 0, "%s: SQLSTATE %s", sql, st ? st : "-");
+    snprintf(detail, sizeof detail, "%s", d != NULL ? d : "");
+    PQclear(r);
+    ok(c, "ROLLBACK TO SAVEPOINT u");
+    return detail;
+}
+
+START_TEST(use_token_bad_input)
+{
+    PGconn *c = db();
+    outcome e;
+    make_table(c, "ut");
+    ok(c, "BEGIN");
+    ok(c, "SELECT fence.use_token(5, '0123456789abcdef0123456789abcdef')");
+    ck_assert_str_eq(use_token_detail(c, "NULL"), "reason=missing");
+    ck_assert_str_eq(use_token_detail(c, "NULL, NULL"), "reason=missing");
+    ck_assert_str_eq(use_token_detail(c, "0"), "reason=malformed");
+    ck_assert_str_eq(use_token_detail(c, "-1"), "reason=malformed");
+    ck_assert_str_eq(use_token_detail(c, "-9223372036854775808"), "reason=malformed");
+    static const char *const holders[] = {
+        "'0123456789ABCDEF0123456789ABCDEF'", /* uppercase */
+        "'0123456789abcdef0123456789abcde'",  /* 31 */
+        "'0123456789abcdef0123456789abcdef0'", /* 33 */
+        "'0123456789abcdef0123456789abcdeg'", /* not hex */
+        "' 123456789abcdef0123456789abcdef'",
+    };
+    for (size_t i = 0; i < sizeof holders / sizeof holders[0]; i++) {
+        char args[128];
+        snprintf(args, sizeof args, "7, %s", holders[i]);
+        ck_assert_str_eq(use_token_detail(c, args), "reason=malformed setting=fence.holder");
+    }
+    /* Out of range for bigint: refused by the argument's type (22003 as
+     * text, as libpq's parameters are; 42883 as a numeric literal). */
+    fails(c, "SELECT fence.use_token('9223372036854775808')", "22003");
+    ok(c, "ROLLBACK; BEGIN");
+    fails(c, "SELECT fence.use_token(9223372036854775808)", "42883");
+    ok(c, "ROLLBACK; BEGIN");
+    fails(c, "SELECT fence.use_token('abc')", "22P02");
+    ok(c, "ROLLBACK");
+    ok(c, "BEGIN");
+    ok(c, "SELECT fence.use_token(5, '0123456789abcdef0123456789abcdef')");
+    ck_assert_str_eq(use_token_detail(c, "0"), "reason=malformed");
+    /* Nothing changed: the earlier token and holder are the transaction's. */
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.token') || '/' || current_setting('fence.holder')"),
+                     "5/0123456789abcdef0123456789abcdef");
+    ck_assert_int_eq(run(c, "UPDATE ut SET v = 1 WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM ut WHERE id = 1"), 5);
+    ok(c, "COMMIT");
+    /* '' and NULL holders mean none. */
+    ok(c, "BEGIN; SELECT fence.use_token(6, ''); SELECT fence.use_token(6, NULL)");
+    ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder')"), "");
+    ok(c, "COMMIT");
+    /* A token whose fence.xact is not exactly this transaction's id is
+     * refused: '', malformed, another transaction's (the one before, the
+     * one after), with a trailing space. */
+    static const char *const xacts[] = {"''", "'abc'", "'-1'", "(pg_current_xact_id()::text::bigint - 1)::text",
+                                        "(pg_current_xact_id()::text::bigint + 1)::text",
+                                        "pg_current_xact_id()::text || ' '",
+                                        "'0' || pg_current_xact_id()::text"};
+    for (size_t i = 0; i < sizeof xacts / sizeof xacts[0]; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "BEGIN; SELECT set_config('fence.token', '9', true),"
+                 " set_config('fence.xact', %s, true); UPDATE ut SET v = 2 WHERE id = 1", xacts[i]);
+        ck_assert_int_eq(run(c, sql, &e), FENCE_ENOTOKEN);
+        ck_assert_msg(strstr(e.message, "was not set by fence.use_token() in this transaction") != NULL,
+                      "fence.xact = %s: %s", xacts[i], e.message);
+        ok(c, "ROLLBACK");
+    }
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM ut WHERE id = 1"), 5);
+    PQfinish(c);
+}
+END_TEST
+
 static Suite *pg_api_suite(void)
 {
     Suite *s = suite_create("pg_api");
@@ -639,6 +727,7 @@ static Suite *pg_api_suite(void)
     tcase_add_test(t, stale_null_is_fine);
     tcase_add_test(t, token_text_one_grammar);
     tcase_add_test(t, parse_stale_detail);
+    tcase_add_test(t, use_token_bad_input);
     suite_add_tcase(s, t);
     return s;
 }
