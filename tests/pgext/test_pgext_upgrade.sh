@@ -31,10 +31,14 @@
 #      generated guard and fence.advance() -- still works the old way
 #      (admits SET LOCAL, refuses stale and token-less).  The functions
 #      the new fence.so lacks (c_stamp 1.2, c_send 1.3) fail 42883.
-#   3. the new fence.sql and ALTER EXTENSION fence UPDATE -- in the
-#      documented order (fence.sql first) from 1.0 and 1.2, where use_token
-#      writers are admitted in between, the other way round from 1.1 and
-#      1.3, where the window's refusals last until fence.sql 5.  Then:
+#   3. the new fence.sql and ALTER EXTENSION fence UPDATE: from 1.0 and
+#      1.2 in the order the update scripts ask (fence.sql first; use_token
+#      writers admitted in between), from 1.1 the other way round (the
+#      window's refusals last until fence.sql 5).  From 1.3 fence.sql 5
+#      goes in before the package, while the old module runs: its C guard
+#      admits use_token's token and still the old way (and c_send), while
+#      version 5's PL/pgSQL guards and fence.advance refuse the old way at
+#      once; after the package, every guard is version 5's.  Then:
 #      extversion 1.4, exactly the functions of a fresh 1.4 install
 #      (compared with one: symbols, attributes, privileges), c_stamp /
 #      c_send / c_restoring gone, the schema as a fresh version 5's, every
@@ -423,8 +427,11 @@ SELECT fence.version();" 5
 }
 
 # --- each released extension ---------------------------------------------------
-# upgrade_from VERSION ORDER: ORDER sql-first runs fence.sql 5 before
-# ALTER EXTENSION fence UPDATE (as documented), ext-first after it.
+# upgrade_from VERSION ORDER: after the new package (fence.so and scripts)
+# and a restart, ORDER sql-first runs fence.sql 5 and then ALTER EXTENSION
+# fence UPDATE (as the update scripts say), ext-first the other way round;
+# sql-before-swap runs fence.sql 5 before the package, with the old module
+# running, and ALTER EXTENSION last.
 upgrade_from() {
   local v=$1 order=$2 db=ext tv0 s name col mode impl tabs=(c_rows:fence_token:strict:c c_lock:lock_version:strict:c
                                        c_perm:fence_token:permissive:c p_rows:fence_token:strict:plpgsql)
@@ -471,11 +478,48 @@ c_perm|fence_token|permissive|c|f|t
 c_rows|fence_token|strict|c|t|t
 p_rows|fence_token|strict|plpgsql|f|t"
 
+  local v5="\\i sql/postgres/fence.sql
+SELECT fence.version();"
+  local alter="ALTER EXTENSION fence UPDATE;
+SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
+  local dirs kept=0 fv=4 p
+  # 2a. sql-before-swap: fence.sql 5 while the old module still runs.  Its
+  #     C guard admits use_token's token (a LOCAL setting) and still the
+  #     old way; version 5's PL/pgSQL refuses the old way at once.
+  if [ "$order" = sql-before-swap ]; then
+    fv=5
+    expect_ok "$v: fence.sql version 5 over version 4, the old module still loaded" "$db" "$v5" 5
+    for s in "${tabs[@]}"; do
+      IFS=: read -r name col mode impl <<< "$s"
+      p="$v old module, fence.sql 5: $name ($impl, $mode)"
+      expect_ok "$p: use_token admitted" "$db" "$(w_use 7 "$(upd "$name" 1 "$col")")" 7
+      expect_err "$p: a stale token via use_token refused" "$db" 23Q01 "offered=6 highest=7" \
+        "$(w_use 6 "$(upd "$name" 1 "$col")")"
+      if [ "$impl" = c ]; then
+        expect_ok "$p: the old way still admitted by the old module" "$db" "$(w_old 7 "$(upd "$name" 1 "$col")")" 7
+        expect_err "$p: a session-level token refused by the old module" "$db" 23Q02 "reason=session" \
+          "$(w_session 9 "$(upd "$name" 1 "$col")")"
+      else
+        expect_err "$p: the old way refused by version 5's guard" "$db" 23Q02 "reason=unbound setting=fence.token" \
+          "$(w_old 7 "$(upd "$name" 1 "$col")")"
+      fi
+      if [ "$mode" = strict ]; then
+        expect_err "$p: no token refused" "$db" 23Q02 "reason=missing" "$(w_none "$(upd "$name" 1 "$col")")"
+      fi
+    done
+    expect_err "$v old module, fence.sql 5: fence.advance (version 5's) refuses the old way" "$db" 23Q02 \
+      "reason=unbound setting=fence.holder" "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;"
+    expect_ok "$v old module, fence.sql 5: fence.c_advance (the old module's) still admits the old way" "$db" \
+      "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.c_advance('res-c', 8); COMMIT;" 8
+    [ "$v" = 1.3 ] && expect_ok "$v old module, fence.sql 5: fence.c_send (libfence_pg 1.3's) still works" "$db" \
+      "BEGIN; SELECT fence.c_send('7', ''); $(upd c_rows 1 fence_token) COMMIT;" "t
+7"
+  fi
+
   # 2. the window: the new build on disk, the server restarted, the
-  #    database still fence.sql 4 and extension $v.  For 1.1, a session
-  #    that loaded the old module stays open, and the server restarts
-  #    only after the upgrade (below).
-  local dirs kept=0
+  #    database still extension $v (and fence.sql 4, but for
+  #    sql-before-swap).  For 1.1, a session that loaded the old module
+  #    stays open, and the server restarts only after the upgrade (below).
   if [ "$v" = 1.1 ]; then
     kept=1
     old_open "$db"
@@ -488,21 +532,27 @@ p_rows|fence_token|strict|plpgsql|f|t"
     nok "$v: swap in the new build and restart"; sed 's/^/# /' "$FENCE_PG_DIR/server.log" | tail -n 20; stop_pg; return
   fi
   expect_ok "$v window: extension $v in the catalog, the new module loaded (c_version 2)" "$db" \
-    "SELECT fence.version(), extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';" "4|$v|2"
+    "SELECT fence.version(), extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';" "$fv|$v|2"
   for s in "${tabs[@]}"; do
     IFS=: read -r name col mode impl <<< "$s"
-    local p="$v window: $name ($impl, $mode)"
-    if [ "$impl" = c ]; then
+    p="$v window, fence.sql $fv: $name ($impl, $mode)"
+    if [ "$impl" = c ] || [ $fv = 5 ]; then
       expect_err "$p: the old way with the current token is refused" "$db" 23Q02 "reason=unbound setting=fence.token" \
         "$(w_old 7 "$(upd "$name" 1 "$col")")"
       expect_err "$p: the old way with a stale token is refused" "$db" 23Q02 "reason=unbound setting=fence.token" \
         "$(w_old 6 "$(upd "$name" 1 "$col")")"
+    fi
+    if [ $fv = 4 ] && [ "$impl" = c ]; then
       expect_err "$p: there is no fence.use_token yet (fence.sql 4)" "$db" 42883 "" \
         "$(w_use 7 "$(upd "$name" 1 "$col")")"
-    else
+    elif [ $fv = 4 ]; then
       expect_ok "$p: version 4's guard still admits the old way" "$db" "$(w_old 7 "$(upd "$name" 1 "$col")")" 7
       expect_err "$p: version 4's guard refuses a stale token" "$db" 23Q01 "offered=6 highest=7" \
         "$(w_old 6 "$(upd "$name" 1 "$col")")"
+    else
+      expect_ok "$p: use_token admitted" "$db" "$(w_use 7 "$(upd "$name" 1 "$col")")" 7
+      expect_err "$p: a stale token via use_token refused" "$db" 23Q01 "offered=6 highest=7" \
+        "$(w_use 6 "$(upd "$name" 1 "$col")")"
     fi
     if [ "$mode" = strict ]; then
       expect_err "$p: no token is refused" "$db" 23Q02 "reason=missing" "$(w_none "$(upd "$name" 1 "$col")")"
@@ -510,8 +560,10 @@ p_rows|fence_token|strict|plpgsql|f|t"
       expect_ok "$p: no token admitted (permissive), the stamp kept" "$db" "$(w_none "$(upd "$name" 1 "$col")")" 7
     fi
   done
-  expect_ok "$v window: fence.advance (still version 4's) admits the old way" "$db" \
-    "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
+  if [ $fv = 4 ]; then
+    expect_ok "$v window: fence.advance (still version 4's) admits the old way" "$db" \
+      "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
+  fi
   if [ "$v" != 1.0 ]; then
     expect_err "$v window: fence.c_advance (the new module) refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.holder" \
@@ -525,18 +577,15 @@ p_rows|fence_token|strict|plpgsql|f|t"
     42883 "" "SELECT fence.c_send('7', '');"
 
   # 3. the new fence.sql and ALTER EXTENSION fence UPDATE, in ORDER.
-  local v5="\\i sql/postgres/fence.sql
-SELECT fence.version();"
-  local alter="ALTER EXTENSION fence UPDATE;
-SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
-  if [ "$order" = sql-first ]; then
+  case $order in
+  sql-first)
     expect_ok "$v: fence.sql version 5 over version 4, extension $v" "$db" "$v5" 5
     expect_ok "$v after fence.sql 5, before ALTER EXTENSION: the C guard admits use_token" "$db" \
       "$(w_use 7 "$(upd c_rows 1 fence_token)")" 7
     expect_err "$v after fence.sql 5, before ALTER EXTENSION: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
-    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2"
-  else
+    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
+  ext-first)
     expect_ok "$v: ALTER EXTENSION fence UPDATE, fence.sql still version 4" "$db" "$alter" "1.4|2"
     expect_err "$v after ALTER EXTENSION, before fence.sql 5: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
@@ -545,8 +594,10 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
     expect_err "$v after ALTER EXTENSION, before fence.sql 5: fence.c_advance refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.holder" \
       "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.c_advance('res', 7); COMMIT;"
-    expect_ok "$v: fence.sql version 5 over version 4, extension 1.4" "$db" "$v5" 5
-  fi
+    expect_ok "$v: fence.sql version 5 over version 4, extension 1.4" "$db" "$v5" 5 ;;
+  sql-before-swap)
+    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
+  esac
   if [ $kept = 1 ]; then
     # The session that loaded the old module keeps it (PostgreSQL never
     # unloads a library; it finds "fence" loaded by name): after the whole
@@ -609,11 +660,12 @@ p_rows|2|5"
   echo "# extension $v: $(secs "$tv0") s"
 }
 
-# The documented order (fence.sql first) from 1.0 and 1.2, the other one
-# from 1.1 and 1.3.
+# The package (fence.so) first, then fence.sql, then ALTER EXTENSION from
+# 1.0 and 1.2; ALTER EXTENSION before fence.sql from 1.1; fence.sql before
+# the package from 1.3.
 upgrade_from 1.0 sql-first
 upgrade_from 1.1 ext-first
 upgrade_from 1.2 sql-first
-upgrade_from 1.3 ext-first
+upgrade_from 1.3 sql-before-swap
 echo "# total: $(secs "$t0") s"
 finish
