@@ -89,7 +89,7 @@ unset PGHOST PGHOSTADDR PGPORT PGUSER PGDATABASE PGOPTIONS PGSERVICE PGSERVICEFI
 T=$(mktemp -d "${TMPDIR:-/tmp}/fence-pgext-upgrade.XXXXXX")
 chmod 755 "$T"
 cleanup() {
-  old_close
+  if [ -n "${OLD_PID:-}" ]; then kill "$OLD_PID" 2>/dev/null; wait "$OLD_PID" 2>/dev/null; fi
   fence_stop_all
   rm -rf "$T"
   if [ "$finished" = 0 ]; then
