@@ -180,15 +180,46 @@ fence_pg_private_tree() {
       *) ln -s "$f" "$tree/${share#"$prefix"/}/extension/" ;;
     esac
   done
-  cp --remove-destination "$ext/fence.so" "$tree/${pkglib#"$prefix"/}/" || return 1
-  cp --remove-destination "$ext"/fence.control "$ext"/fence--*.sql "$tree/${share#"$prefix"/}/extension/" || return 1
+  fence_pg_tree_offer "$tree/${pkglib#"$prefix"/}" "$tree/${share#"$prefix"/}/extension" "$ext" || return 1
   echo "$tree/$rel"
+}
+
+# fence_pg_tree_offer LIBDIR EXTDIR FROM: make the private tree's lib
+# folder LIBDIR and extension folder EXTDIR offer the extension of folder
+# FROM (fence.so, fence.control, fence--*.sql) and nothing else of it: the
+# tree's fence.so, fence.control and fence--*.sql go (they are copies,
+# never links: refused otherwise), FROM's are copied.  Used by
+# fence_pg_private_tree, and to swap one build for another in a tree a
+# server runs from (fence_pg_tree_dirs gives its folders).
+fence_pg_tree_offer() {
+  local lib=$1 ext=$2 from=$3 f
+  [ -f "$from/fence.so" ] && [ -f "$from/fence.control" ] || return 1
+  for f in "$lib/fence.so" "$ext/fence.control" "$ext"/fence--*.sql; do
+    [ -L "$f" ] && return 1
+    if [ -e "$f" ]; then rm -f "$f" || return 1; fi
+  done
+  cp "$from/fence.so" "$lib/" || return 1
+  cp "$from"/fence.control "$from"/fence--*.sql "$ext/" || return 1
+}
+
+# fence_pg_tree_dirs TREE: the lib and extension folders of the private
+# tree TREE that fence_start_postgres made (fence_pg_private_tree of
+# fence_pg_bindir's PostgreSQL), one a line.
+fence_pg_tree_dirs() {
+  local tree=$1 bindir pgc share pkglib prefix
+  bindir=$(fence_pg_bindir) || return 1
+  pgc="$bindir/pg_config"
+  [ -x "$pgc" ] || pgc=$(command -v pg_config) || return 1
+  share=$("$pgc" --sharedir) && pkglib=$("$pgc" --pkglibdir) || return 1
+  prefix=${bindir%/lib/postgresql/*}
+  echo "$tree/${pkglib#"$prefix"/}"
+  echo "$tree/${share#"$prefix"/}/extension"
 }
 
 # The folder of the built extension the test PostgreSQL should offer:
 # FENCE_PGEXT_DIR (scripts/run-tests sets it to BUILD_DIR/lib/pgext), or
-# nothing.  It holds fence.so (built) and, for a VPATH build, the control
-# and SQL files come from lib/pgext/.
+# nothing.  It holds fence.so (built); the control and SQL files come from
+# FENCE_PGEXT_SQL_DIR, by default lib/pgext/ (a VPATH build has none).
 fence_pgext_dir() {
   local d=${FENCE_PGEXT_DIR:-}
   [ -n "$d" ] && [ -f "$d/fence.so" ] || return 1
@@ -196,15 +227,17 @@ fence_pgext_dir() {
 }
 
 # fence_start_postgres: sets FENCE_PG_PORT, FENCE_PG_DIR, FENCE_PG_BINDIR
-# (the private tree's bin when the extension is offered, see above).
+# (the private tree's bin when the extension is offered, see above; the
+# tree is FENCE_PG_DIR/tree).
 fence_start_postgres() {
   local bindir dir port try ext
   bindir=$(fence_pg_bindir) || fence_die "PostgreSQL server binaries not found: run scripts/install-deps"
   dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-pg.XXXXXX")
   chmod 755 "$dir"
   if ext=$(fence_pgext_dir); then
+    local sql=${FENCE_PGEXT_SQL_DIR:-lib/pgext}
     mkdir -p "$dir/ext" && cp "$ext/fence.so" "$dir/ext/" && \
-      cp lib/pgext/fence.control lib/pgext/fence--*.sql "$dir/ext/" || fence_die "cannot copy the extension from $ext"
+      cp "$sql"/fence.control "$sql"/fence--*.sql "$dir/ext/" || fence_die "cannot copy the extension from $ext and $sql"
     bindir=$(fence_pg_private_tree "$bindir" "$dir/ext" "$dir/tree") || \
       fence_die "cannot build a private PostgreSQL tree with the extension in $dir/tree"
   fi

@@ -1,0 +1,1729 @@
+-- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 4.
+--
+-- A write carries a fencing token (a 64-bit number from a lease, 1..2^63-1)
+-- and, optionally, the id of its holder (the lease's 128-bit owner id as 32
+-- lowercase hex digits).  The store remembers the highest token it has
+-- accepted -- per row, or per named resource -- and rejects any write whose
+-- token is lower.  An equal token is admitted (one holder writes many
+-- times); at a resource only from the holder recorded with it, so that a
+-- token issued twice (a Redis failover, restart or eviction) admits only
+-- the first holder that used it.  Rows compare tokens only.
+--
+-- This script is the portable implementation (SQL and PL/pgSQL only: it
+-- works on managed PostgreSQL).  The C extension of lib/pgext (CREATE
+-- EXTENSION fence, after this script) adds faster row triggers to the same
+-- schema; fence.protect() uses them when they are there.  Both raise the
+-- same errors and share the marks (docs/postgres-extension.md).
+--
+-- Install (idempotent; run it again to upgrade, never to downgrade):
+--     psql -v ON_ERROR_STOP=1 -f sql/postgres/fence.sql
+-- or fence_pg_install() from lib/pg/fence_pg.h, which runs this same file.
+-- Run it as the role that should own the schema (a superuser or a dedicated
+-- "fence admin" role), never from an application's own connection: the
+-- installer must own schema "fence" and everything in it.  The script
+-- refuses (42501) a schema "fence" that another role owns, or one holding an
+-- object another role owns (table, index, view, function, type, operator,
+-- ...; the functions of extension fence owned by a superuser excepted), a
+-- trigger on its tables calling a function from elsewhere, CREATE on
+-- the schema granted to another role, or write/TRIGGER/REFERENCES/TRUNCATE
+-- on its tables (or their columns) granted to another role: any of these
+-- would let that role run code inside fence.advance() with the installer's
+-- rights, or drop the guards.  The script pins its own search_path
+-- (pg_catalog, pg_temp), so the caller's search_path cannot bind anything
+-- it creates to a user-writable schema.  A superuser installer also gets
+-- the event trigger fence_later_triggers (see "The AFTER check"); any
+-- other installer is WARNed that there is none.
+--
+-- Upgrading from version 1, 2 or 3: run this script; it upgrades in place.
+-- From 1 or 2, fence.marks gains the column holder (ACCESS EXCLUSIVE lock
+-- on fence.marks briefly); every existing mark keeps its token and has no
+-- holder, so until it is raised only writers with no holder may repeat its
+-- token.  Every table protected by an older version (its generic trigger
+-- functions fence.row_guard/row_check, with WHEN clauses) is protected
+-- again with version 4's triggers (same column and mode, which takes each
+-- table's ACCESS EXCLUSIVE lock briefly) when the installer may, and a
+-- WARNING names those it may not (not the owner, or the table has
+-- inheritance children): they keep their working older triggers until
+-- their owner runs fence.protect() (the command is in the WARNING's HINT).
+-- Every install also re-writes the generated functions of tables protected
+-- 'plpgsql' from its templates, drops generated functions no trigger uses,
+-- and repairs what older versions allowed: fence's triggers on fence's own
+-- tables (protect('fence.marks') made every fence.advance() without a
+-- token fail) are dropped with a NOTICE, with the column they added.
+-- Constraints of fence.marks bound to operators outside pg_catalog are
+-- re-created.
+--
+-- The writer's token
+--     The token is read from the transaction-local setting fence.token:
+--         BEGIN; SET LOCAL fence.token = 42; UPDATE ...; COMMIT;
+--     or  SELECT pg_catalog.set_config('fence.token', '42', true);
+--     It must be a canonical decimal 1..9223372036854775807: no sign, no
+--     spaces, no leading zeros, no decimals.  Missing, '', 'abc', '-1', '0',
+--     '1.5', ' 7', '007' and anything above 2^63-1 are rejected.
+--     Always LOCAL.  A session-level SET fence.token = 6 (or set_config(...,
+--     false), ALTER ROLE/DATABASE ... SET) holds for every later
+--     transaction of the session -- with a connection pool, for whichever
+--     client gets that connection next.  The C extension's guard refuses
+--     such a token (23Q02, DETAIL reason=session setting=fence.token).  The
+--     portable guards cannot: PL/pgSQL cannot tell a session value from a
+--     LOCAL one (pg_settings shows no setting's scope, and lists these
+--     only once the extension's module defines them), so they admit it; this script WARNs about the
+--     settings it can see (ALTER ROLE/DATABASE ... SET fence.token or
+--     fence.holder, and a session value in the installing session).
+--     libfence_pg always sets both LOCAL.
+--
+-- The writer's holder
+--     The holder is read from the transaction-local setting fence.holder:
+--         BEGIN; SET LOCAL fence.token = 42;
+--         SET LOCAL fence.holder = '0123456789abcdef0123456789abcdef'; ...
+--     Exactly 32 lowercase hex digits; unset or '' means "no holder".
+--     Anything else (wrong length, uppercase, non-hex) makes fence.advance()
+--     fail closed with 23Q02 naming fence.holder.  Only fence.advance()
+--     reads it: row triggers compare tokens only.  Like fence.token, a
+--     session-level SET fence.holder holds for every later transaction of
+--     the session; SET LOCAL (set_config(..., true)) for one.
+--
+-- Per-row mode: SELECT fence.protect('orders');  -- column fence_token
+--               SELECT fence.protect('orders', 'lock_version');  -- retrofit
+--     Adds the column if missing (bigint NOT NULL DEFAULT 0; 0 = never
+--     fenced).  An existing smallint/integer/bigint column becomes bigint NOT
+--     NULL DEFAULT 0, its NULLs 0.  BEFORE row triggers (named
+--     zz_fence_guard_* so that they fire after the table's other BEFORE
+--     triggers) check every INSERT, UPDATE and DELETE -- COPY FROM included
+--     -- and stamp the row with the writer's token; whatever a client writes
+--     into the column itself is overwritten.  A row can only be updated or
+--     deleted with a token >= its stamp.  TRUNCATE is refused.  There are
+--     no WHEN clauses (PostgreSQL prepares those for every statement): the
+--     guard itself returns at once when the row is already stamped with
+--     exactly the writer's token and the column is not being written, the
+--     hot path of a holder that writes many times.
+--     Implementations: fence.protect(tbl, col, permissive) picks 'c' when
+--     the C extension is installed (fence.c_guard() exists), else 'plpgsql';
+--     fence.protect(tbl, col, permissive, impl) forces 'c' or 'plpgsql'.
+--       'plpgsql': trigger functions generated for the table,
+--         fence.guard_<table oid>() and fence.check_<table oid>() (a suffix
+--         _<n> if another table's triggers use that name, e.g. after a
+--         restore), with the column accessed directly and the column and
+--         mode baked in.  They are created by fence.generate() (SECURITY
+--         DEFINER: only the installer may create functions in schema fence),
+--         which never changes what a function in use does: it creates them
+--         when absent, replaces them when the registry fence.generated (the
+--         installer's, written only by generate and the install) records
+--         the same table, column and mode, or when no trigger uses them;
+--         else 42501.  protect() drops the table's triggers (only its owner
+--         may) before calling it.  The install's refresh and
+--         fence.protected take column and mode from that registry, never
+--         from trigger arguments.  They are
+--         dropped by fence.unprotect() or, once unused (table dropped,
+--         implementation switched), by the next protect(), unprotect() or
+--         install (fence.drop_orphans()).  Renaming the table is fine (its
+--         name is read at run time); after renaming the column, writes fail
+--         (closed) until fence.protect() is run with the new name.
+--       'c': the extension's fence.c_guard / fence.c_check.
+--       'generic': a table still protected by version 3 (see Upgrading).
+--     An INSERT of a new row has no stamp to compare with: it only needs a
+--     valid token (and is stamped with it).  An INSERT ... ON CONFLICT DO
+--     UPDATE that hits an existing row is checked against that row's stamp.
+--     To fence the creation of rows (or anything else not tied to one row),
+--     call fence.advance() on a resource in the same transaction.
+--     Only the table itself is covered: protect() refuses (22023) a table
+--     with inheritance children, and partitioned tables; protect each child
+--     or partition instead.  A child attached later (CREATE TABLE ...
+--     INHERITS, ALTER TABLE ... INHERIT, both need the table's owner) is not
+--     covered either.  protect() refuses (22023) the tables of schemas
+--     fence, pg_catalog, information_schema and pg_toast.
+--   The AFTER check: a BEFORE row trigger that fires after fence's guard
+--     (its name sorts after zz_fence_guard_*, byte-wise) could rewrite the
+--     token column.  For such tables only -- checked at protect() time,
+--     disabled triggers included -- AFTER row triggers
+--     (zz_fence_check_ins/_upd, for the events concerned) check the row as
+--     finally written and refuse a rewritten column (23Q03); every other
+--     table pays nothing for them.  protect() WARNs about such later
+--     triggers, and about roles other than the owner holding TRIGGER on
+--     the table.  A later trigger created (or renamed, or enabled) after
+--     protect(): the event trigger fence_later_triggers (ddl_command_end on
+--     CREATE TRIGGER, ALTER TRIGGER, ALTER TABLE) attaches the checks it
+--     needs in the same transaction, or fails the command.  Event triggers
+--     need a superuser installer; without one (managed PostgreSQL, a
+--     non-superuser admin) run fence.protect() again after adding such a
+--     trigger: until then the portable guard does not see it (the C guard
+--     does, and refuses the write).
+--         SELECT * FROM fence.protected WHERE check_needed AND NOT check_present;
+--     lists the tables that need it.
+--   fence.set_mode('orders', 'permissive')  -- or protect(..., permissive => true)
+--     Migration mode: writes with NO token (setting missing or '') are
+--     admitted (UPDATE keeps the stamp, INSERT stamps 0); malformed tokens
+--     and stale tokens are still rejected.  set_mode('orders', 'strict')
+--     goes back.  set_mode keeps the column and the implementation.
+--   fence.unprotect('orders') drops the triggers (and generated functions)
+--   and keeps the column.
+--   SELECT * FROM fence.protected lists protected tables: tbl, col, mode,
+--   implementation ('plpgsql' | 'c' | 'generic'), check_needed (a later
+--   BEFORE row trigger exists), check_present (every AFTER check needed is
+--   in place; true when none is).
+--   protect/unprotect/set_mode run with the caller's rights (the caller must
+--   own the table); EXECUTE on them is not granted to PUBLIC.  To let a
+--   table owner that is not the installer protect its tables:
+--       GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO owner_role;
+--   (set_mode calls protect: grant both; unprotect on its own; the
+--   four-argument protect only to choose the implementation).  The trigger
+--   functions (generated ones included) are EXECUTE to PUBLIC so that
+--   CREATE TRIGGER works for any table owner; a trigger function cannot be
+--   called directly.  So are generate(), add_checks(), drop_orphans() and
+--   refuse_schema(), which protect() calls with the caller's rights: each
+--   checks what it needs itself.
+--
+-- Per-resource mode: SELECT fence.advance('jobs/42', 34);
+--     In the writer's transaction, atomically raises the resource's
+--     high-water mark to the token and keeps the mark's row locked until
+--     commit, so a stale writer that comes later in any interleaving waits,
+--     then is rejected.  Returns the mark.  A mark is a token and the holder
+--     that wrote it (fence.holder, NULL for none).  Given the writer's token
+--     t and holder h, and the mark (T, H): t > T is admitted and the mark
+--     becomes (t, h); t = T is admitted only when h is H ("no holder" is
+--     equal only to "no holder"), else rejected as a repeat (23Q01,
+--     reason=repeat); t < T is rejected (23Q01, reason=older).  A new
+--     resource admits any token.
+--     Marks are never lowered or deleted: applications cannot write
+--     fence.marks at all, and a trigger refuses lowering, deleting,
+--     truncating and changing the holder at the same token even for its
+--     owner.  fence.mark('jobs/42') reads a mark's token (0 when none),
+--     fence.mark_holder('jobs/42') its holder (NULL when none).  Resource
+--     names are 1..512 bytes.
+--     Rows: the per-row triggers compare tokens only, so a repeated token
+--     passes them.  For repeat-proof fencing of rows, advance a resource in
+--     the same transaction (fence_pg_set_token does both in one round trip).
+--
+-- Errors (SQLSTATE):
+--   23Q01  stale token.  Message: "fence: stale token 33 for public.orders
+--          (highest seen 34)" or "... for resource "jobs/42" ..." (a
+--          repeat: "... (highest seen 34, recorded for a different
+--          holder)").
+--          DETAIL, machine-readable, one line, reason (and holder) last:
+--            offered=33 highest=34 kind=table object=public.orders reason=older
+--            offered=33 highest=34 kind=resource object=jobs/42 reason=older
+--            offered=34 highest=34 kind=resource object=jobs/42 reason=repeat holder=<32 hex>
+--          " holder=<32 hex>" is the holder recorded with the mark, present
+--          only when the mark has one (resources only).  object is what
+--          lies between " object=" and the last " reason=" (a resource
+--          name may hold any byte but NUL); the table form is the quoted,
+--          schema-qualified name.  Version 2 wrote the same without
+--          " reason=..." (object was the rest of the line).  For tables the
+--          error's SCHEMA, TABLE and COLUMN fields are set too.
+--   23Q02  no valid token: fence.token missing, empty or malformed (or a
+--          token <= 0 given to fence.advance), or fence.holder malformed
+--          (DETAIL: reason=malformed setting=fence.holder), or (C guard
+--          only) set for the session (DETAIL: reason=session
+--          setting=fence.token).  DETAIL says which.
+--   23Q03  operation refused on fenced data: TRUNCATE of a protected table,
+--          lowering/deleting/truncating a high-water mark, a token column
+--          rewritten after the check by a later BEFORE trigger (DETAIL:
+--          written=N expected=M kind=table object=...).
+--   22023  bad argument to a fence function (NULL, empty or oversized name,
+--          a table that cannot be protected, an unknown implementation).
+--   42501  install: schema "fence" or something in it belongs to another
+--          role; fence.grant() or fence.generate() by a role that may not.
+--
+-- Security model and its limits:
+--   * fence.marks is writable only through fence.advance() (SECURITY
+--     DEFINER).  Since version 4 it does not pin search_path (a
+--     configuration save/restore on every call): every relation, function,
+--     type and operator in it, and in the marks' trigger function, is
+--     schema-qualified instead.  Only advance(), mark(), mark_holder(),
+--     current_token(), version(), the trigger functions, the helpers named
+--     above and the fence.protected view are granted to PUBLIC.  Disabling
+--     or dropping the triggers needs ownership of the table.
+--   * Tokens are self-declared.  The check stops a stale but honest writer
+--     (a paused or partitioned lease holder); it does not stop a hostile
+--     role that can write the table: such a role can set fence.token to
+--     9223372036854775807 and stamp rows so that every honest writer is
+--     refused from then on.  Only give write access to code that takes its
+--     token from the lease.  Holders are self-declared too: the holder
+--     rule stops an honest second holder of a repeated token, not a role
+--     that copies another holder's id.  Holder ids are not secret to
+--     fence: any role that may call fence.mark_holder() or fence.advance()
+--     on a resource can read the holder recorded with its mark.
+--   * A role that holds TRIGGER on a protected table (GRANT ALL includes it)
+--     can run its own code in every writer's transaction: the AFTER check
+--     refuses a rewritten column, but such code can also change fence.token
+--     itself.  Do not grant TRIGGER on protected tables.
+--   * session_replication_role = replica stops ordinary triggers, fence's
+--     included.  Setting it needs superuser -- or, since PostgreSQL 15, a
+--     role granted SET ON PARAMETER session_replication_role: such a role
+--     can switch fencing off.  (Logical replication apply workers run as
+--     replica, which is why the triggers are not ENABLE ALWAYS.)
+--   * fence.advance() is EXECUTE to PUBLIC and resource names have no
+--     namespaces: any role that can connect can raise any resource's mark
+--     (up to 2^63-1, making every later writer stale).  To restrict it to
+--     the application's role, as the installer:
+--         SELECT fence.grant('app_role');
+--     (EXECUTE on advance to app_role -- and on mark, mark_holder,
+--     current_token and version where PUBLIC lost it -- then REVOKE it
+--     from PUBLIC; idempotent; once per role; revoke_public => false
+--     grants only.)  Re-running this script keeps that: advance() is
+--     granted to PUBLIC only on a fresh install.
+
+BEGIN;
+-- Before anything else: the caller's search_path must bind nothing this
+-- script creates (operators in WHEN clauses and CHECKs, types, functions).
+SET LOCAL search_path = pg_catalog, pg_temp;
+SET LOCAL client_min_messages = warning;
+
+-- Serialise concurrent installs, then make sure schema "fence" is, or
+-- becomes, the installer's alone (see the top).  A schema created by
+-- someone else in between fails CREATE SCHEMA: it is never adopted.
+DO $owner$
+DECLARE
+    me oid;
+    ns oid;
+    ns_owner oid;
+    bad text;
+    ext_procs oid[];
+    supers oid[];
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(7274243561983541);
+    -- The C extension (CREATE EXTENSION fence, superuser only) adds its
+    -- functions to this schema: members of extension "fence" owned by a
+    -- superuser are trusted (a superuser can do anything anyway).
+    SELECT COALESCE(pg_catalog.array_agg(d.objid), '{}') INTO ext_procs
+    FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+    WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.refclassid = 'pg_catalog.pg_extension'::regclass
+      AND d.deptype = 'e' AND e.extname = 'fence';
+    SELECT COALESCE(pg_catalog.array_agg(r.oid), '{}') INTO supers FROM pg_catalog.pg_roles r WHERE r.rolsuper;
+    SELECT r.oid INTO me FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+    SELECT n.oid, n.nspowner INTO ns, ns_owner FROM pg_catalog.pg_namespace n
+    WHERE n.nspname = 'fence';
+    IF ns IS NULL THEN
+        CREATE SCHEMA fence;
+        RETURN;
+    END IF;
+    IF ns_owner <> me THEN
+        RAISE EXCEPTION 'fence: schema "fence" is owned by role %, not by %, the role installing it; refusing to install into it',
+                pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(ns_owner)), pg_catalog.quote_ident(current_user)
+            USING ERRCODE = '42501',
+                  HINT = 'Run the install as the schema''s owner.  If that role is an application''s, the schema is not trustworthy: drop it (DROP SCHEMA fence CASCADE, after checking what it holds) and install again.';
+    END IF;
+
+    SELECT pg_catalog.string_agg(o.what, '; ' ORDER BY o.what) INTO bad FROM (
+        SELECT pg_catalog.format('relation %s owned by %I', c.oid::regclass,
+                                 pg_catalog.pg_get_userbyid(c.relowner)) AS what
+        FROM pg_catalog.pg_class c WHERE c.relnamespace = ns AND c.relowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('function %s owned by %I', p.oid::regprocedure,
+                                 pg_catalog.pg_get_userbyid(p.proowner))
+        FROM pg_catalog.pg_proc p WHERE p.pronamespace = ns AND p.proowner <> me
+          AND NOT (p.oid = ANY (ext_procs) AND p.proowner = ANY (supers))
+        UNION ALL
+        SELECT pg_catalog.format('type %s owned by %I', t.oid::regtype,
+                                 pg_catalog.pg_get_userbyid(t.typowner))
+        FROM pg_catalog.pg_type t WHERE t.typnamespace = ns AND t.typowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('operator %s owned by %I', o.oid::regoperator,
+                                 pg_catalog.pg_get_userbyid(o.oprowner))
+        FROM pg_catalog.pg_operator o WHERE o.oprnamespace = ns AND o.oprowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('collation %I owned by %I', co.collname,
+                                 pg_catalog.pg_get_userbyid(co.collowner))
+        FROM pg_catalog.pg_collation co WHERE co.collnamespace = ns AND co.collowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('conversion %I owned by %I', cv.conname,
+                                 pg_catalog.pg_get_userbyid(cv.conowner))
+        FROM pg_catalog.pg_conversion cv WHERE cv.connamespace = ns AND cv.conowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('operator class %I owned by %I', oc.opcname,
+                                 pg_catalog.pg_get_userbyid(oc.opcowner))
+        FROM pg_catalog.pg_opclass oc WHERE oc.opcnamespace = ns AND oc.opcowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('operator family %I owned by %I', f.opfname,
+                                 pg_catalog.pg_get_userbyid(f.opfowner))
+        FROM pg_catalog.pg_opfamily f WHERE f.opfnamespace = ns AND f.opfowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('statistics object %I owned by %I', s.stxname,
+                                 pg_catalog.pg_get_userbyid(s.stxowner))
+        FROM pg_catalog.pg_statistic_ext s WHERE s.stxnamespace = ns AND s.stxowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('text search configuration %I owned by %I', tc.cfgname,
+                                 pg_catalog.pg_get_userbyid(tc.cfgowner))
+        FROM pg_catalog.pg_ts_config tc WHERE tc.cfgnamespace = ns AND tc.cfgowner <> me
+        UNION ALL
+        SELECT pg_catalog.format('text search dictionary %I owned by %I', td.dictname,
+                                 pg_catalog.pg_get_userbyid(td.dictowner))
+        FROM pg_catalog.pg_ts_dict td WHERE td.dictnamespace = ns AND td.dictowner <> me
+        UNION ALL
+        -- Triggers on fence's tables may only call fence's own functions.
+        SELECT pg_catalog.format('trigger %I on %s calls %s', tg.tgname, tg.tgrelid::regclass,
+                                 tg.tgfoid::regprocedure)
+        FROM pg_catalog.pg_trigger tg
+        JOIN pg_catalog.pg_class c ON c.oid = tg.tgrelid
+        JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
+        WHERE c.relnamespace = ns AND NOT tg.tgisinternal
+          AND (p.pronamespace <> ns
+               OR (p.proowner <> me AND NOT (p.oid = ANY (ext_procs) AND p.proowner = ANY (supers))))
+        UNION ALL
+        SELECT pg_catalog.format('CREATE on schema fence granted to %s',
+                                 CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                                      ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END)
+        FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+        WHERE n.oid = ns AND a.grantee <> me AND a.privilege_type = 'CREATE'
+        UNION ALL
+        SELECT pg_catalog.format('%s on %s granted to %s', a.privilege_type, c.oid::regclass,
+                                 CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                                      ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END)
+        FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+        WHERE c.relnamespace = ns AND a.grantee <> me
+          AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'TRIGGER', 'REFERENCES')
+        UNION ALL
+        SELECT pg_catalog.format('%s (%I) on %s granted to %s', a.privilege_type, at.attname, c.oid::regclass,
+                                 CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                                      ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END)
+        FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_attribute at ON at.attrelid = c.oid,
+             pg_catalog.aclexplode(at.attacl) a
+        WHERE c.relnamespace = ns AND a.grantee <> me
+          AND a.privilege_type IN ('INSERT', 'UPDATE', 'REFERENCES')
+    ) o;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'fence: schema "fence" holds what other roles own or may change: %; refusing to install', bad
+            USING ERRCODE = '42501',
+                  HINT = 'Only the role that installs fence may own or change anything in schema "fence".  Drop or revoke these (after checking what they do), then install again.';
+    END IF;
+END
+$owner$;
+
+REVOKE ALL ON SCHEMA fence FROM PUBLIC;
+GRANT USAGE ON SCHEMA fence TO PUBLIC;
+
+-- Repair: fence never protects its own tables (protect() refuses them
+-- since version 4), but an older protect() did: a guard on fence.marks
+-- makes every fence.advance() without a token fail.  Drop fence's triggers
+-- from the tables of schema fence -- before this script writes to them --
+-- and the column protect() added, if it is not one of fence's own.
+DO $repair$
+DECLARE
+    r record;
+    col name;
+BEGIN
+    FOR r IN
+        SELECT t.tgrelid::regclass AS rel, t.tgname, t.tgargs
+        FROM pg_catalog.pg_trigger t
+        JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = 'fence'::regnamespace
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+        ORDER BY 1, 2
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', r.tgname, r.rel);
+        -- (This script runs with client_min_messages = warning.)
+        PERFORM pg_catalog.set_config('client_min_messages', 'notice', true);
+        RAISE NOTICE 'fence: dropped trigger % from %: fence''s own tables are never protected',
+                pg_catalog.quote_ident(r.tgname), r.rel;
+        IF r.tgname = 'zz_fence_guard_upd' AND position(pg_catalog.decode('00', 'hex') IN r.tgargs) > 1 THEN
+            col := pg_catalog.convert_from(pg_catalog.substring(r.tgargs, 1,
+                       position(pg_catalog.decode('00', 'hex') IN r.tgargs) - 1), 'UTF8');
+            IF col NOT IN ('resource', 'token', 'updated_at', 'holder', 'singleton', 'version', 'installed_at')
+               AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                           WHERE a.attrelid = r.rel AND a.attname = col AND NOT a.attisdropped) THEN
+                EXECUTE pg_catalog.format('ALTER TABLE %s DROP COLUMN %I', r.rel, col);
+                RAISE NOTICE 'fence: dropped column % that fence.protect() added to %',
+                        pg_catalog.quote_ident(col), r.rel;
+            ELSIF col IN ('token', 'version') THEN
+                EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', r.rel, col);
+            END IF;
+        END IF;
+        PERFORM pg_catalog.set_config('client_min_messages', 'warning', true);
+    END LOOP;
+END
+$repair$;
+
+-- ------------------------------------------------------------------
+-- Version
+-- ------------------------------------------------------------------
+
+CREATE TABLE IF NOT EXISTS fence.meta (
+    singleton boolean PRIMARY KEY DEFAULT true CONSTRAINT meta_singleton_check CHECK (singleton),
+    version integer NOT NULL,
+    installed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+REVOKE ALL ON fence.meta FROM PUBLIC;
+
+-- The version installed before this run (0: none) goes into the
+-- transaction-local setting fence.install_from for the steps below.
+DO $install$
+DECLARE
+    v integer;
+BEGIN
+    SELECT m.version INTO v FROM fence.meta m;
+    IF v > 4 THEN
+        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 4; refusing to downgrade', v;
+    END IF;
+    PERFORM pg_catalog.set_config('fence.install_from', COALESCE(v, 0)::text, true);
+END
+$install$;
+
+INSERT INTO fence.meta (version) VALUES (4)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version;
+
+-- The schema version of this install script.
+CREATE OR REPLACE FUNCTION fence.version() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT 4 $$;
+-- ------------------------------------------------------------------
+-- The writer's token
+-- ------------------------------------------------------------------
+
+-- The token of the current transaction, parsed strictly from the setting
+-- fence.token.  Raises 23Q02 when it is missing or malformed, or returns
+-- NULL for a missing one when missing_ok.  `what` names the object in the
+-- message.
+CREATE OR REPLACE FUNCTION fence.current_token(missing_ok boolean DEFAULT false,
+                                               what text DEFAULT 'this write')
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    raw text := pg_catalog.current_setting('fence.token', true);
+BEGIN
+    IF raw IS NULL OR raw = '' THEN
+        IF missing_ok THEN
+            RETURN NULL;
+        END IF;
+        RAISE EXCEPTION 'fence: no fencing token for %', what
+            USING ERRCODE = '23Q02',
+                  DETAIL = 'reason=missing',
+                  HINT = 'Set it in the writing transaction: SET LOCAL fence.token = <token>.';
+    END IF;
+    IF raw !~ '^[1-9][0-9]{0,18}$'
+       OR (pg_catalog.length(raw) = 19 AND raw COLLATE "C" > '9223372036854775807') THEN
+        RAISE EXCEPTION 'fence: malformed fencing token % for %',
+                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), what
+            USING ERRCODE = '23Q02',
+                  DETAIL = 'reason=malformed',
+                  HINT = 'fence.token must be a decimal integer 1..9223372036854775807, no sign, spaces or leading zeros.';
+    END IF;
+    RETURN raw::bigint;
+END
+$$;
+
+
+-- ------------------------------------------------------------------
+-- Per-resource high-water marks
+-- ------------------------------------------------------------------
+
+CREATE TABLE IF NOT EXISTS fence.marks (
+    resource text PRIMARY KEY
+        CONSTRAINT marks_resource_check
+        CHECK (pg_catalog.octet_length(resource) OPERATOR(pg_catalog.>=) 1
+               AND pg_catalog.octet_length(resource) OPERATOR(pg_catalog.<=) 512),
+    token bigint NOT NULL CONSTRAINT marks_token_check CHECK (token OPERATOR(pg_catalog.>) 0),
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+REVOKE ALL ON fence.marks FROM PUBLIC;
+-- Version 3: the holder that wrote the mark (NULL: none), added in place
+-- to the marks of versions 1 and 2 (which keep their tokens, no holder).
+ALTER TABLE fence.marks ADD COLUMN IF NOT EXISTS holder text
+    CONSTRAINT marks_holder_check
+    CHECK (holder OPERATOR(pg_catalog.~) '^[0-9a-f]{32}$');
+
+-- Version 1 did not pin search_path: a CHECK it created under a hostile
+-- one may call an operator or function from outside pg_catalog (those of
+-- pg_catalog are pinned and leave no pg_depend row).  Re-create those.
+DO $checks$
+DECLARE
+    con record;
+BEGIN
+    FOR con IN
+        SELECT DISTINCT c.conname, c.conrelid::regclass AS rel
+        FROM pg_catalog.pg_constraint c
+        JOIN pg_catalog.pg_depend d
+          ON d.classid = 'pg_catalog.pg_constraint'::regclass AND d.objid = c.oid
+        WHERE c.conrelid IN ('fence.marks'::regclass, 'fence.meta'::regclass)
+          AND c.contype = 'c'
+          AND c.conname IN ('marks_resource_check', 'marks_token_check', 'marks_holder_check',
+                            'meta_singleton_check')
+          AND d.refclassid IN ('pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_proc'::regclass,
+                               'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass)
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', con.rel, con.conname);
+        EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT %I CHECK (%s)', con.rel, con.conname,
+            CASE con.conname
+                WHEN 'marks_resource_check' THEN
+                    'pg_catalog.octet_length(resource) OPERATOR(pg_catalog.>=) 1'
+                    ' AND pg_catalog.octet_length(resource) OPERATOR(pg_catalog.<=) 512'
+                WHEN 'marks_token_check' THEN 'token OPERATOR(pg_catalog.>) 0'
+                WHEN 'marks_holder_check' THEN
+                    'holder OPERATOR(pg_catalog.~) ''^[0-9a-f]{32}$'''
+                WHEN 'meta_singleton_check' THEN 'singleton'
+            END);
+        RAISE WARNING 'fence: re-created constraint % on %: it was bound to an operator or function outside pg_catalog',
+                con.conname, con.rel;
+    END LOOP;
+END
+$checks$;
+-- Refuses lowering, renaming and deleting a mark, and changing its holder
+-- without raising its token (even by its owner).  BEFORE UPDATE it admits
+-- a raise (or the same token and holder) itself, without a WHEN clause
+-- (PostgreSQL prepares a WHEN clause once per statement, which cost more
+-- than this function).  Every operator is schema-qualified: it runs inside
+-- fence.advance(), which no longer pins search_path (see there).
+CREATE OR REPLACE FUNCTION fence.marks_guard() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+        IF NEW.resource OPERATOR(pg_catalog.=) OLD.resource
+           AND (NEW.token OPERATOR(pg_catalog.>) OLD.token
+                OR (NEW.token OPERATOR(pg_catalog.=) OLD.token
+                    AND COALESCE(NEW.holder, '') OPERATOR(pg_catalog.=) COALESCE(OLD.holder, ''))) THEN
+            RETURN NEW;
+        END IF;
+        RAISE EXCEPTION 'fence: high-water mark of resource % cannot be lowered (% to %) or renamed, nor its holder changed at the same token',
+                pg_catalog.quote_ident(OLD.resource), OLD.token, NEW.token
+            USING ERRCODE = '23Q03';
+    END IF;
+    IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
+        RAISE EXCEPTION 'fence: fence.marks cannot be truncated: high-water marks are never deleted'
+            USING ERRCODE = '23Q03';
+    END IF;
+    RAISE EXCEPTION 'fence: high-water mark of resource % cannot be deleted',
+            pg_catalog.quote_ident(OLD.resource)
+        USING ERRCODE = '23Q03';
+END
+$$;
+REVOKE ALL ON FUNCTION fence.marks_guard() FROM PUBLIC;
+
+DROP TRIGGER IF EXISTS marks_no_lowering ON fence.marks;
+CREATE TRIGGER marks_no_lowering BEFORE UPDATE ON fence.marks
+    FOR EACH ROW EXECUTE FUNCTION fence.marks_guard();
+DROP TRIGGER IF EXISTS marks_no_delete ON fence.marks;
+CREATE TRIGGER marks_no_delete BEFORE DELETE ON fence.marks
+    FOR EACH ROW EXECUTE FUNCTION fence.marks_guard();
+DROP TRIGGER IF EXISTS marks_no_truncate ON fence.marks;
+CREATE TRIGGER marks_no_truncate BEFORE TRUNCATE ON fence.marks
+    FOR EACH STATEMENT EXECUTE FUNCTION fence.marks_guard();
+
+-- Raise RESOURCE's high-water mark to TOKEN, recording the writer's holder
+-- (the setting fence.holder), or raise 23Q01 when the mark is higher, or
+-- equal but recorded for a different holder (a repeated token).  The
+-- mark's row stays locked until the transaction ends (SELECT ... FOR
+-- UPDATE, or INSERT ... ON CONFLICT DO UPDATE, which locks the row even
+-- when its WHERE is false), so the writes that follow in the same
+-- transaction cannot be overtaken by a writer with a lower token.  Returns
+-- the mark (= TOKEN).
+-- SECURITY DEFINER without SET search_path (version 4): a pinned
+-- search_path costs a configuration save/restore on every call.  Instead
+-- nothing in it depends on the caller's search_path: every relation,
+-- function, type and operator is schema-qualified (OPERATOR(pg_catalog.x),
+-- no IS DISTINCT FROM / BETWEEN / IN, which look operators up), and the
+-- hot path -- the mark exists and is not raised -- is one statement.
+CREATE OR REPLACE FUNCTION fence.advance(resource text, token bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+AS $$
+#variable_conflict use_column
+DECLARE
+    seen pg_catalog.int8;
+    seen_holder pg_catalog.text;
+    writer pg_catalog.text;
+BEGIN
+    -- The common case, the mark exists: lock its row and read it in one
+    -- statement (FOR UPDATE waits for a concurrent writer and then sees
+    -- its committed mark).  No mark can have an invalid name (CHECK), so
+    -- checking the arguments can wait until the slow path.
+    SELECT m.token, m.holder, pg_catalog.current_setting('fence.holder', true)
+    INTO seen, seen_holder, writer
+    FROM fence.marks m WHERE m.resource OPERATOR(pg_catalog.=) advance.resource FOR UPDATE;
+    -- The hot path, one expression (PL/pgSQL prepares each once per
+    -- transaction): the holder writes again with the mark's token.  A
+    -- malformed fence.holder never equals a recorded (valid) one, nor
+    -- '' (none) unless it is ''.
+    IF FOUND AND seen OPERATOR(pg_catalog.=) advance.token
+       AND COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '') THEN
+        RETURN seen;
+    END IF;
+
+    IF advance.resource IS NULL OR pg_catalog.octet_length(advance.resource) OPERATOR(pg_catalog.<) 1
+       OR pg_catalog.octet_length(advance.resource) OPERATOR(pg_catalog.>) 512 THEN
+        RAISE EXCEPTION 'fence: resource name must be 1..512 bytes, got %',
+                COALESCE(pg_catalog.octet_length(advance.resource)::pg_catalog.text OPERATOR(pg_catalog.||) ' bytes', 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF advance.token IS NULL OR advance.token OPERATOR(pg_catalog.<=) 0 THEN
+        RAISE EXCEPTION 'fence: no valid fencing token for resource %: % (tokens are 1..9223372036854775807)',
+                pg_catalog.quote_ident(advance.resource), COALESCE(advance.token::pg_catalog.text, 'NULL')
+            USING ERRCODE = '23Q02',
+                  DETAIL = CASE WHEN advance.token IS NULL THEN 'reason=missing' ELSE 'reason=malformed' END;
+    END IF;
+    -- The writer's holder: unset or '' is none; anything but 32 lowercase
+    -- hex digits fails closed.
+    writer := pg_catalog.current_setting('fence.holder', true);
+    IF writer OPERATOR(pg_catalog.=) '' THEN
+        writer := NULL;
+    ELSIF writer OPERATOR(pg_catalog.!~) '^[0-9a-f]{32}$' THEN
+        RAISE EXCEPTION 'fence: malformed holder % in fence.holder for resource %',
+                pg_catalog.quote_literal(pg_catalog.left(writer, 40)), pg_catalog.quote_ident(advance.resource)
+            USING ERRCODE = '23Q02',
+                  DETAIL = 'reason=malformed setting=fence.holder',
+                  HINT = 'fence.holder must be the lease''s holder id, 32 lowercase hex digits, or empty for none.';
+    END IF;
+
+    IF seen IS NULL THEN
+        -- A new resource, possibly created concurrently: ON CONFLICT waits
+        -- for the other inserter and then locks its row (even when its
+        -- WHERE is false).
+        INSERT INTO fence.marks AS m (resource, token, holder)
+        VALUES (advance.resource, advance.token, writer)
+        ON CONFLICT (resource) DO UPDATE
+            SET token = EXCLUDED.token, holder = EXCLUDED.holder, updated_at = pg_catalog.now()
+            WHERE m.token OPERATOR(pg_catalog.<) EXCLUDED.token;
+        IF FOUND THEN
+            RETURN advance.token;
+        END IF;
+        SELECT m.token, m.holder INTO seen, seen_holder
+        FROM fence.marks m WHERE m.resource OPERATOR(pg_catalog.=) advance.resource;
+    END IF;
+    IF seen OPERATOR(pg_catalog.>) advance.token THEN
+        RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %)',
+                advance.token, pg_catalog.quote_ident(advance.resource), seen
+            USING ERRCODE = '23Q01',
+                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s reason=older%s',
+                                             advance.token, seen, advance.resource,
+                                             ' holder=' OPERATOR(pg_catalog.||) seen_holder);
+    END IF;
+    IF seen OPERATOR(pg_catalog.<) advance.token THEN
+        UPDATE fence.marks m SET token = advance.token, holder = writer, updated_at = pg_catalog.now()
+        WHERE m.resource OPERATOR(pg_catalog.=) advance.resource;
+        RETURN advance.token;
+    END IF;
+    IF COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '') THEN
+        RETURN advance.token;
+    END IF;
+    RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %, recorded for a different holder)',
+            advance.token, pg_catalog.quote_ident(advance.resource), seen
+        USING ERRCODE = '23Q01',
+              DETAIL = pg_catalog.format('offered=%s highest=%s kind=resource object=%s reason=repeat%s',
+                                         advance.token, seen, advance.resource,
+                                         ' holder=' OPERATOR(pg_catalog.||) seen_holder),
+              HINT = 'The token was issued twice (e.g. after a Redis failover); only the holder it was recorded for may repeat it.  Acquire the lease again for a higher token.';
+END
+$$;
+
+-- The high-water mark of RESOURCE (0 when it has none).
+CREATE OR REPLACE FUNCTION fence.mark(resource text) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE((SELECT m.token FROM fence.marks m WHERE m.resource = $1), 0)
+$$;
+
+-- The holder recorded with RESOURCE's mark (NULL when it has none, or no
+-- mark).
+CREATE OR REPLACE FUNCTION fence.mark_holder(resource text) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.holder FROM fence.marks m WHERE m.resource = $1
+$$;
+
+
+-- ------------------------------------------------------------------
+-- Per-row mode, version 3's generic functions
+-- ------------------------------------------------------------------
+
+-- Kept for tables still protected by version 3 (implementation 'generic':
+-- their triggers have WHEN clauses and call these), which the upgrade
+-- could not protect again; fence.protect() no longer uses them.
+-- BEFORE row trigger of protected tables: checks the writer's token
+-- against the row's stamp and stamps the row.  TG_ARGV[0]: the token
+-- column; TG_ARGV[1]: 'strict' or 'permissive'.  Runs with the writer's
+-- rights and needs none; everything is schema-qualified instead of pinning
+-- search_path, which would cost a configuration save/restore per row.
+CREATE OR REPLACE FUNCTION fence.row_guard() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    col text := TG_ARGV[0];
+    raw text := pg_catalog.current_setting('fence.token', true);
+    obj text := pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME);
+    tok bigint;
+    seen bigint;
+BEGIN
+    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
+        IF TG_ARGV[1] OPERATOR(pg_catalog.<>) 'permissive' THEN
+            RAISE EXCEPTION 'fence: no fencing token for % on %', TG_OP, obj
+                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
+                      HINT = 'Set it in the writing transaction: SET LOCAL fence.token = <token>.',
+                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
+        END IF;
+    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
+          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
+              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+        RAISE EXCEPTION 'fence: malformed fencing token % for % on %',
+                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
+                  HINT = 'fence.token must be a decimal integer 1..9223372036854775807, no sign, spaces or leading zeros.',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
+    ELSE
+        tok := raw::pg_catalog.int8;
+    END IF;
+
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+        RETURN pg_catalog.jsonb_populate_record(NEW,
+                   pg_catalog.jsonb_build_object(col, COALESCE(tok, 0)));
+    END IF;
+
+    seen := COALESCE((pg_catalog.to_jsonb(OLD) OPERATOR(pg_catalog.->>) col)::pg_catalog.int8, 0);
+    IF tok OPERATOR(pg_catalog.<) seen THEN
+        RAISE EXCEPTION 'fence: stale token % for % (highest seen %)', tok, obj, seen
+            USING ERRCODE = '23Q01',
+                  DETAIL = pg_catalog.format('offered=%s highest=%s kind=table object=%s reason=older', tok, seen, obj),
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN pg_catalog.jsonb_populate_record(NEW,
+               pg_catalog.jsonb_build_object(col, COALESCE(tok, seen)));
+END
+$$;
+
+-- AFTER INSERT/UPDATE row trigger of protected tables: the row as finally
+-- written must carry the stamp row_guard gave it -- the writer's token, or
+-- with no token in permissive mode the kept stamp (OLD's on UPDATE, 0 on
+-- INSERT).  A BEFORE trigger that fires after zz_fence_guard_* and
+-- rewrites the column would otherwise switch fencing off (e.g. stamp 0,
+-- after which any token passes).  Raises 23Q03.  Only runs when its WHEN
+-- clause finds the final stamp is not exactly the writer's token.
+CREATE OR REPLACE FUNCTION fence.row_check() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    col text := TG_ARGV[0];
+    raw text := pg_catalog.current_setting('fence.token', true);
+    obj text := pg_catalog.quote_ident(TG_TABLE_SCHEMA) || '.' || pg_catalog.quote_ident(TG_TABLE_NAME);
+    written bigint := (pg_catalog.to_jsonb(NEW) OPERATOR(pg_catalog.->>) col)::pg_catalog.int8;
+    want bigint;
+BEGIN
+    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
+        IF TG_ARGV[1] OPERATOR(pg_catalog.<>) 'permissive' THEN
+            RAISE EXCEPTION 'fence: no fencing token for % on % (fence.token was cleared during the statement)', TG_OP, obj
+                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
+                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
+        END IF;
+        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+            want := 0;
+        ELSE
+            want := COALESCE((pg_catalog.to_jsonb(OLD) OPERATOR(pg_catalog.->>) col)::pg_catalog.int8, 0);
+        END IF;
+    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
+          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
+              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+        RAISE EXCEPTION 'fence: malformed fencing token % for % on %',
+                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
+    ELSE
+        want := raw::pg_catalog.int8;
+    END IF;
+    IF written IS NULL OR written OPERATOR(pg_catalog.<>) want THEN
+        RAISE EXCEPTION 'fence: % of % was rewritten after the fencing check (% written, % expected) on %',
+                pg_catalog.quote_ident(col), obj, COALESCE(written::pg_catalog.text, 'NULL'), want, TG_OP
+            USING ERRCODE = '23Q03',
+                  DETAIL = pg_catalog.format('written=%s expected=%s kind=table object=%s',
+                                             COALESCE(written::pg_catalog.text, 'NULL'), want, obj),
+                  HINT = 'A BEFORE trigger that fires after zz_fence_guard_* (triggers fire in name order) writes the token column; it must not.',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = col;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Statement trigger refusing TRUNCATE of a protected table.
+CREATE OR REPLACE FUNCTION fence.refuse_truncate() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    RAISE EXCEPTION 'fence: TRUNCATE of %.% is refused: it is fenced (fence.unprotect() it first)',
+            pg_catalog.quote_ident(TG_TABLE_SCHEMA), pg_catalog.quote_ident(TG_TABLE_NAME)
+        USING ERRCODE = '23Q03', SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME;
+END
+$$;
+
+-- Any table owner may attach the trigger functions (CREATE TRIGGER needs
+-- EXECUTE on them); a trigger function cannot be called directly.
+GRANT EXECUTE ON FUNCTION fence.row_guard() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.row_check() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.refuse_truncate() TO PUBLIC;
+
+-- ------------------------------------------------------------------
+-- Per-row mode, version 4: trigger functions generated per table
+-- ------------------------------------------------------------------
+
+-- The body of a table's generated BEFORE guard, a format() template:
+-- %1$s the token column as an identifier, always double-quoted (see
+-- fence.write_functions), %2$L its name as a literal, %3$s 'true' in
+-- permissive mode, else 'false'.  The column is read and written directly
+-- (OLD.col, NEW.col := tok) and no WHEN clause is involved: the hot path
+-- -- the row already carries exactly the writer's token and the column is
+-- not written -- is one expression and RETURN.  The setting's text equal to
+-- the stamp's canonical text, with the stamp > 0, holds only for a valid
+-- token equal to the stamp.  Runs with the writer's rights and needs none;
+-- every operator is schema-qualified instead of pinning search_path (a
+-- configuration save/restore per row).  Table and schema names are read
+-- at run time (TG_TABLE_*), so a renamed table is named right.
+CREATE OR REPLACE FUNCTION fence.guard_template() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $template$ SELECT $body$
+DECLARE
+    raw pg_catalog.text;
+    tok pg_catalog.int8;
+BEGIN
+    -- The hot path, UPDATE, in one expression: PL/pgSQL prepares each
+    -- expression once per transaction, so every one costs.  (INSERT: OLD
+    -- is NULL; DELETE: NEW is; a comparison with NULL is not true.)
+    IF pg_catalog.current_setting('fence.token', true) OPERATOR(pg_catalog.=) OLD.%1$s::pg_catalog.text
+       AND NEW.%1$s OPERATOR(pg_catalog.=) OLD.%1$s
+       AND OLD.%1$s OPERATOR(pg_catalog.>) 0 THEN
+        RETURN NEW;
+    END IF;
+    raw := pg_catalog.current_setting('fence.token', true);
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE'
+       AND raw OPERATOR(pg_catalog.=) OLD.%1$s::pg_catalog.text AND OLD.%1$s OPERATOR(pg_catalog.>) 0 THEN
+        RETURN OLD;
+    END IF;
+
+    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
+        IF NOT %3$s THEN
+            RAISE EXCEPTION 'fence: no fencing token for %% on %%', TG_OP,
+                    pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                        OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)
+                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
+                      HINT = 'Set it in the writing transaction: SET LOCAL fence.token = <token>.',
+                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+        END IF;
+        -- Permissive mode, no token: keep the stamp (a new row gets 0).
+        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+            NEW.%1$s := 0;
+            RETURN NEW;
+        ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+            RETURN OLD;
+        END IF;
+        NEW.%1$s := OLD.%1$s;
+        RETURN NEW;
+    END IF;
+    IF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
+       OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
+           AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+        RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
+                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP,
+                pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                    OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
+                  HINT = 'fence.token must be a decimal integer 1..9223372036854775807, no sign, spaces or leading zeros.',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    END IF;
+    tok := raw::pg_catalog.int8;
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+        NEW.%1$s := tok;
+        RETURN NEW;
+    END IF;
+    IF tok OPERATOR(pg_catalog.<) OLD.%1$s THEN
+        RAISE EXCEPTION 'fence: stale token %% for %% (highest seen %%)', tok,
+                pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                    OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME),
+                OLD.%1$s
+            USING ERRCODE = '23Q01',
+                  DETAIL = pg_catalog.format('offered=%%s highest=%%s kind=table object=%%s reason=older',
+                                             tok, OLD.%1$s,
+                                             pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+                                                 OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME)),
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    NEW.%1$s := tok;
+    RETURN NEW;
+END
+$body$ $template$;
+
+-- The body of a table's generated AFTER check (same placeholders): the row
+-- as finally written must carry the stamp the guard gave it -- the
+-- writer's token, or with no token in permissive mode the kept stamp
+-- (OLD's on UPDATE, 0 on INSERT).  Raises 23Q03.  Only attached when a
+-- BEFORE row trigger fires after the guard (see fence.add_checks).
+CREATE OR REPLACE FUNCTION fence.check_template() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $template$ SELECT $body$
+DECLARE
+    raw pg_catalog.text := pg_catalog.current_setting('fence.token', true);
+    want pg_catalog.int8;
+    obj pg_catalog.text;
+BEGIN
+    -- The guard refused anything but a valid token (or none, permissive).
+    IF raw OPERATOR(pg_catalog.=) NEW.%1$s::pg_catalog.text THEN
+        RETURN NULL;
+    END IF;
+    obj := pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
+               OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME);
+    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
+        IF NOT %3$s THEN
+            RAISE EXCEPTION 'fence: no fencing token for %% on %% (fence.token was cleared during the statement)', TG_OP, obj
+                USING ERRCODE = '23Q02', DETAIL = 'reason=missing',
+                      SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+        END IF;
+        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+            want := 0;
+        ELSE
+            want := COALESCE(OLD.%1$s, 0);
+        END IF;
+    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
+          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
+              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+        RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
+                pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
+            USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    ELSE
+        want := raw::pg_catalog.int8;
+    END IF;
+    IF NEW.%1$s IS NULL OR NEW.%1$s OPERATOR(pg_catalog.<>) want THEN
+        RAISE EXCEPTION 'fence: %% of %% was rewritten after the fencing check (%% written, %% expected) on %%',
+                pg_catalog.quote_ident(%2$L), obj, COALESCE(NEW.%1$s::pg_catalog.text, 'NULL'), want, TG_OP
+            USING ERRCODE = '23Q03',
+                  DETAIL = pg_catalog.format('written=%%s expected=%%s kind=table object=%%s',
+                                             COALESCE(NEW.%1$s::pg_catalog.text, 'NULL'), want, obj),
+                  HINT = 'A BEFORE trigger that fires after zz_fence_guard_* (triggers fire in name order) writes the token column; it must not.',
+                  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME, COLUMN = %2$L;
+    END IF;
+    RETURN NULL;
+END
+$body$ $template$;
+REVOKE ALL ON FUNCTION fence.guard_template() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.check_template() FROM PUBLIC;
+
+-- Refuse (22023) to protect a table of a schema fence must never guard:
+-- its own (a guard on fence.marks would make every fence.advance without a
+-- token fail), and the system's.
+CREATE OR REPLACE FUNCTION fence.refuse_schema(tbl regclass) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    nsp name;
+BEGIN
+    SELECT n.nspname INTO nsp FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF nsp IN ('fence', 'pg_catalog', 'information_schema') OR nsp LIKE 'pg\_toast%' THEN
+        RAISE EXCEPTION 'fence: % is in schema %: fence never protects the tables of schemas fence, pg_catalog, information_schema and pg_toast',
+                tbl, pg_catalog.quote_ident(nsp)
+            USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.refuse_schema(regclass) TO PUBLIC;
+
+-- What each generated function pair bakes in: guard function FN (its check
+-- is 'check_' || substr(fn, 7)), the table it was generated for, its token
+-- column and mode.  Written only by SECURITY DEFINER code (generate(),
+-- drop_orphans(), through write_functions) and by this script; nobody
+-- else may write it (the install refuses such grants).  The install's
+-- refresh and fence.protected read column and mode from here, never from
+-- trigger arguments (any table owner may attach a generated function to
+-- its own table with any arguments).
+CREATE TABLE IF NOT EXISTS fence.generated (
+    fn name PRIMARY KEY,
+    tbl oid NOT NULL,
+    col name NOT NULL,
+    mode text NOT NULL CONSTRAINT generated_mode_check
+        CHECK (mode OPERATOR(pg_catalog.=) 'strict' OR mode OPERATOR(pg_catalog.=) 'permissive')
+);
+REVOKE ALL ON fence.generated FROM PUBLIC;
+
+-- Functions generated before the registry existed: registered from what
+-- the installer alone wrote (their COMMENT: column and mode) when the
+-- table whose oid they are named after calls them; the others are left
+-- unregistered (not refreshed, not listed in fence.protected: run
+-- fence.protect() on their table again).
+INSERT INTO fence.generated (fn, tbl, col, mode)
+SELECT p.proname, t.tgrelid, x.col, x.m[2]
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_trigger t
+  ON t.tgfoid OPERATOR(pg_catalog.=) p.oid AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
+ AND t.tgrelid::pg_catalog.text OPERATOR(pg_catalog.=) (pg_catalog.regexp_match(p.proname, '^guard_([0-9]+)'))[1],
+     LATERAL (SELECT pg_catalog.regexp_match(pg_catalog.obj_description(p.oid, 'pg_proc'),
+                  '^fence: BEFORE row guard of .*, column ("(?:[^"]|"")*"|[^",]+), (strict|permissive) \(generated by fence\.protect\)$') AS m) r,
+     LATERAL (SELECT r.m, CASE WHEN pg_catalog.left(r.m[1], 1) OPERATOR(pg_catalog.=) '"'
+                               THEN pg_catalog.replace(pg_catalog.substr(r.m[1], 2, pg_catalog.length(r.m[1]) OPERATOR(pg_catalog.-) 2), '""', '"')
+                               ELSE r.m[1] END::name AS col) x
+WHERE p.pronamespace OPERATOR(pg_catalog.=) 'fence'::regnamespace
+  AND p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$'
+  AND r.m IS NOT NULL
+ON CONFLICT (fn) DO NOTHING;
+
+-- Write (CREATE OR REPLACE) TBL's guard and check functions, named GNAME
+-- and CNAME in schema fence, from the templates, for token column COL and
+-- the mode.  Internal: generate() calls it after its checks, and the
+-- install re-writes the functions of every table protected 'plpgsql', so
+-- that a newer template reaches them.
+CREATE OR REPLACE FUNCTION fence.write_functions(tbl regclass, col name, permissive boolean,
+                                                 gname text, cname text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- Always quoted: format('%I') leaves a non-reserved SQL keyword bare,
+    -- and PL/pgSQL reads some of those (by, alias, ...) as its own keywords
+    -- after "OLD.", so OLD.by is not the column.
+    qcol text := '"' OPERATOR(pg_catalog.||) pg_catalog.replace(col, '"', '""') OPERATOR(pg_catalog.||) '"';
+BEGIN
+    EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION fence.%I() RETURNS trigger LANGUAGE plpgsql AS %L',
+                              gname, pg_catalog.format(fence.guard_template(), qcol, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
+    EXECUTE pg_catalog.format('CREATE OR REPLACE FUNCTION fence.%I() RETURNS trigger LANGUAGE plpgsql AS %L',
+                              cname, pg_catalog.format(fence.check_template(), qcol, col, CASE WHEN permissive THEN 'true' ELSE 'false' END));
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION fence.%I() IS %L', gname,
+                              pg_catalog.format('fence: BEFORE row guard of %s, column %I, %s (generated by fence.protect)',
+                                                tbl, col, CASE WHEN permissive THEN 'permissive' ELSE 'strict' END));
+    EXECUTE pg_catalog.format('COMMENT ON FUNCTION fence.%I() IS %L', cname,
+                              pg_catalog.format('fence: AFTER row check of %s, column %I, %s (generated by fence.protect)',
+                                                tbl, col, CASE WHEN permissive THEN 'permissive' ELSE 'strict' END));
+    -- Trigger functions cannot be called directly; any table owner's
+    -- CREATE TRIGGER needs EXECUTE.
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fence.%I() TO PUBLIC', gname);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fence.%I() TO PUBLIC', cname);
+    -- What they bake in, for generate() and the install to compare with.
+    INSERT INTO fence.generated AS g (fn, tbl, col, mode)
+    VALUES (gname, tbl, col, CASE WHEN permissive THEN 'permissive' ELSE 'strict' END)
+    ON CONFLICT (fn) DO UPDATE SET tbl = EXCLUDED.tbl, col = EXCLUDED.col, mode = EXCLUDED.mode;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.write_functions(regclass, name, boolean, text, text) FROM PUBLIC;
+
+-- Generate (or replace) TBL's guard and check functions for token column
+-- COL and mode: fence.guard_<oid>() and fence.check_<oid>() (a suffix
+-- _<n> when that name is taken by another table's triggers, e.g. after a
+-- restore reused an oid).  Returns their quoted, qualified names.  SECURITY
+-- DEFINER because only the installer may create functions in schema fence;
+-- it takes no code, only a table, a column name (quoted with %I/%L) and a
+-- mode.  It never changes what a function in use does: it creates the
+-- pair when absent, replaces it when fence.generated records exactly this
+-- table, column and mode (an idempotent refresh), or when no trigger uses
+-- either function; anything else is refused (42501).  So whoever calls it
+-- -- in whatever context: another role's SECURITY DEFINER function, an
+-- index expression run by ANALYZE, VACUUM, CREATE INDEX or REFRESH as the
+-- table's owner while session_user is someone else -- cannot change a
+-- protected table's column or mode.  fence.protect() drops the table's
+-- triggers (which only its owner may) before calling it, which is how an
+-- owner changes column or mode.  It also refuses a session whose
+-- session_user may not act as TBL's owner (not the protection, only a
+-- first filter).
+CREATE OR REPLACE FUNCTION fence.generate(tbl regclass, col name, permissive boolean,
+                                          OUT guard_fn text, OUT check_fn text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    owner oid;
+    n integer := 0;
+    gname text;
+    cname text;
+    want text := CASE WHEN permissive THEN 'permissive' ELSE 'strict' END;
+    reg record;
+BEGIN
+    IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
+        RAISE EXCEPTION 'fence: generate: table, column and mode must not be NULL or empty'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT c.relowner INTO owner FROM pg_catalog.pg_class c WHERE c.oid = tbl AND c.relkind = 'r';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fence: % is not an ordinary table', tbl USING ERRCODE = '22023';
+    END IF;
+    PERFORM fence.refuse_schema(tbl);
+    IF NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
+        RAISE EXCEPTION 'fence: only the owner of % may generate its trigger functions', tbl
+            USING ERRCODE = '42501';
+    END IF;
+    -- One generate() at a time: the checks below hold until commit.
+    LOCK TABLE fence.generated IN SHARE ROW EXCLUSIVE MODE;
+    LOOP
+        gname := 'guard_' || tbl::oid || CASE WHEN n > 0 THEN '_' || n ELSE '' END;
+        cname := 'check_' || tbl::oid || CASE WHEN n > 0 THEN '_' || n ELSE '' END;
+        EXIT WHEN NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_trigger t
+            JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+            WHERE p.pronamespace = 'fence'::regnamespace AND p.proname IN (gname, cname)
+              AND t.tgrelid <> tbl);
+        n := n + 1;
+    END LOOP;
+    -- Never change what a function in use does.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+               WHERE p.pronamespace = 'fence'::regnamespace AND p.proname IN (gname, cname)) THEN
+        SELECT g.tbl, g.col, g.mode INTO reg FROM fence.generated g WHERE g.fn = gname;
+        IF NOT (FOUND AND reg.tbl = tbl::oid AND reg.col = col AND reg.mode = want)
+           AND EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                       JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+                       WHERE p.pronamespace = 'fence'::regnamespace AND p.proname IN (gname, cname)) THEN
+            RAISE EXCEPTION 'fence: generate: fence.%() is in use by triggers with another column or mode; refusing to change it',
+                    gname
+                USING ERRCODE = '42501',
+                      HINT = pg_catalog.format('Only fence.protect() by the owner of %s (which drops its triggers first) changes its column or mode.', tbl);
+        END IF;
+    END IF;
+    PERFORM fence.write_functions(tbl, col, permissive, gname, cname);
+    guard_fn := 'fence.' || pg_catalog.quote_ident(gname);
+    check_fn := 'fence.' || pg_catalog.quote_ident(cname);
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.generate(regclass, name, boolean) TO PUBLIC;
+
+-- Drop the generated functions no trigger uses any more (their table was
+-- unprotected, dropped, or protected by another implementation): a pair
+-- guard_X / check_X when neither is used.  Anyone
+-- may run it: it drops nothing in use.
+CREATE OR REPLACE FUNCTION fence.drop_orphans() RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f regprocedure;
+    dropped integer := 0;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'fence'::regnamespace
+          AND p.proname ~ '^(guard|check)_[0-9]+(_[0-9]+)?$'
+          AND p.prorettype = 'pg_catalog.trigger'::regtype AND p.pronargs = 0
+          -- guard_X and check_X go together: both unused
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          JOIN pg_catalog.pg_proc q ON q.oid = t.tgfoid
+                          WHERE q.pronamespace = p.pronamespace
+                            AND q.proname IN ('guard_' || pg_catalog.substr(p.proname, 7),
+                                              'check_' || pg_catalog.substr(p.proname, 7)))
+    LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS %s', f);
+            dropped := dropped + 1;
+        EXCEPTION WHEN dependent_objects_still_exist OR undefined_function THEN
+            NULL;  -- attached or dropped concurrently
+        END;
+    END LOOP;
+    -- The registry keeps only functions that exist.
+    DELETE FROM fence.generated g
+    WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                      WHERE p.pronamespace = 'fence'::regnamespace AND p.proname = g.fn);
+    RETURN dropped;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.drop_orphans() TO PUBLIC;
+
+-- Protected tables: their token column and mode ('strict' or
+-- 'permissive'), the implementation of their guard ('plpgsql': generated
+-- functions; 'c': the C extension's fence.c_guard; 'generic': version 3's
+-- fence.row_guard with WHEN clauses), whether a BEFORE row trigger fires
+-- after the guard (check_needed: it could rewrite the token column), and
+-- whether every AFTER check that needs is in place (check_present; true
+-- when none is needed).  check_needed AND NOT check_present: re-run
+-- fence.protect() on that table.
+-- Column and mode: for generated functions ('plpgsql') what fence.generated
+-- records they bake in, and only on the table they were generated for (a
+-- trigger of another table calling them is not listed); for the C and
+-- generic guards, which read their trigger's arguments, those arguments
+-- (a trigger without both is not listed).
+CREATE OR REPLACE VIEW fence.protected AS
+SELECT t.tgrelid::regclass AS tbl,
+       a.col,
+       a.mode,
+       CASE p.proname WHEN 'row_guard' THEN 'generic' WHEN 'c_guard' THEN 'c' ELSE 'plpgsql' END AS implementation,
+       (l.ins OR l.upd) AS check_needed,
+       ((NOT l.ins OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
+                              WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
+                                AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_ins'))
+        AND (NOT l.upd OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
+                                  WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
+                                    AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_upd'))) AS check_present
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
+     LATERAL (SELECT position(pg_catalog.decode('00', 'hex') IN t.tgargs) AS nul) z,
+     LATERAL (SELECT g.col, g.mode FROM fence.generated g
+              WHERE p.proname OPERATOR(pg_catalog.~) '^guard_'
+                AND g.fn OPERATOR(pg_catalog.=) p.proname
+                -- (a table restored by pg_dump has a new oid: the registry's
+                -- is then no table's)
+                AND (g.tbl OPERATOR(pg_catalog.=) t.tgrelid
+                     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class k WHERE k.oid OPERATOR(pg_catalog.=) g.tbl))
+              UNION ALL
+              SELECT pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')::name,
+                     pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.nul OPERATOR(pg_catalog.+) 1,
+                                               pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.-) z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')
+              WHERE p.proname OPERATOR(pg_catalog.!~) '^guard_'
+                AND z.nul OPERATOR(pg_catalog.>) 1
+                AND pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.>) (z.nul OPERATOR(pg_catalog.+) 1)) a,
+     -- BEFORE row triggers (not INSTEAD OF) that fire after the guard of
+     -- INSERT / of UPDATE: name order, byte-wise.  Disabled ones count
+     -- too (they can be enabled).
+     LATERAL (SELECT COALESCE(pg_catalog.bool_or(b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 4 OPERATOR(pg_catalog.<>) 0
+                                                 AND b.tgname COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) 'zz_fence_guard_ins'), false) AS ins,
+                     COALESCE(pg_catalog.bool_or(b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 16 OPERATOR(pg_catalog.<>) 0
+                                                 AND b.tgname COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) 'zz_fence_guard_upd'), false) AS upd
+              FROM pg_catalog.pg_trigger b
+              WHERE b.tgrelid OPERATOR(pg_catalog.=) t.tgrelid AND NOT b.tgisinternal
+                AND b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 67 OPERATOR(pg_catalog.=) 3
+                AND b.tgname OPERATOR(pg_catalog.<>) ALL ('{zz_fence_guard_ins,zz_fence_guard_upd,zz_fence_guard_del}'::pg_catalog.name[])) l
+WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
+  AND p.pronamespace OPERATOR(pg_catalog.=) 'fence'::regnamespace
+  AND (p.proname OPERATOR(pg_catalog.=) ANY ('{row_guard,c_guard}'::pg_catalog.name[])
+       OR p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$');
+REVOKE ALL ON fence.protected FROM PUBLIC;
+GRANT SELECT ON fence.protected TO PUBLIC;
+
+-- Attach TBL's AFTER checks (zz_fence_check_ins / _upd) where a BEFORE row
+-- trigger fires after its guard and the check is missing; never removes
+-- one (protect() starts afresh).  Runs with the caller's rights (the
+-- table's owner in protect(), the installer in the event trigger below).
+CREATE OR REPLACE FUNCTION fence.add_checks(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p record;
+    fn text;
+    need_ins boolean;
+    need_upd boolean;
+BEGIN
+    SELECT pr.col, pr.mode, pr.implementation, g.proname INTO p
+    FROM fence.protected pr
+    JOIN pg_catalog.pg_trigger t ON t.tgrelid = pr.tbl AND t.tgname = 'zz_fence_guard_upd'
+    JOIN pg_catalog.pg_proc g ON g.oid = t.tgfoid
+    WHERE pr.tbl = add_checks.tbl;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    fn := CASE p.implementation
+              WHEN 'generic' THEN 'fence.row_check'
+              WHEN 'c' THEN 'fence.c_check'
+              ELSE 'fence.' || pg_catalog.quote_ident(pg_catalog.regexp_replace(p.proname, '^guard_', 'check_'))
+          END;
+    SELECT pg_catalog.bool_or(b.tgtype::integer & 4 <> 0 AND b.tgname COLLATE "C" > 'zz_fence_guard_ins'),
+           pg_catalog.bool_or(b.tgtype::integer & 16 <> 0 AND b.tgname COLLATE "C" > 'zz_fence_guard_upd')
+    INTO need_ins, need_upd
+    FROM pg_catalog.pg_trigger b
+    WHERE b.tgrelid = tbl AND NOT b.tgisinternal AND b.tgtype::integer & 67 = 3
+      AND b.tgname NOT IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del');
+    -- Each existence test right before its CREATE: the CREATE fires the
+    -- event trigger, which may have added the other one.
+    IF need_ins AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                                WHERE t.tgrelid = tbl AND t.tgname = 'zz_fence_check_ins') THEN
+        EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_check_ins AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                                  tbl, fn, p.col, p.mode);
+    END IF;
+    IF need_upd AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                                WHERE t.tgrelid = tbl AND t.tgname = 'zz_fence_check_upd') THEN
+        EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_check_upd AFTER UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                                  tbl, fn, p.col, p.mode);
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.add_checks(regclass) TO PUBLIC;
+
+-- Drop fence's triggers from TBL (no error when there are none) and the
+-- generated functions nothing uses any more.
+CREATE OR REPLACE FUNCTION fence.unprotect(tbl regclass) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    trig text;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'fence: unprotect: table is NULL' USING ERRCODE = '22023';
+    END IF;
+    FOR trig IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = tbl
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig, tbl);
+    END LOOP;
+    PERFORM fence.drop_orphans();
+END
+$$;
+REVOKE ALL ON FUNCTION fence.unprotect(regclass) FROM PUBLIC;
+
+-- Protect TBL: make COL (default fence_token) a bigint NOT NULL DEFAULT 0
+-- stamp column (adding it, or converting an existing integer column and
+-- its NULLs), and install the triggers of the chosen implementation: 'c'
+-- when the C extension is installed (fence.c_guard() exists), else
+-- 'plpgsql'; the four-argument form forces one.  Run again to change the
+-- mode or the implementation, or after renaming the column.  Needs only
+-- EXECUTE on this function (and ownership of TBL).  The body is shared by
+-- both signatures (written once below): the four-argument one is a new
+-- function, so that a GRANT on the three-argument one keeps working alone.
+DO $protect$
+DECLARE
+    body CONSTANT text := $body$
+DECLARE
+    kind "char";
+    att record;
+    trig record;
+    children text;
+    mode text := CASE WHEN permissive THEN 'permissive' ELSE 'strict' END;
+    have_c boolean := pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL;
+    fns record;
+    guard_fn text;
+BEGIN
+    IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
+        RAISE EXCEPTION 'fence: protect: table, column and mode must not be NULL or empty'
+            USING ERRCODE = '22023';
+    END IF;
+    IF use_impl IS NULL THEN
+        use_impl := CASE WHEN have_c THEN 'c' ELSE 'plpgsql' END;
+    ELSIF use_impl NOT IN ('c', 'plpgsql') THEN
+        RAISE EXCEPTION 'fence: protect: implementation must be ''c'' or ''plpgsql'', got %',
+                COALESCE(pg_catalog.quote_literal(use_impl), 'NULL')
+            USING ERRCODE = '22023';
+    ELSIF use_impl = 'c' AND NOT have_c THEN
+        RAISE EXCEPTION 'fence: protect: implementation ''c'' needs the C extension (CREATE EXTENSION fence), which is not installed in this database'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM fence.refuse_schema(tbl);
+    SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = tbl;
+    IF kind IS DISTINCT FROM 'r' THEN
+        RAISE EXCEPTION 'fence: % is not an ordinary table (partitioned tables, views and foreign tables are not supported; protect each partition)', tbl
+            USING ERRCODE = '22023';
+    END IF;
+    -- Fails unless the caller may change the table; holds it until commit
+    -- (so no child can be attached while we look).
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    -- Row triggers fire on the table a row is in: writes through TBL to
+    -- its children's rows would not be checked.
+    SELECT pg_catalog.string_agg(i.inhrelid::regclass::text, ', ' ORDER BY i.inhrelid::regclass::text)
+    INTO children FROM pg_catalog.pg_inherits i WHERE i.inhparent = tbl;
+    IF children IS NOT NULL THEN
+        RAISE EXCEPTION 'fence: % has inheritance children (%): fencing covers only the rows of the protected table itself, so writes through % to its children''s rows would go unchecked',
+                tbl, children, tbl
+            USING ERRCODE = '22023',
+                  HINT = 'Protect each child table instead, and do not write through the parent.';
+    END IF;
+
+    FOR trig IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = tbl
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig.tgname, tbl);
+    END LOOP;
+
+    SELECT a.atttypid, a.attnotnull, a.attidentity, a.attgenerated INTO att
+    FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN %I bigint NOT NULL DEFAULT 0', tbl, col);
+    ELSE
+        IF att.attidentity <> '' OR att.attgenerated <> '' THEN
+            RAISE EXCEPTION 'fence: column % of % is an identity or generated column', pg_catalog.quote_ident(col), tbl
+                USING ERRCODE = '22023';
+        END IF;
+        IF att.atttypid NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) THEN
+            RAISE EXCEPTION 'fence: column % of % has type %; a token column must be smallint, integer or bigint',
+                    pg_catalog.quote_ident(col), tbl, att.atttypid::regtype
+                USING ERRCODE = '22023';
+        END IF;
+        IF att.atttypid <> 'int8'::regtype THEN
+            EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint USING COALESCE(%I, 0)',
+                                      tbl, col, col);
+        ELSIF NOT att.attnotnull THEN
+            EXECUTE pg_catalog.format('UPDATE %s SET %I = 0 WHERE %I IS NULL', tbl, col, col);
+        END IF;
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT 0, ALTER COLUMN %I SET NOT NULL',
+                                  tbl, col, col);
+    END IF;
+
+    IF use_impl = 'plpgsql' THEN
+        SELECT * INTO fns FROM fence.generate(tbl, col, permissive);
+        guard_fn := fns.guard_fn;
+    ELSE
+        guard_fn := 'fence.c_guard';
+    END IF;
+    -- No WHEN clauses: the guard does its own fast path.  The arguments
+    -- (column, mode) are what fence.protected shows; the C guard reads
+    -- them, the generated functions have them baked in.
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_del BEFORE DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fence.refuse_truncate()',
+                              tbl);
+    -- The AFTER checks only where a later BEFORE trigger could rewrite the
+    -- column: on the hot path of every other table they cost nothing.
+    PERFORM fence.add_checks(tbl);
+    PERFORM fence.drop_orphans();
+
+    -- What could still undo the check: BEFORE triggers that fire after
+    -- fence's guard (name order), and roles other than the owner that may
+    -- add such triggers.
+    FOR trig IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = tbl AND NOT t.tgisinternal
+          AND t.tgtype::integer & 67 = 3  -- ROW | BEFORE, not INSTEAD
+          AND ((t.tgtype::integer & 4 <> 0 AND t.tgname COLLATE pg_catalog."C" > 'zz_fence_guard_ins')
+               OR (t.tgtype::integer & 16 <> 0 AND t.tgname COLLATE pg_catalog."C" > 'zz_fence_guard_upd'))
+          AND t.tgname NOT IN ('zz_fence_guard_ins', 'zz_fence_guard_upd')
+        ORDER BY 1
+    LOOP
+        RAISE WARNING 'fence: trigger % on % fires after fence''s check (triggers fire in name order): if it writes %, those writes are refused (23Q03)',
+                pg_catalog.quote_ident(trig.tgname), tbl, pg_catalog.quote_ident(col);
+    END LOOP;
+    FOR trig IN
+        SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                        ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END AS who
+        FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+        WHERE c.oid = tbl AND a.grantee <> c.relowner AND a.privilege_type = 'TRIGGER'
+        ORDER BY 1
+    LOOP
+        RAISE WARNING 'fence: role % holds TRIGGER on %: it can add triggers that run in every writer''s transaction and switch fencing off (REVOKE TRIGGER ON % FROM %)',
+                trig.who, tbl, tbl, trig.who;
+    END LOOP;
+END
+$body$;
+BEGIN
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name DEFAULT %L, permissive boolean DEFAULT false)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'fence_token', 'DECLARE use_impl text := NULL;' || body);
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name, permissive boolean, impl text)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'DECLARE use_impl text := COALESCE(impl, ''NULL'');' || body);
+END
+$protect$;
+REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean, text) FROM PUBLIC;
+
+-- Switch a protected table between 'strict' and 'permissive' (migration)
+-- mode, keeping its column and implementation.  Calls protect(): needs
+-- EXECUTE on both (and on the four-argument protect() when the table's
+-- implementation is not the one protect() picks by default).
+CREATE OR REPLACE FUNCTION fence.set_mode(tbl regclass, mode text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c name;
+    impl text;
+    default_impl text;
+BEGIN
+    IF tbl IS NULL OR mode IS NULL OR mode NOT IN ('strict', 'permissive') THEN
+        RAISE EXCEPTION 'fence: set_mode: mode must be ''strict'' or ''permissive'', got %',
+                COALESCE(pg_catalog.quote_literal(mode), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT p.col, p.implementation INTO c, impl FROM fence.protected p WHERE p.tbl = set_mode.tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fence: % is not protected (use fence.protect())', tbl USING ERRCODE = '22023';
+    END IF;
+    default_impl := 'plpgsql';
+    IF pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL THEN
+        default_impl := 'c';
+    END IF;
+    IF impl = 'generic' OR impl = default_impl THEN
+        PERFORM fence.protect(tbl, c, mode = 'permissive');
+    ELSE
+        PERFORM fence.protect(tbl, c, mode = 'permissive', impl);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.set_mode(regclass, text) FROM PUBLIC;
+
+-- The event trigger's function: after CREATE TRIGGER, ALTER TRIGGER
+-- (rename) and ALTER TABLE (ENABLE TRIGGER, ...) on a protected table,
+-- attach the AFTER checks a later BEFORE trigger now needs.  SECURITY
+-- DEFINER (the installer, a superuser: event triggers need one) so that it
+-- may do so on any table, whoever ran the command; it only ever adds
+-- fence's own checks.  A failure fails the command: closed, not open.
+CREATE OR REPLACE FUNCTION fence.on_ddl() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel regclass;
+BEGIN
+    FOR rel IN
+        SELECT DISTINCT pr.tbl
+        FROM pg_catalog.pg_event_trigger_ddl_commands() d
+        JOIN fence.protected pr
+          ON pr.tbl::oid = CASE WHEN d.classid = 'pg_catalog.pg_trigger'::regclass
+                                THEN (SELECT t.tgrelid FROM pg_catalog.pg_trigger t WHERE t.oid = d.objid)
+                                WHEN d.classid = 'pg_catalog.pg_class'::regclass THEN d.objid END
+        WHERE NOT pr.check_present
+    LOOP
+        PERFORM fence.add_checks(rel);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.on_ddl() FROM PUBLIC;
+
+DO $event$
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+        DROP EVENT TRIGGER IF EXISTS fence_later_triggers;
+        CREATE EVENT TRIGGER fence_later_triggers ON ddl_command_end
+            WHEN TAG IN ('CREATE TRIGGER', 'ALTER TRIGGER', 'ALTER TABLE')
+            EXECUTE FUNCTION fence.on_ddl();
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger e
+                      WHERE e.evtname = 'fence_later_triggers' AND e.evtenabled <> 'D') THEN
+        RAISE WARNING 'fence: installed by %, not a superuser: no event trigger watches for BEFORE triggers created later on protected tables',
+                pg_catalog.quote_ident(current_user)
+            USING HINT = 'A BEFORE row trigger that sorts after zz_fence_guard_* and is created after fence.protect() is not checked until fence.protect() runs again on its table (SELECT * FROM fence.protected WHERE check_needed AND NOT check_present).  A superuser may re-run this script to add the event trigger.';
+    END IF;
+END
+$event$;
+
+-- ------------------------------------------------------------------
+-- What applications may call
+-- ------------------------------------------------------------------
+
+REVOKE ALL ON FUNCTION fence.mark(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.mark_holder(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.current_token(boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.version() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.mark(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.mark_holder(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.current_token(boolean, text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.version() TO PUBLIC;
+-- advance() only on a fresh install, so that an operator's REVOKE (see
+-- the top) survives re-installs.
+DO $grant$
+BEGIN
+    IF pg_catalog.current_setting('fence.install_from') = '0' THEN
+        REVOKE ALL ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO PUBLIC;
+    END IF;
+END
+$grant$;
+
+
+-- One call to restrict fence.advance() to ROLE: grants it EXECUTE on
+-- fence.advance (and on fence.mark, mark_holder, current_token and
+-- version where PUBLIC has lost it, and USAGE on the schema likewise),
+-- then revokes EXECUTE on fence.advance from PUBLIC (unless revoke_public
+-- is false).  Idempotent; call it once per application role.  Only the
+-- owner of schema fence (the installer) may run it.  Re-installing keeps
+-- what it did (advance() is granted to PUBLIC only on a fresh install).
+CREATE OR REPLACE FUNCTION fence.grant(role regrole, revoke_public boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f regprocedure;
+BEGIN
+    IF role IS NULL OR revoke_public IS NULL THEN
+        RAISE EXCEPTION 'fence: grant: role and revoke_public must not be NULL' USING ERRCODE = '22023';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(current_user,
+                                  (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'fence'),
+                                  'USAGE') THEN
+        RAISE EXCEPTION 'fence: grant: only the owner of schema fence (the role that installed it) may grant fence.advance(), not %',
+                pg_catalog.quote_ident(current_user)
+            USING ERRCODE = '42501';
+    END IF;
+    IF NOT pg_catalog.has_schema_privilege('public', 'fence', 'USAGE') THEN
+        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA fence TO %s', role);
+    END IF;
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO %s', role);
+    FOREACH f IN ARRAY ARRAY['fence.mark(text)', 'fence.mark_holder(text)',
+                             'fence.current_token(boolean, text)', 'fence.version()']::regprocedure[]
+    LOOP
+        IF NOT pg_catalog.has_function_privilege('public', f, 'EXECUTE') THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f, role);
+        END IF;
+    END LOOP;
+    IF revoke_public THEN
+        REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.grant(regrole, boolean) FROM PUBLIC;
+
+-- ------------------------------------------------------------------
+-- Upgrade: tables protected by an older version get the current triggers
+-- ------------------------------------------------------------------
+
+-- Tables still on version 3's generic functions (WHEN clauses, or version
+-- 1's without the AFTER checks) are protected again with the default
+-- implementation when the installer may; a WARNING names the others (the
+-- generic functions stay for them: they keep working as before).
+DO $upgrade$
+DECLARE
+    p record;
+BEGIN
+    FOR p IN
+        SELECT pr.tbl, pr.col, pr.mode FROM fence.protected pr
+        WHERE pr.implementation = 'generic'
+        ORDER BY pr.tbl::text
+    LOOP
+        BEGIN
+            PERFORM fence.protect(p.tbl, p.col, p.mode = 'permissive');
+        EXCEPTION WHEN insufficient_privilege OR invalid_parameter_value THEN
+            RAISE WARNING 'fence: % keeps the triggers of an older version, without the generated guards of version 4: %',
+                    p.tbl, SQLERRM
+                USING HINT = pg_catalog.format('As its owner: SELECT fence.protect(%L, %L, permissive => %s);',
+                                               p.tbl::text, p.col,
+                                               CASE WHEN p.mode = 'permissive' THEN 'true' ELSE 'false' END);
+        END;
+    END LOOP;
+    -- Tables protected 'plpgsql': their functions from this version's
+    -- templates (the names, column and mode stay).
+    -- Column and mode from fence.generated (what the functions bake in),
+    -- never from trigger arguments: any table owner may attach a generated
+    -- function to its own table, with any arguments.
+    PERFORM fence.drop_orphans();
+    FOR p IN
+        SELECT g.tbl, g.col, g.mode, g.fn
+        FROM fence.generated g
+        WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_proc q
+                      WHERE q.pronamespace = 'fence'::regnamespace AND q.proname = g.fn)
+        ORDER BY g.fn
+    LOOP
+        PERFORM fence.write_functions(p.tbl::regclass, p.col, p.mode = 'permissive', p.fn,
+                                      'check_' || pg_catalog.substr(p.fn, 7));
+    END LOOP;
+END
+$upgrade$;
+
+-- fence.token and fence.holder set for whole sessions by ALTER ROLE /
+-- ALTER DATABASE ... SET (or left in the installing session): every
+-- transaction of those sessions would carry that token.  PL/pgSQL cannot
+-- tell a session-level SET from SET LOCAL at write time (the C extension
+-- can, and refuses it); this is the one place SQL can see it.
+DO $session$
+DECLARE
+    s record;
+BEGIN
+    FOR s IN
+        SELECT CASE WHEN d.setrole = 0 THEN 'every role' ELSE 'role ' || pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(d.setrole)) END
+               || CASE WHEN d.setdatabase = 0 THEN ' in every database'
+                       ELSE ' in database ' || pg_catalog.quote_ident(db.datname) END AS who,
+               pg_catalog.split_part(cfg, '=', 1) AS name
+        FROM pg_catalog.pg_db_role_setting d
+        LEFT JOIN pg_catalog.pg_database db ON db.oid = d.setdatabase,
+             pg_catalog.unnest(d.setconfig) cfg
+        WHERE cfg ~ '^fence\.(token|holder)='
+        ORDER BY 1, 2
+    LOOP
+        RAISE WARNING 'fence: % is set for % (ALTER ROLE/DATABASE ... SET): every transaction of those sessions carries it',
+                s.name, s.who
+            USING HINT = 'Remove it (ALTER ROLE/DATABASE ... RESET): set fence.token per transaction, with SET LOCAL or set_config(..., true).';
+    END LOOP;
+    IF COALESCE(pg_catalog.current_setting('fence.token', true), '') <> '' THEN
+        RAISE WARNING 'fence: fence.token is set for this whole session (%): every later transaction of it carries that token',
+                pg_catalog.quote_literal(pg_catalog.left(pg_catalog.current_setting('fence.token', true), 40))
+            USING HINT = 'RESET fence.token; set it per transaction, with SET LOCAL or set_config(..., true).';
+    END IF;
+END
+$session$;
+
+COMMIT;
