@@ -14,3 +14,17 @@
 DROP FUNCTION fence.c_send(text, text);
 DROP FUNCTION fence.c_stamp(bigint, bigint, oid, smallint, boolean, "char");
 DROP FUNCTION fence.c_restoring();
+
+-- Rebind the guard, check and c_advance to 1.4's symbols (CREATE OR
+-- REPLACE keeps each function, so every trigger stays): a backend still
+-- running the older fence.so has no such symbol and refuses the write
+-- (42883) instead of applying the older rule.
+CREATE OR REPLACE FUNCTION fence.c_guard() RETURNS trigger
+AS 'MODULE_PATHNAME', 'fence_c_guard_v2'
+LANGUAGE C;
+CREATE OR REPLACE FUNCTION fence.c_check() RETURNS trigger
+AS 'MODULE_PATHNAME', 'fence_c_check_v2'
+LANGUAGE C;
+CREATE OR REPLACE FUNCTION fence.c_advance(resource text, token bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'fence_c_advance_v2'
+LANGUAGE C VOLATILE;

@@ -16,6 +16,10 @@
 --                      errors and locking; EXECUTE on fence.advance needed
 --   fence.c_version()  the module's interface revision (2: tokens bound to
 --                      their transaction by fence.use_token())
+-- The guard, check and c_advance are bound to the module's symbols
+-- fence_c_*_v2, which no module before 1.4 has: a backend still running an
+-- older fence.so (loaded before the package was upgraded) fails their
+-- calls (42883) rather than apply the older rule.
 -- DROP EXTENSION fence fails while tables are protected with them (their
 -- triggers depend on the functions): re-protect those tables with
 -- fence.protect(tbl, col, permissive, 'plpgsql') first, or drop with
@@ -24,11 +28,11 @@
 \echo Use "CREATE EXTENSION fence" to load this file. \quit
 
 CREATE FUNCTION fence.c_guard() RETURNS trigger
-AS 'MODULE_PATHNAME', 'fence_c_guard'
+AS 'MODULE_PATHNAME', 'fence_c_guard_v2'
 LANGUAGE C;
 
 CREATE FUNCTION fence.c_check() RETURNS trigger
-AS 'MODULE_PATHNAME', 'fence_c_check'
+AS 'MODULE_PATHNAME', 'fence_c_check_v2'
 LANGUAGE C;
 
 CREATE FUNCTION fence.c_version() RETURNS integer
@@ -36,7 +40,7 @@ AS 'MODULE_PATHNAME', 'fence_c_version'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE FUNCTION fence.c_advance(resource text, token bigint) RETURNS bigint
-AS 'MODULE_PATHNAME', 'fence_c_advance'
+AS 'MODULE_PATHNAME', 'fence_c_advance_v2'
 LANGUAGE C VOLATILE;
 
 -- Any table owner may attach the trigger functions (CREATE TRIGGER needs

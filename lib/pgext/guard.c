@@ -90,3 +90,16 @@ Datum fence_c_guard(PG_FUNCTION_ARGS)
     }
     return PointerGetDatum(stamped(td, t, td->tg_newtuple, have ? tok : seen));
 }
+
+/* The same function under the symbol extension 1.4's catalog names
+ * (fence--1.4.sql and every update to 1.4): a backend still running an
+ * older fence.so, loaded before the package was upgraded, has no such
+ * symbol, so its writes fail (42883) instead of applying the older rule.
+ * The old symbol stays for a catalog not yet updated (the new rule under
+ * either name). */
+PG_FUNCTION_INFO_V1(fence_c_guard_v2);
+
+Datum fence_c_guard_v2(PG_FUNCTION_ARGS)
+{
+    return fence_c_guard(fcinfo);
+}

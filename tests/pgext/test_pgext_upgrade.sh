@@ -51,10 +51,11 @@
 #      by that holder, a SET LOCAL holder unbound, for fence.advance and
 #      fence.c_advance.
 #   From 1.1 the server restarts only after the upgrade, and a session
-#   opened before the swap shows why it must: PostgreSQL never unloads a
-#   library, so that session still runs 1.1's guard (c_version 1), which
-#   refuses stale tokens but admits SET LOCAL fence.token without
-#   use_token, until it ends.
+#   opened before the swap shows what happens without one: PostgreSQL
+#   never unloads a library, so that session still runs 1.1's module
+#   (c_version 1); 1.4's catalog binds the guard, check and c_advance to
+#   symbols only 1.4's module has, so its writes fail (42883) instead of
+#   being judged by 1.1's rule, until it ends.
 # And once, without the extension: fence.sql 4 to 5 keeps tables protected
 # 'plpgsql' by the real version 4 enforcing (their generated functions are
 # written again from version 5's templates), the schema as a fresh 5's.
@@ -600,16 +601,19 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
   esac
   if [ $kept = 1 ]; then
     # The session that loaded the old module keeps it (PostgreSQL never
-    # unloads a library; it finds "fence" loaded by name): after the whole
-    # upgrade it still runs 1.1's guard, which admits SET LOCAL
-    # fence.token without use_token (and refuses stale and session-level
-    # tokens as 1.1 did).  Hence: restart, or recycle every session.
+    # unloads a library; it finds "fence" loaded by name), but 1.4's
+    # catalog binds the guard, check and c_advance to the symbols
+    # fence_c_*_v2, which no older module has: its writes are refused
+    # (42883), never judged by 1.1's rule (which admitted SET LOCAL
+    # fence.token without use_token).  Restart, or recycle every session.
     old_expect "$v after, in the session kept open: the old module still runs (c_version 1)" \
       "SELECT fence.c_version();" 1
-    old_expect "$v after, in the session kept open: the old way is still admitted there" \
-      "$(w_old 7 "$(upd c_lock 1 lock_version)")" 7
-    old_expect "$v after, in the session kept open: a stale token is refused there" \
-      "$(w_old 6 "$(upd c_lock 1 lock_version)")" "ERROR:  23Q01"
+    old_expect "$v after, in the session kept open: the old way is refused there (no such symbol)" \
+      "$(w_old 7 "$(upd c_lock 1 lock_version)")" "ERROR:  42883"
+    old_expect "$v after, in the session kept open: use_token's token is refused there too" \
+      "$(w_use 9 "$(upd c_lock 1 lock_version)")" "ERROR:  42883"
+    old_expect "$v after, in the session kept open: fence.c_advance is refused there" \
+      "SELECT fence.c_advance('kept', 99);" "ERROR:  42883"
     old_close
     if restart_pg; then ok "$v: the server restarts"; else nok "$v: the server restarts"; stop_pg; return; fi
     expect_ok "$v after the restart: every session runs the new module" "$db" "SELECT fence.c_version();" 2
