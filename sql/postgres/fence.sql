@@ -51,7 +51,8 @@
 -- tables (protect('fence.marks') made every fence.advance() without a
 -- token fail) are dropped with a NOTICE, with the column they added.
 -- Constraints of fence.marks bound to operators outside pg_catalog are
--- re-created.
+-- re-created.  A fence.generated that keys tables by raw oid (earlier
+-- installs) is converted to regclass in place (see there).
 --
 -- The writer's token
 --     The token is read from the transaction-local setting fence.token:
@@ -992,15 +993,59 @@ GRANT EXECUTE ON FUNCTION fence.refuse_schema(regclass) TO PUBLIC;
 -- else may write it (the install refuses such grants).  The install's
 -- refresh and fence.protected read column and mode from here, never from
 -- trigger arguments (any table owner may attach a generated function to
--- its own table with any arguments).
+-- its own table with any arguments).  The table is a regclass, which
+-- pg_dump writes as its name: a restore into another cluster, where the
+-- table gets another oid, keeps the row pointing at it.
 CREATE TABLE IF NOT EXISTS fence.generated (
     fn name PRIMARY KEY,
-    tbl oid NOT NULL,
+    tbl regclass NOT NULL,
     col name NOT NULL,
     mode text NOT NULL CONSTRAINT generated_mode_check
         CHECK (mode OPERATOR(pg_catalog.=) 'strict' OR mode OPERATOR(pg_catalog.=) 'permissive')
 );
 REVOKE ALL ON fence.generated FROM PUBLIC;
+
+-- Earlier installs kept the table as a raw oid, which a dump keeps as a
+-- number: restored into another cluster it names no table, or another
+-- relation.  Converted in place (the oids of this database stay right);
+-- a row whose table does not call its function while exactly one table's
+-- zz_fence_guard_upd does -- a database restored from such a dump -- is
+-- pointed at that table.  fence.protected reads the column: it is
+-- emptied for the conversion (its real body comes below, in this same
+-- transaction).
+DO $generated$
+DECLARE
+    cols text;
+BEGIN
+    IF (SELECT a.atttypid FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = 'fence.generated'::regclass AND a.attname = 'tbl') = 'pg_catalog.oid'::regtype THEN
+        -- (Its columns as they are, types and collations: CREATE OR
+        -- REPLACE VIEW keeps them.  The event trigger reads the view on
+        -- the ALTER TABLE below.)
+        SELECT pg_catalog.string_agg(pg_catalog.format('NULL::%s%s AS %I',
+                                                       pg_catalog.format_type(a.atttypid, a.atttypmod),
+                                                       CASE WHEN a.attcollation <> 0
+                                                            THEN ' COLLATE ' || a.attcollation::regcollation::text END,
+                                                       a.attname),
+                                     ', ' ORDER BY a.attnum)
+        INTO cols
+        FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = pg_catalog.to_regclass('fence.protected') AND a.attnum > 0 AND NOT a.attisdropped;
+        IF cols IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE OR REPLACE VIEW fence.protected AS SELECT %s WHERE false', cols);
+        END IF;
+        ALTER TABLE fence.generated ALTER COLUMN tbl TYPE regclass USING tbl::regclass;
+        UPDATE fence.generated g SET tbl = u.tgrelid
+        FROM (SELECT p.proname, pg_catalog.min(t.tgrelid) AS tgrelid
+              FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+              WHERE t.tgname = 'zz_fence_guard_upd' AND p.pronamespace = 'fence'::regnamespace
+              GROUP BY p.proname HAVING pg_catalog.count(DISTINCT t.tgrelid) = 1) u
+        WHERE u.proname = g.fn
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+                          WHERE t.tgrelid = g.tbl AND p.pronamespace = 'fence'::regnamespace AND p.proname = g.fn);
+    END IF;
+END
+$generated$;
 
 -- Functions generated before the registry existed: registered from what
 -- the installer alone wrote (their COMMENT: column and mode) when the
@@ -1210,10 +1255,7 @@ JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
      LATERAL (SELECT g.col, g.mode FROM fence.generated g
               WHERE p.proname OPERATOR(pg_catalog.~) '^guard_'
                 AND g.fn OPERATOR(pg_catalog.=) p.proname
-                -- (a table restored by pg_dump has a new oid: the registry's
-                -- is then no table's)
-                AND (g.tbl OPERATOR(pg_catalog.=) t.tgrelid
-                     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class k WHERE k.oid OPERATOR(pg_catalog.=) g.tbl))
+                AND g.tbl::pg_catalog.oid OPERATOR(pg_catalog.=) t.tgrelid
               UNION ALL
               SELECT pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')::name,
                      pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.nul OPERATOR(pg_catalog.+) 1,

@@ -35,3 +35,4 @@ PG_TESTS += test_pg_admin
 PGUTIL_OBJ += $(B)/tests/pg/sql_v3_embed.o
 $(eval $(call embed_rule,$(B)/tests/pg/sql_v3_embed.c,pgtest__sql_,tests/pg/fence_v3.sql))
 PG_TESTS += test_pg_race
+PG_TESTS += test_pg_restore
