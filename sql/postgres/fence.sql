@@ -31,8 +31,9 @@
 -- rights, or drop the guards.  The script pins its own search_path
 -- (pg_catalog, pg_temp), so the caller's search_path cannot bind anything
 -- it creates to a user-writable schema.  A superuser installer also gets
--- the event trigger fence_later_triggers (see "The AFTER check"); any
--- other installer is WARNed that there is none.
+-- the event triggers fence_later_triggers (see "The AFTER check") and
+-- fence_dropped_tables (a dropped table leaves fence.tables at once); any
+-- other installer is WARNed that there are none.
 --
 -- Upgrading from version 1, 2 or 3: run this script; it upgrades in place.
 -- From 1 or 2, fence.marks gains the column holder (ACCESS EXCLUSIVE lock
@@ -53,6 +54,8 @@
 -- Constraints of fence.marks bound to operators outside pg_catalog are
 -- re-created.  A fence.generated that keys tables by raw oid (earlier
 -- installs) is converted to regclass in place (see there).
+-- Every install also protects again each table fence.tables records whose
+-- guard is not whole (fence.verify(); see "Dump and restore" below).
 --
 -- The writer's token
 --     The token is read from the transaction-local setting fence.token:
@@ -162,6 +165,25 @@
 --   implementation ('plpgsql' | 'c' | 'generic'), check_needed (a later
 --   BEFORE row trigger exists), check_present (every AFTER check needed is
 --   in place; true when none is).
+--   fence.tables records what should be guarded: every table protect()
+--   left protected (tbl regclass, col, mode, implementation), written by
+--   protect(), move_guard(), set_mode() and unprotect() (through
+--   fence.record_table()), SELECT to PUBLIC.  Drop a table's protection
+--   with unprotect(), not by dropping its triggers: the install puts them
+--   back.
+--   SELECT * FROM fence.verify() lists the recorded tables whose guard is
+--   not whole -- missing, disabled (ALTER TABLE ... DISABLE TRIGGER, ENABLE
+--   REPLICA TRIGGER), a zz_fence_guard_* trigger missing or not fence's, a
+--   needed AFTER check missing -- one row per fault: tbl, col, mode,
+--   implementation (as recorded), reason.  A deploy goes live only when
+--       SELECT count(*) FROM fence.verify();
+--   is 0.  It takes no arguments, reads only fence.tables, fence.protected
+--   and the catalogs with the caller's rights, and is EXECUTE to PUBLIC.
+--   The repair is this script: run again, it protects each listed table
+--   again (same column and stamps, mode and implementation; the portable
+--   guard, with a WARNING, where the table was 'c' and the extension is
+--   missing), and WARNs about those it cannot (not the owner, the recorded
+--   column renamed since).
 --   protect/unprotect/set_mode run with the caller's rights (the caller must
 --   own the table); EXECUTE on them is not granted to PUBLIC.  To let a
 --   table owner that is not the installer protect its tables:
@@ -170,9 +192,9 @@
 --   four-argument protect only to choose the implementation).  The trigger
 --   functions (generated ones included) are EXECUTE to PUBLIC so that
 --   CREATE TRIGGER works for any table owner; a trigger function cannot be
---   called directly.  So are generate(), add_checks(), drop_orphans() and
---   refuse_schema(), which protect() calls with the caller's rights: each
---   checks what it needs itself.
+--   called directly.  So are generate(), add_checks(), drop_orphans(),
+--   refuse_schema() and record_table(), which protect() calls with the
+--   caller's rights: each checks what it needs itself.
 --
 -- Per-resource mode: SELECT fence.advance('jobs/42', 34);
 --     In the writer's transaction, atomically raises the resource's
@@ -194,6 +216,15 @@
 --     Rows: the per-row triggers compare tokens only, so a repeated token
 --     passes them.  For repeat-proof fencing of rows, advance a resource in
 --     the same transaction (fence_pg_set_token does both in one round trip).
+--
+-- Dump and restore (docs/postgres.md, "Dump and restore", has the recipes):
+--   fence.tables and fence.generated name their tables by regclass, which
+--   pg_dump writes as the name, so a restore into another cluster (other
+--   oids) keeps them right; restore them with the tables they name.  After
+--   any restore run this script again and check that fence.verify() is
+--   empty: a table restored without its guard (protected 'c' where the
+--   extension is missing: pg_restore fails on CREATE EXTENSION and on the
+--   C triggers) is protected again by the install.
 --
 -- Errors (SQLSTATE):
 --   23Q01  stale token.  Message: "fence: stale token 33 for public.orders
@@ -221,9 +252,11 @@
 --          rewritten after the check by a later BEFORE trigger (DETAIL:
 --          written=N expected=M kind=table object=...).
 --   22023  bad argument to a fence function (NULL, empty or oversized name,
---          a table that cannot be protected, an unknown implementation).
+--          a table that cannot be protected, an unknown implementation,
+--          fence.record_table() of NULL or of no existing table).
 --   42501  install: schema "fence" or something in it belongs to another
---          role; fence.grant() or fence.generate() by a role that may not.
+--          role; fence.grant(), fence.generate() or fence.record_table()
+--          by a role that may not.
 --
 -- Security model and its limits:
 --   * fence.marks is writable only through fence.advance() (SECURITY
@@ -231,8 +264,9 @@
 --     configuration save/restore on every call): every relation, function,
 --     type and operator in it, and in the marks' trigger function, is
 --     schema-qualified instead.  Only advance(), mark(), mark_holder(),
---     current_token(), version(), the trigger functions, the helpers named
---     above and the fence.protected view are granted to PUBLIC.  Disabling
+--     current_token(), version(), verify(), the trigger functions, the
+--     helpers named above, the fence.protected view and SELECT on
+--     fence.tables are granted to PUBLIC.  Disabling
 --     or dropping the triggers needs ownership of the table.
 --   * Tokens are self-declared.  The check stops a stale but honest writer
 --     (a paused or partitioned lease holder); it does not stop a hostile
@@ -1047,6 +1081,29 @@ BEGIN
 END
 $generated$;
 
+-- The tables fence protects, as fence.protect() left them: table, token
+-- column, mode and implementation ('plpgsql' or 'c').  Written by
+-- fence.record_table() (which protect(), move_guard(), set_mode() and
+-- unprotect() call), pruned of dropped tables (fence.drop_orphans(), the
+-- event trigger fence_dropped_tables), and by this script.  It is what
+-- should be guarded -- fence.protected is what is guarded now, and
+-- fence.verify() the difference -- so that a table whose guard is lost
+-- (restored where the C extension is missing, triggers dropped or
+-- disabled) is never silently unguarded: the install protects it again.
+-- The table is a regclass, written by pg_dump as its name.  Readable by
+-- everyone (fence.verify() reads it with the caller's rights), written by
+-- nobody else (the install refuses such grants).
+CREATE TABLE IF NOT EXISTS fence.tables (
+    tbl regclass PRIMARY KEY,
+    col name NOT NULL,
+    mode text NOT NULL CONSTRAINT tables_mode_check
+        CHECK (mode OPERATOR(pg_catalog.=) 'strict' OR mode OPERATOR(pg_catalog.=) 'permissive'),
+    implementation text NOT NULL CONSTRAINT tables_implementation_check
+        CHECK (implementation OPERATOR(pg_catalog.=) 'plpgsql' OR implementation OPERATOR(pg_catalog.=) 'c')
+);
+REVOKE ALL ON fence.tables FROM PUBLIC;
+GRANT SELECT ON fence.tables TO PUBLIC;
+
 -- Functions generated before the registry existed: registered from what
 -- the installer alone wrote (their COMMENT: column and mode) when the
 -- table whose oid they are named after calls them; the others are left
@@ -1186,8 +1243,9 @@ GRANT EXECUTE ON FUNCTION fence.generate(regclass, name, boolean) TO PUBLIC;
 
 -- Drop the generated functions no trigger uses any more (their table was
 -- unprotected, dropped, or protected by another implementation): a pair
--- guard_X / check_X when neither is used.  Anyone
--- may run it: it drops nothing in use.
+-- guard_X / check_X when neither is used; and forget, in fence.generated
+-- and fence.tables, what no longer exists.  Anyone may run it: it drops
+-- nothing in use.
 CREATE OR REPLACE FUNCTION fence.drop_orphans() RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1215,10 +1273,13 @@ BEGIN
             NULL;  -- attached or dropped concurrently
         END;
     END LOOP;
-    -- The registry keeps only functions that exist.
+    -- The registry keeps only functions that exist, fence.tables only
+    -- tables that exist.
     DELETE FROM fence.generated g
     WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
                       WHERE p.pronamespace = 'fence'::regnamespace AND p.proname = g.fn);
+    DELETE FROM fence.tables t
+    WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = t.tbl);
     RETURN dropped;
 END
 $$;
@@ -1280,6 +1341,110 @@ WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
        OR p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$');
 REVOKE ALL ON fence.protected FROM PUBLIC;
 GRANT SELECT ON fence.protected TO PUBLIC;
+
+-- Record TBL in fence.tables as fence.protected shows it now (column,
+-- mode, implementation), or, when none of fence's triggers is left on it
+-- (fence.unprotect()), forget it.  A table that has lost only part of its
+-- guard stays recorded as it was.  protect(), move_guard(), set_mode()
+-- and unprotect() call it with the caller's rights: SECURITY DEFINER,
+-- since only the installer may write fence.tables; it records only what
+-- the catalogs show, and only for a session that may act as TBL's owner
+-- (as fence.generate(); 42501 otherwise).  22023 for NULL or a table that
+-- does not exist.
+CREATE OR REPLACE FUNCTION fence.record_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    owner oid;
+    p record;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'fence: record_table: table is NULL' USING ERRCODE = '22023';
+    END IF;
+    SELECT c.relowner INTO owner FROM pg_catalog.pg_class c WHERE c.oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fence: record_table: no relation has oid %', tbl::oid USING ERRCODE = '22023';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
+        RAISE EXCEPTION 'fence: only the owner of % may record its protection', tbl
+            USING ERRCODE = '42501';
+    END IF;
+    SELECT pr.col, pr.mode, pr.implementation INTO p FROM fence.protected pr WHERE pr.tbl = record_table.tbl;
+    IF FOUND THEN
+        INSERT INTO fence.tables AS t (tbl, col, mode, implementation)
+        VALUES (tbl, p.col, p.mode, p.implementation)
+        ON CONFLICT ON CONSTRAINT tables_pkey
+        DO UPDATE SET col = EXCLUDED.col, mode = EXCLUDED.mode, implementation = EXCLUDED.implementation;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                      WHERE t.tgrelid = tbl
+                        AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                                         'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')) THEN
+        DELETE FROM fence.tables t WHERE t.tbl = record_table.tbl;
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.record_table(regclass) TO PUBLIC;
+
+-- The recorded tables (fence.tables) whose guard is not whole, one row per
+-- fault, with its reason:
+--   no guard: zz_fence_guard_upd is missing or does not call fence's
+--     guard (fence.protected does not list the table);
+--   a zz_fence_guard_ins / _upd / _del trigger missing, not a BEFORE row
+--     trigger of its event, or not calling the same guard with the same
+--     arguments as zz_fence_guard_upd;
+--   zz_fence_guard_truncate missing or not fence.refuse_truncate();
+--   one of fence's triggers disabled (ALTER TABLE ... DISABLE TRIGGER, or
+--     ENABLE REPLICA TRIGGER: it fires only in replica mode);
+--   the AFTER check missing where fence.protected says it is needed.
+-- Tables dropped since they were recorded are not listed.  A deploy
+-- script goes live only when SELECT count(*) FROM fence.verify() is 0; the
+-- install (re-running this script) protects every listed table again.
+-- Reads only fence.tables, fence.protected (both SELECT to PUBLIC) and the
+-- catalogs, with the caller's rights: EXECUTE to PUBLIC.
+CREATE OR REPLACE FUNCTION fence.verify()
+RETURNS TABLE (tbl regclass, col name, mode text, implementation text, reason text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.tbl, r.col, r.mode, r.implementation, f.reason
+    FROM fence.tables r
+    JOIN pg_catalog.pg_class c ON c.oid = r.tbl
+    LEFT JOIN fence.protected p ON p.tbl = r.tbl
+    LEFT JOIN pg_catalog.pg_trigger u ON u.tgrelid = r.tbl AND u.tgname = 'zz_fence_guard_upd',
+    LATERAL (
+        SELECT 'no guard: zz_fence_guard_upd is missing or does not call fence''s guard' AS reason
+        WHERE p.tbl IS NULL
+        UNION ALL
+        SELECT pg_catalog.format('trigger %s is missing or is not %s', e.name, e.what)
+        FROM (VALUES ('zz_fence_guard_ins', 7, 'a BEFORE INSERT row trigger calling the guard of zz_fence_guard_upd'),
+                     ('zz_fence_guard_upd', 19, 'a BEFORE UPDATE row trigger'),
+                     ('zz_fence_guard_del', 11, 'a BEFORE DELETE row trigger calling the guard of zz_fence_guard_upd'))
+             e (name, type, what)
+        WHERE p.tbl IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          WHERE t.tgrelid = r.tbl AND t.tgname = e.name AND t.tgtype = e.type
+                            AND t.tgfoid = u.tgfoid AND t.tgargs = u.tgargs)
+        UNION ALL
+        SELECT 'trigger zz_fence_guard_truncate is missing or is not a BEFORE TRUNCATE trigger calling fence.refuse_truncate()'
+        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          WHERE t.tgrelid = r.tbl AND t.tgname = 'zz_fence_guard_truncate' AND t.tgtype = 34
+                            AND t.tgfoid = 'fence.refuse_truncate()'::regprocedure)
+        UNION ALL
+        SELECT pg_catalog.format('trigger %s is disabled%s', t.tgname,
+                                 CASE t.tgenabled WHEN 'R' THEN ' (ENABLE REPLICA: it fires only in replica mode)' ELSE '' END)
+        FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = r.tbl AND t.tgenabled IN ('D', 'R')
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+        UNION ALL
+        SELECT 'AFTER check missing: a BEFORE row trigger fires after the guard and could rewrite the token column (zz_fence_check_ins/_upd)'
+        WHERE p.check_needed AND NOT p.check_present
+    ) f
+    ORDER BY r.tbl::text, f.reason
+$$;
+REVOKE ALL ON FUNCTION fence.verify() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.verify() TO PUBLIC;
 
 -- Attach TBL's AFTER checks (zz_fence_check_ins / _upd) where a BEFORE row
 -- trigger fires after its guard and the check is missing; never removes
@@ -1349,6 +1514,7 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig, tbl);
     END LOOP;
+    PERFORM fence.record_table(tbl);
     PERFORM fence.drop_orphans();
 END
 $$;
@@ -1494,6 +1660,8 @@ BEGIN
     -- column: on the hot path of every other table they cost nothing.
     PERFORM fence.add_checks(tbl);
     PERFORM fence.drop_orphans();
+    -- What is now guarded is what should be (fence.tables).
+    PERFORM fence.record_table(tbl);
 
     -- What could still undo the check: BEFORE triggers that fire after
     -- fence's guard (name order), and roles other than the owner that may
@@ -1610,6 +1778,28 @@ END
 $$;
 REVOKE ALL ON FUNCTION fence.on_ddl() FROM PUBLIC;
 
+-- The other event trigger's function: a table dropped (DROP TABLE, DROP
+-- SCHEMA ... CASCADE, DROP OWNED ...) leaves fence.tables and
+-- fence.generated at once, so that no dump ever holds its oid -- a number,
+-- which in another cluster may be another table's.  (Without the event
+-- trigger, drop_orphans() forgets it at the next protect(), unprotect() or
+-- install; its unused generated functions go then too.)  SECURITY DEFINER
+-- (the installer): only it may write these.
+CREATE OR REPLACE FUNCTION fence.on_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM fence.tables t
+    USING pg_catalog.pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objsubid = 0 AND d.objid = t.tbl::oid;
+    DELETE FROM fence.generated g
+    USING pg_catalog.pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objsubid = 0 AND d.objid = g.tbl::oid;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.on_drop() FROM PUBLIC;
+
 DO $event$
 BEGIN
     IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
@@ -1617,11 +1807,14 @@ BEGIN
         CREATE EVENT TRIGGER fence_later_triggers ON ddl_command_end
             WHEN TAG IN ('CREATE TRIGGER', 'ALTER TRIGGER', 'ALTER TABLE')
             EXECUTE FUNCTION fence.on_ddl();
+        DROP EVENT TRIGGER IF EXISTS fence_dropped_tables;
+        CREATE EVENT TRIGGER fence_dropped_tables ON sql_drop
+            EXECUTE FUNCTION fence.on_drop();
     ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger e
                       WHERE e.evtname = 'fence_later_triggers' AND e.evtenabled <> 'D') THEN
         RAISE WARNING 'fence: installed by %, not a superuser: no event trigger watches for BEFORE triggers created later on protected tables',
                 pg_catalog.quote_ident(current_user)
-            USING HINT = 'A BEFORE row trigger that sorts after zz_fence_guard_* and is created after fence.protect() is not checked until fence.protect() runs again on its table (SELECT * FROM fence.protected WHERE check_needed AND NOT check_present).  A superuser may re-run this script to add the event trigger.';
+            USING HINT = 'A BEFORE row trigger that sorts after zz_fence_guard_* and is created after fence.protect() is not checked until fence.protect() runs again on its table (SELECT * FROM fence.protected WHERE check_needed AND NOT check_present).  A dropped protected table stays in fence.tables until the next fence.protect(), fence.unprotect() or install (a dump taken meanwhile holds its oid).  A superuser may re-run this script to add the event triggers.';
     END IF;
 END
 $event$;
@@ -1747,6 +1940,66 @@ BEGIN
     END LOOP;
 END
 $upgrade$;
+
+-- fence.tables: every table fence.protected lists and fence.tables does
+-- not yet (tables protected before fence.tables existed) is recorded as it
+-- is.  Then the repair: every recorded table whose guard is not whole
+-- (fence.verify(): a restore without the C extension, triggers dropped or
+-- disabled, a missing AFTER check) is protected again -- same column (its
+-- stamps kept), mode and implementation, or the portable guard where the
+-- table was recorded 'c' and the extension is not installed -- with a
+-- WARNING naming it.  A table this cannot protect again (the installer
+-- does not own it, its recorded column no longer exists, ...) is left as
+-- it is, with a WARNING: fence.verify() keeps listing it.
+DO $repair$
+DECLARE
+    r record;
+    impl text;
+    have_c constant boolean := pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL;
+BEGIN
+    INSERT INTO fence.tables (tbl, col, mode, implementation)
+    SELECT p.tbl, p.col, p.mode, p.implementation FROM fence.protected p
+    WHERE p.implementation IN ('plpgsql', 'c')
+    ON CONFLICT (tbl) DO NOTHING;
+    FOR r IN
+        SELECT v.tbl, v.col, v.mode, v.implementation,
+               pg_catalog.string_agg(v.reason, '; ' ORDER BY v.reason) AS reasons
+        FROM fence.verify() v
+        GROUP BY 1, 2, 3, 4
+        ORDER BY v.tbl::text
+    LOOP
+        impl := r.implementation;
+        IF impl = 'c' AND NOT have_c THEN
+            impl := 'plpgsql';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                       WHERE a.attrelid = r.tbl AND a.attname = r.col AND a.attnum > 0 AND NOT a.attisdropped) THEN
+            RAISE WARNING 'fence: % is not guarded as fence.protect() left it (%), and its token column % no longer exists: not protected again',
+                    r.tbl, r.reasons, pg_catalog.quote_ident(r.col)
+                USING HINT = pg_catalog.format('Protect it with its token column as it is now named: SELECT fence.protect(%L, <column>);',
+                                               r.tbl::text);
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM fence.protect(r.tbl, r.col, r.mode = 'permissive', impl);
+        EXCEPTION WHEN insufficient_privilege OR invalid_parameter_value THEN
+            RAISE WARNING 'fence: % is not guarded as fence.protect() left it (%), and this install cannot protect it again: %',
+                    r.tbl, r.reasons, SQLERRM
+                USING HINT = pg_catalog.format('Run this script as a superuser or as the owner of %s, or as its owner: SELECT fence.protect(%L, %L, %s, %L);',
+                                               r.tbl::text, r.tbl::text, r.col, r.mode = 'permissive', impl);
+            CONTINUE;
+        END;
+        IF impl = r.implementation THEN
+            RAISE WARNING 'fence: % was not guarded as fence.protect() left it (%): protected again (column %, %, %)',
+                    r.tbl, r.reasons, pg_catalog.quote_ident(r.col), r.mode, impl;
+        ELSE
+            RAISE WARNING 'fence: % was not guarded as fence.protect() left it (%): protected again with the portable guard (column %, %, plpgsql): it was protected ''c'', and the C extension is not installed in this database',
+                    r.tbl, r.reasons, pg_catalog.quote_ident(r.col), r.mode
+                USING HINT = 'CREATE EXTENSION fence (a superuser), then SELECT fence.protect(<table>, <column>, <permissive>, ''c''), to use the C guard again.';
+        END IF;
+    END LOOP;
+END
+$repair$;
 
 -- fence.token, fence.holder or fence.xact set for whole sessions by ALTER
 -- ROLE / ALTER DATABASE ... SET (or left in the installing session): no

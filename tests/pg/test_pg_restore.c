@@ -1,11 +1,14 @@
 /* test_pg_restore.c -- fence.sql through pg_dump and pg_restore (the
  * Debian binaries of the test server's bin folder, FENCE_TEST_PG_BINDIR):
- * what fence keeps about a table survives a dump as its name
- * (fence.generated), a full restore into a fresh cluster -- a second one
+ * what fence keeps about a table survives a dump as its name (fence.tables,
+ * fence.generated), a full restore into a fresh cluster -- a second one
  * this suite starts (scripts/pg-cluster), which does not offer the C
  * extension -- and into a database where the old oids belong to other
- * relations, and the in-place migration of an oid-keyed fence.generated.
- * Runs once (scripts/run-suites). */
+ * relations, a restore of tables protected 'c' where the extension is
+ * missing (the install protects them again with the portable guard),
+ * fence.verify() and fence.record_table(), the in-place migration of an
+ * oid-keyed fence.generated.
+ * Both implementations in each run: runs once (scripts/run-suites). */
 #include "pgutil.h"
 
 #include <stdarg.h>
@@ -159,6 +162,13 @@ static const char *protected_list(PGconn *c)
                     " ORDER BY tbl::text), '') FROM fence.protected");
 }
 
+/* fence.verify(), one "tbl: reason" a line. */
+static const char *verify_list(PGconn *c)
+{
+    return text_long(c, "SELECT COALESCE(string_agg(tbl::text || ': ' || reason, E'\\n'"
+                    " ORDER BY tbl::text, reason), '') FROM fence.verify()");
+}
+
 /* Table tbl (rows id 1..3) is guarded by column col: a write without a
  * token is refused (strict) or admitted keeping the stamps (permissive),
  * a token below row 1's stamp is refused naming the stamp, the stamp
@@ -220,6 +230,12 @@ static void make_portable(PGconn *c)
 static void expect_portable(PGconn *c)
 {
     ck_assert_str_eq(protected_list(c), PORTABLE_PROTECTED);
+    ck_assert_str_eq(text1(c, "SELECT string_agg(tbl::text || ' ' || col || ' ' || mode || ' '"
+                              " || implementation, ',' ORDER BY tbl::text) FROM fence.tables"),
+                     "app.\"Odd Name\" lock_version permissive plpgsql,"
+                     "later fence_token strict plpgsql,plain fence_token strict plpgsql");
+    ck_assert_str_eq(verify_list(c), "");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.verify()"), 0);
     /* The registry points at the restored tables, whose triggers call its
      * functions. */
     ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.generated g JOIN pg_trigger t"
@@ -289,16 +305,20 @@ START_TEST(restore_where_old_oids_are_other_relations)
     /* The install finds nothing to repair. */
     ck_assert_str_eq(install(c), "");
     ck_assert_str_eq(protected_list(c), PORTABLE_PROTECTED);
+    ck_assert_str_eq(verify_list(c), "");
     PQfinish(c);
 
     /* The dump names the tables. */
-    ck_assert_int_eq(sh("'%s/pg_restore' --data-only -n fence -t generated -f - '%s'",
+    ck_assert_int_eq(sh("'%s/pg_restore' --data-only -n fence -t generated -t tables -f - '%s'",
                         bin(), path),
                      0);
     static const char *const names[] = {
         "\tpublic.plain\tfence_token\tstrict\n",               /* fence.generated */
         "\tapp.\"Odd Name\"\tlock_version\tpermissive\n",
         "\tpublic.later\tfence_token\tstrict\n",
+        "\npublic.plain\tfence_token\tstrict\tplpgsql\n",     /* fence.tables */
+        "\napp.\"Odd Name\"\tlock_version\tpermissive\tplpgsql\n",
+        "\npublic.later\tfence_token\tstrict\tplpgsql\n",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         ck_assert_msg(strstr(g_out, names[i]) != NULL, "no \"%s\" in the dump:\n%s", names[i],
@@ -333,16 +353,303 @@ START_TEST(restore_into_fresh_cluster)
     c = c2("fresh");
     expect_portable(c);
     ck_assert_str_eq(install(c), "");
-    ck_assert_str_eq(protected_list(c), PORTABLE_PROTECTED);
+    ck_assert_str_eq(verify_list(c), "");
+    PQfinish(c);
+}
+END_TEST
+
+/* Tables protected 'c' (tc strict; tl permissive by column v2 with a
+ * later trigger: the AFTER check) and one 'plpgsql' (tp), stamped 5, 6, 7.
+ * Restored where the extension is offered, they keep the C guard.
+ * Restored into the fresh cluster, which lacks it, pg_restore fails on
+ * the extension and on the C triggers: tc and tl are left unguarded,
+ * which fence.verify() says; the install protects them again with the
+ * portable guard (a WARNING each), same column, mode and stamps, and
+ * fence.verify() is empty. */
+START_TEST(restore_with_and_without_extension)
+{
+    char src[NAME_BUF], dst[NAME_BUF], path[512];
+    side_db("csrc", NULL, src);
+    PGconn *c = connect_as(src, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install(c);
+    create_extension(c);
+    ok(c, "CREATE TABLE tc (id int PRIMARY KEY, v int);"
+          "CREATE TABLE tl (id int PRIMARY KEY, v int, v2 bigint);"
+          "CREATE TRIGGER zzz_later BEFORE UPDATE ON tl FOR EACH ROW"
+          " EXECUTE FUNCTION suppress_redundant_updates_trigger();"
+          "CREATE TABLE tp (id int PRIMARY KEY, v int);"
+          "INSERT INTO tc SELECT g, 0 FROM generate_series(1, 3) g;"
+          "INSERT INTO tl SELECT g, 0, 0 FROM generate_series(1, 3) g;"
+          "INSERT INTO tp SELECT g, 0 FROM generate_series(1, 3) g;"
+          "SELECT fence.protect('tc'), fence.protect('tl', 'v2', true),"
+          " fence.protect('tp', 'fence_token', false, 'plpgsql')");
+    ck_assert_int_eq(write_tok(c, 5, "UPDATE tc SET v = 1 WHERE id = 1", NULL), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 6, "UPDATE tl SET v = 1 WHERE id = 1", NULL), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 7, "UPDATE tp SET v = 1 WHERE id = 1", NULL), FENCE_OK);
+    ck_assert_str_eq(protected_list(c), "tc fence_token strict c false true,"
+                                        "tl v2 permissive c true true,"
+                                        "tp fence_token strict plpgsql false true");
+    PQfinish(c);
+    dump(src, "c", path);
+
+    /* Without it: pg_restore fails on the extension and the C triggers,
+     * the install protects those tables again. */
+    c2_createdb("noext");
+    int rc = restore_as(g_c2_port, NULL, "noext", "", path);
+    ck_assert_msg(rc == 1, "pg_restore without the extension: %d %s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "fence.control") != NULL && strstr(g_out, "c_guard") != NULL,
+                  "pg_restore's errors: %s", g_out);
+    c = c2("noext");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_extension WHERE extname = 'fence'"), 0);
+    ck_assert_str_eq(protected_list(c), "tp fence_token strict plpgsql false true");
+    char warn[sizeof(notes)];
+    snprintf(warn, sizeof warn, "%s", install(c));
+    expect_guarded(c, "tc", "fence_token", false, 5);
+    expect_guarded(c, "tl", "v2", true, 6);
+    expect_guarded(c, "tp", "fence_token", false, 7);
+    ck_assert_msg(strstr(warn, "public.tc was not guarded") != NULL &&
+                      strstr(warn, "public.tl was not guarded") != NULL &&
+                      strstr(warn, "portable guard") != NULL &&
+                      strstr(warn, "C extension is not installed") != NULL &&
+                      strstr(warn, "public.tp") == NULL,
+                  "the install's warnings: %s", warn);
+    ck_assert_str_eq(protected_list(c), "tc fence_token strict plpgsql false true,"
+                                        "tl v2 permissive plpgsql true true,"
+                                        "tp fence_token strict plpgsql false true");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(tbl::text || ' ' || implementation, ','"
+                              " ORDER BY tbl::text) FROM fence.tables"),
+                     "tc plpgsql,tl plpgsql,tp plpgsql");
+    ck_assert_str_eq(verify_list(c), "");
+    ck_assert_str_eq(install(c), ""); /* nothing left to repair */
+    PQfinish(c);
+
+    /* With the extension: as it was. */
+    side_db("cdst", NULL, dst);
+    rc = restore_as(main_port(), NULL, dst, "", path);
+    ck_assert_msg(rc == 0, "pg_restore with the extension: %d %s", rc, g_out);
+    c = connect_as(dst, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_str_eq(protected_list(c), "tc fence_token strict c false true,"
+                                        "tl v2 permissive c true true,"
+                                        "tp fence_token strict plpgsql false true");
+    ck_assert_str_eq(verify_list(c), "");
+    expect_guarded(c, "tc", "fence_token", false, 5);
+    expect_guarded(c, "tl", "v2", true, 6);
+    expect_guarded(c, "tp", "fence_token", false, 7);
+    ck_assert_str_eq(install(c), "");
+    PQfinish(c);
+
+    /* Before the install, fence.verify() says which tables are left
+     * unguarded -- and they are: a write without a token goes through. */
+    c2_createdb("noext2");
+    rc = restore_as(g_c2_port, NULL, "noext2", "", path);
+    ck_assert_msg(rc == 1, "pg_restore without the extension: %d %s", rc, g_out);
+    c = c2("noext2");
+    ck_assert_str_eq(verify_list(c),
+                     "tc: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
+                     "tl: no guard: zz_fence_guard_upd is missing or does not call fence's guard");
+    ok(c, "BEGIN; UPDATE tc SET v = 9 WHERE id = 1; ROLLBACK");
+    PQfinish(c);
+}
+END_TEST
+
+/* The regproc of tbl's zz_fence_guard_upd (static buffer). */
+static const char *guard_fn(PGconn *c, const char *tbl)
+{
+    static char fn[128];
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT tgfoid::regproc::text FROM pg_trigger WHERE tgrelid = '%s'::regclass"
+             " AND tgname = 'zz_fence_guard_upd'",
+             tbl);
+    snprintf(fn, sizeof fn, "%s", text1(c, sql));
+    return fn;
+}
+
+static int cmp_line(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* fence.verify() as "tbl: reason" lines in byte order. */
+static const char *verify_lines(PGconn *c)
+{
+    return text_long(c, "SELECT COALESCE(string_agg(l, E'\\n' ORDER BY l COLLATE \"C\"), '') FROM"
+                    " (SELECT tbl::text || ': ' || reason AS l FROM fence.verify()) v");
+}
+
+/* A table per fault, for each implementation: fence.verify() names each
+ * (and only those), also to a role that owns nothing; dropped and
+ * unprotected tables are forgotten; the install protects every listed
+ * table again (a WARNING each) but the one whose column is gone.  Then
+ * fence.record_table()'s refusals, and the registry following set_mode(),
+ * move_guard() and unprotect(). */
+START_TEST(verify_names_every_fault)
+{
+    char d[NAME_BUF], sql[4096];
+    side_db("verify", NULL, d);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install(c);
+    create_extension(c);
+    ok(c, "CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'");
+    static const char *const faults[] = {"ok",      "off",      "replica", "nodel",   "noins",
+                                         "foreign", "after",    "args",    "noguard", "notrunc",
+                                         "nocheck", "offcheck", "renamed", "gone",    "unprot"};
+    static const char *const impls[] = {"plpgsql", "c"};
+    const size_t nf = sizeof faults / sizeof faults[0];
+    for (size_t i = 0; i < 2; i++) {
+        for (size_t f = 0; f < nf; f++) {
+            snprintf(sql, sizeof sql,
+                     "CREATE TABLE %s_%s (id int PRIMARY KEY, v int);"
+                     "INSERT INTO %s_%s VALUES (1, 0);"
+                     "SELECT fence.protect('%s_%s', 'fence_token', false, '%s')",
+                     faults[f], impls[i], faults[f], impls[i], faults[f], impls[i], impls[i]);
+            ok(c, sql);
+        }
+    }
+    ck_assert_str_eq(verify_lines(c), "");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.tables"), 2 * (long long)nf);
+
+    /* The event trigger would add the AFTER checks: off meanwhile. */
+    ok(c, "ALTER EVENT TRIGGER fence_later_triggers DISABLE");
+    char *want[64];
+    size_t nw = 0;
+    for (size_t i = 0; i < 2; i++) {
+        const char *m = impls[i];
+        char t[64], fn_after[128], fn_args[128];
+        snprintf(t, sizeof t, "after_%s", m);
+        snprintf(fn_after, sizeof fn_after, "%s", guard_fn(c, t));
+        snprintf(t, sizeof t, "args_%s", m);
+        snprintf(fn_args, sizeof fn_args, "%s", guard_fn(c, t));
+        snprintf(sql, sizeof sql,
+                 "ALTER TABLE off_%s DISABLE TRIGGER zz_fence_guard_ins;"
+                 "ALTER TABLE replica_%s ENABLE REPLICA TRIGGER zz_fence_guard_del;"
+                 "DROP TRIGGER zz_fence_guard_del ON nodel_%s;"
+                 "DROP TRIGGER zz_fence_guard_ins ON noins_%s;"
+                 "DROP TRIGGER zz_fence_guard_ins ON foreign_%s;"
+                 "CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON foreign_%s FOR EACH ROW"
+                 " EXECUTE FUNCTION noop();"
+                 "DROP TRIGGER zz_fence_guard_upd ON after_%s;"
+                 "CREATE TRIGGER zz_fence_guard_upd AFTER UPDATE ON after_%s FOR EACH ROW"
+                 " EXECUTE FUNCTION %s('fence_token', 'strict');"
+                 "DROP TRIGGER zz_fence_guard_del ON args_%s;"
+                 "CREATE TRIGGER zz_fence_guard_del BEFORE DELETE ON args_%s FOR EACH ROW"
+                 " EXECUTE FUNCTION %s('v', 'strict');"
+                 "DROP TRIGGER zz_fence_guard_upd ON noguard_%s;"
+                 "DROP TRIGGER zz_fence_guard_truncate ON notrunc_%s;"
+                 "CREATE TRIGGER zzz BEFORE INSERT ON nocheck_%s FOR EACH ROW"
+                 " EXECUTE FUNCTION noop();"
+                 "CREATE TRIGGER zzz BEFORE UPDATE ON offcheck_%s FOR EACH ROW"
+                 " EXECUTE FUNCTION noop();"
+                 "SELECT fence.protect('offcheck_%s', 'fence_token', false, '%s');"
+                 "ALTER TABLE offcheck_%s DISABLE TRIGGER zz_fence_check_upd;"
+                 "ALTER TABLE renamed_%s RENAME COLUMN fence_token TO tok;"
+                 "DROP TRIGGER zz_fence_guard_upd ON renamed_%s;"
+                 "DROP TABLE gone_%s;"
+                 "SELECT fence.unprotect('unprot_%s')",
+                 m, m, m, m, m, m, m, m, fn_after, m, m, fn_args, m, m, m, m, m, m, m, m, m, m,
+                 m);
+        ok(c, sql);
+        static const char *const lines[][2] = {
+            {"after", "trigger zz_fence_guard_upd is missing or is not a BEFORE UPDATE row trigger"},
+            {"args", "trigger zz_fence_guard_del is missing or is not a BEFORE DELETE row trigger"
+                     " calling the guard of zz_fence_guard_upd"},
+            {"foreign", "trigger zz_fence_guard_ins is missing or is not a BEFORE INSERT row"
+                        " trigger calling the guard of zz_fence_guard_upd"},
+            {"nocheck", "AFTER check missing: a BEFORE row trigger fires after the guard and could"
+                        " rewrite the token column (zz_fence_check_ins/_upd)"},
+            {"nodel", "trigger zz_fence_guard_del is missing or is not a BEFORE DELETE row trigger"
+                      " calling the guard of zz_fence_guard_upd"},
+            {"noguard", "no guard: zz_fence_guard_upd is missing or does not call fence's guard"},
+            {"noins", "trigger zz_fence_guard_ins is missing or is not a BEFORE INSERT row trigger"
+                      " calling the guard of zz_fence_guard_upd"},
+            {"notrunc", "trigger zz_fence_guard_truncate is missing or is not a BEFORE TRUNCATE"
+                        " trigger calling fence.refuse_truncate()"},
+            {"off", "trigger zz_fence_guard_ins is disabled"},
+            {"offcheck", "trigger zz_fence_check_upd is disabled"},
+            {"renamed", "no guard: zz_fence_guard_upd is missing or does not call fence's guard"},
+            {"replica", "trigger zz_fence_guard_del is disabled (ENABLE REPLICA: it fires only in"
+                        " replica mode)"},
+        };
+        for (size_t l = 0; l < sizeof lines / sizeof lines[0]; l++) {
+            want[nw] = malloc(512);
+            ck_assert_ptr_nonnull(want[nw]);
+            snprintf(want[nw++], 512, "%s_%s: %s", lines[l][0], m, lines[l][1]);
+        }
+    }
+    ok(c, "ALTER EVENT TRIGGER fence_later_triggers ENABLE");
+    qsort(want, nw, sizeof want[0], cmp_line);
+    char expected[16384] = "";
+    for (size_t i = 0; i < nw; i++) {
+        size_t len = strlen(expected);
+        snprintf(expected + len, sizeof expected - len, "%s%s", i > 0 ? "\n" : "", want[i]);
+        free(want[i]);
+    }
+    ck_assert_str_eq(verify_lines(c), expected);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.tables"), 2 * (long long)(nf - 2));
+    /* Anyone may ask. */
+    PGconn *app = connect_as(d, g_app);
+    PQsetNoticeProcessor(app, quiet_notice, NULL);
+    ck_assert_int_eq(num(app, "SELECT count(*) FROM fence.verify()"), (long long)nw);
+
+    /* The install protects them again, but renamed_*. */
+    const char *warn = install(c);
+    for (size_t i = 0; i < 2; i++) {
+        for (size_t f = 1; f < nf - 3; f++) {
+            char w[128];
+            snprintf(w, sizeof w, "public.%s_%s was not guarded", faults[f], impls[i]);
+            ck_assert_msg(strstr(warn, w) != NULL, "no \"%s\" in the install's warnings: %s", w,
+                          warn);
+        }
+        char w[128];
+        snprintf(w, sizeof w, "public.renamed_%s is not guarded", impls[i]);
+        ck_assert_msg(strstr(warn, w) != NULL && strstr(warn, "no longer exists") != NULL,
+                      "the install's warnings: %s", warn);
+    }
+    ck_assert_msg(strstr(warn, "public.ok_") == NULL, "the install's warnings: %s", warn);
+    ck_assert_str_eq(verify_lines(c),
+                     "renamed_c: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
+                     "renamed_plpgsql: no guard: zz_fence_guard_upd is missing or does not call fence's guard");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE implementation = 'c'"),
+                     (long long)nf - 3);
+    ck_assert_int_eq(write_raw(c, NULL, "INSERT INTO off_c VALUES (2, 0)", NULL), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, NULL, "INSERT INTO foreign_plpgsql VALUES (2, 0)", NULL),
+                     FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, NULL, "DELETE FROM replica_plpgsql", NULL), FENCE_ENOTOKEN);
+    fails(c, "TRUNCATE notrunc_c", "23Q03");
+
+    /* fence.record_table(): NULL, no such table, not the owner -- each changes
+     * nothing. */
+    const char *before = "SELECT string_agg(tbl::text || col || mode || implementation, ','"
+                         " ORDER BY tbl::text) FROM fence.tables";
+    char snap[4096];
+    snprintf(snap, sizeof snap, "%s", text_long(c, before));
+    fails(app, "SELECT fence.record_table(NULL)", "22023");
+    fails(app, "SELECT fence.record_table(4000000000::oid::regclass)", "22023");
+    fails(app, "SELECT fence.record_table('ok_c')", "42501");
+    ck_assert_str_eq(text_long(c, before), snap);
+    /* The registry follows set_mode, move_guard and unprotect. */
+    ok(c, "SELECT fence.set_mode('ok_plpgsql', 'permissive'), fence.move_guard('ok_c', 'tok2')");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(tbl::text || ' ' || col || ' ' || mode || ' '"
+                              " || implementation, ',' ORDER BY tbl::text) FROM fence.tables"
+                              " WHERE tbl::text LIKE 'ok\\_%'"),
+                     "ok_c tok2 strict c,ok_plpgsql fence_token permissive plpgsql");
+    ok(c, "SELECT fence.unprotect('ok_plpgsql')");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.tables WHERE tbl = 'ok_plpgsql'::regclass"),
+                     0);
+    PQfinish(app);
     PQfinish(c);
 }
 END_TEST
 
 /* A database from before fence.generated named its tables: the column a
- * raw oid (made from this version).  One row holds an oid that is now
+ * raw oid, no fence.tables, no event trigger for drops (made from this
+ * version, as the older ones were).  One row holds an oid that is now
  * another relation's -- a database restored from such a dump.  The
  * install converts the column in place, points that row at the table
- * whose trigger calls its function, and lists both. */
+ * whose trigger calls its function, records both tables, and lists them. */
 START_TEST(install_migrates_an_oid_keyed_registry)
 {
     char d[NAME_BUF];
@@ -359,7 +666,8 @@ START_TEST(install_migrates_an_oid_keyed_registry)
      * the old one did; the event trigger that reads it runs on the
      * install's ALTER TABLE.) */
     ok(c, "ALTER EVENT TRIGGER fence_later_triggers DISABLE;"
-          "DROP VIEW fence.protected;"
+          "DROP EVENT TRIGGER IF EXISTS fence_dropped_tables; DROP VIEW fence.protected;"
+          "DROP FUNCTION IF EXISTS fence.verify(); DROP TABLE IF EXISTS fence.tables;"
           "ALTER TABLE fence.generated ALTER COLUMN tbl TYPE oid USING tbl::oid;"
           "UPDATE fence.generated SET tbl = 'decoy'::regclass::oid WHERE tbl = 'm2'::regclass::oid;"
           "CREATE VIEW fence.protected AS SELECT g.tbl::regclass AS tbl, g.col, g.mode COLLATE \"C\","
@@ -375,6 +683,12 @@ START_TEST(install_migrates_an_oid_keyed_registry)
                      "m1,m2");
     ck_assert_str_eq(protected_list(c), "m1 fence_token strict plpgsql false true,"
                                         "m2 fence_token permissive plpgsql false true");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(tbl::text || ' ' || mode, ',' ORDER BY tbl::text)"
+                              " FROM fence.tables"),
+                     "m1 strict,m2 permissive");
+    ck_assert_str_eq(verify_lines(c), "");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_event_trigger WHERE evtname = 'fence_dropped_tables'"),
+                     1);
     expect_guarded(c, "m1", "fence_token", false, 4);
     ck_assert_str_eq(install(c), "");
     PQfinish(c);
@@ -389,6 +703,8 @@ static Suite *pg_restore_suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, restore_where_old_oids_are_other_relations);
     tcase_add_test(t, restore_into_fresh_cluster);
+    tcase_add_test(t, restore_with_and_without_extension);
+    tcase_add_test(t, verify_names_every_fault);
     tcase_add_test(t, install_migrates_an_oid_keyed_registry);
     suite_add_tcase(s, t);
     return s;
