@@ -210,7 +210,9 @@
 --     Marks are never lowered or deleted: applications cannot write
 --     fence.marks at all, and a trigger refuses lowering, deleting,
 --     truncating and changing the holder at the same token even for its
---     owner.  fence.mark('jobs/42') reads a mark's token (0 when none),
+--     owner.  An INSERT of a resource that has a mark (a data-only restore
+--     of fence.marks) merges: the higher token wins, never the lower.
+--     fence.mark('jobs/42') reads a mark's token (0 when none),
 --     fence.mark_holder('jobs/42') its holder (NULL when none).  Resource
 --     names are 1..512 bytes.
 --     Rows: the per-row triggers compare tokens only, so a repeated token
@@ -224,7 +226,13 @@
 --   any restore run this script again and check that fence.verify() is
 --   empty: a table restored without its guard (protected 'c' where the
 --   extension is missing: pg_restore fails on CREATE EXTENSION and on the
---   C triggers) is protected again by the install.
+--   C triggers) is protected again by the install.  A data-only restore:
+--   the application's data with pg_restore --data-only --disable-triggers
+--   --exclude-schema=fence (a superuser), then fence.marks alone,
+--   pg_restore --data-only --schema=fence --table=marks, triggers on (the
+--   installer or a superuser): each mark becomes the higher of the two.
+--   Never restore fence.meta, fence.generated or fence.tables data-only:
+--   the target's install and protect() wrote its own.
 --
 -- Errors (SQLSTATE):
 --   23Q01  stale token.  Message: "fence: stale token 33 for public.orders
@@ -682,6 +690,40 @@ CREATE TRIGGER marks_no_delete BEFORE DELETE ON fence.marks
 DROP TRIGGER IF EXISTS marks_no_truncate ON fence.marks;
 CREATE TRIGGER marks_no_truncate BEFORE TRUNCATE ON fence.marks
     FOR EACH STATEMENT EXECUTE FUNCTION fence.marks_guard();
+
+-- An INSERT of a resource that already has a mark merges instead of
+-- failing on the primary key: the mark is raised to the row's token (with
+-- its holder and time) when that is higher, and otherwise kept as it is
+-- (never lowered; at the same token its holder stays).  This is what makes
+-- a data-only restore of fence.marks (pg_restore --data-only, a COPY) into
+-- a database with marks of its own safe: no mark goes backwards, and the
+-- restored ones the database lacks are added.  The row stays locked until
+-- commit, as fence.advance() needs (which inserts only a resource it did
+-- not find: a concurrent first writer's row then lands here, and advance()
+-- reads the result).  Schema-qualified throughout, as marks_guard().
+CREATE OR REPLACE FUNCTION fence.marks_merge() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    have pg_catalog.int8;
+BEGIN
+    SELECT m.token INTO have FROM fence.marks m
+    WHERE m.resource OPERATOR(pg_catalog.=) NEW.resource FOR UPDATE;
+    -- (A row no mark could hold goes on to its constraint's error.)
+    IF NOT FOUND OR NOT COALESCE(NEW.token OPERATOR(pg_catalog.>) 0, false) THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.token OPERATOR(pg_catalog.>) have THEN
+        UPDATE fence.marks m SET token = NEW.token, holder = NEW.holder, updated_at = NEW.updated_at
+        WHERE m.resource OPERATOR(pg_catalog.=) NEW.resource;
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.marks_merge() FROM PUBLIC;
+DROP TRIGGER IF EXISTS marks_merge ON fence.marks;
+CREATE TRIGGER marks_merge BEFORE INSERT ON fence.marks
+    FOR EACH ROW EXECUTE FUNCTION fence.marks_merge();
 
 -- Raise RESOURCE's high-water mark to TOKEN, recording the writer's holder
 -- (the setting fence.holder), or raise 23Q01 when the mark is higher, or

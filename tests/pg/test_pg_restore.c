@@ -7,7 +7,8 @@
  * relations, a restore of tables protected 'c' where the extension is
  * missing (the install protects them again with the portable guard),
  * fence.verify() and fence.record_table(), the in-place migration of an
- * oid-keyed fence.generated.
+ * oid-keyed fence.generated, and the data-only restore of
+ * docs/postgres.md ("Dump and restore"), whose marks never go backwards.
  * Both implementations in each run: runs once (scripts/run-suites). */
 #include "pgutil.h"
 
@@ -695,6 +696,138 @@ START_TEST(install_migrates_an_oid_keyed_registry)
 }
 END_TEST
 
+/* The marks of database c as "resource token holder" (holder "-" for
+ * none), ordered. */
+static const char *marks(PGconn *c)
+{
+    return text1(c, "SELECT COALESCE(string_agg(resource || ' ' || token || ' ' || COALESCE(holder, '-'),"
+                    " ',' ORDER BY resource), '') FROM fence.marks");
+}
+
+/* The application's schema, as a migration makes it: acct (with rows
+ * 1..3 when rows) protected. */
+static void make_schema(PGconn *c, bool rows)
+{
+    install(c);
+    ok(c, "CREATE TABLE acct (id int PRIMARY KEY, v int)");
+    if (rows) {
+        ok(c, "INSERT INTO acct SELECT g, 0 FROM generate_series(1, 3) g");
+    }
+    ok(c, "SELECT fence.protect('acct', 'fence_token', false, 'plpgsql')");
+}
+
+/* docs/postgres.md, "Dump and restore": a data-only restore into a
+ * migrated schema whose marks are partly higher.  All in one
+ * pg_restore --data-only --disable-triggers fails on fence's own tables
+ * (and, its triggers off, lowers no mark but brings none over); the
+ * recipe -- the application's data with the guards off and schema fence
+ * left out, then fence.marks alone with its triggers on -- restores the
+ * rows with their stamps and merges the marks: each the higher of both,
+ * the target's holder kept at an equal token, the missing ones added;
+ * again, nothing changes.  fence.verify() is empty. */
+START_TEST(data_only_restore)
+{
+    char src[NAME_BUF], naive[NAME_BUF], dst[NAME_BUF], path[512];
+    side_db("dsrc", NULL, src);
+    PGconn *c = connect_as(src, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    make_schema(c, true);
+    ck_assert_int_eq(write_tok(c, 7, "UPDATE acct SET v = 1 WHERE id = 1", NULL), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 12, "UPDATE acct SET v = 1 WHERE id = 2", NULL), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 50, HA, "m/a", NULL), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 70, NULL, "m/b", NULL), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 30, HA, "m/c", NULL), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 40, HA, "m/d", NULL), FENCE_OK);
+    PQfinish(c);
+    dump(src, "data", path);
+
+    const char *target_marks = "m/a 100 " HB ",m/b 10 " HB ",m/d 40 " HB;
+    side_db("dnaive", NULL, naive);
+    side_db("ddst", NULL, dst);
+    const char *dbs[] = {naive, dst};
+    for (int i = 0; i < 2; i++) {
+        c = connect_as(dbs[i], NULL);
+        PQsetNoticeProcessor(c, quiet_notice, NULL);
+        make_schema(c, false);
+        ck_assert_int_eq(advance_h(c, 100, HB, "m/a", NULL), FENCE_OK);
+        ck_assert_int_eq(advance_h(c, 10, HB, "m/b", NULL), FENCE_OK);
+        ck_assert_int_eq(advance_h(c, 40, HB, "m/d", NULL), FENCE_OK);
+        ck_assert_str_eq(marks(c), target_marks);
+        PQfinish(c);
+    }
+
+    /* Everything at once. */
+    int rc = restore_as(main_port(), NULL, naive, "--data-only --disable-triggers", path);
+    ck_assert_msg(rc == 1, "pg_restore --data-only --disable-triggers: %d %s", rc, g_out);
+    ck_assert_msg(strstr(g_out, "meta_pkey") != NULL && strstr(g_out, "marks_pkey") != NULL,
+                  "pg_restore's errors: %s", g_out);
+    c = connect_as(naive, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_str_eq(marks(c), target_marks);
+    PQfinish(c);
+
+    /* The recipe, step 1: without --disable-triggers the guard refuses
+     * the rows. */
+    rc = restore_as(main_port(), NULL, dst, "--data-only --exclude-schema=fence", path);
+    ck_assert_msg(rc == 1 && strstr(g_out, "no fencing token") != NULL, "pg_restore: %d %s", rc,
+                  g_out);
+    c = connect_as(dst, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM acct"), 0);
+    rc = restore_as(main_port(), NULL, dst, "--data-only --disable-triggers --exclude-schema=fence",
+                    path);
+    ck_assert_msg(rc == 0, "pg_restore, the application's data: %d %s", rc, g_out);
+    ck_assert_str_eq(text1(c, "SELECT string_agg(id || ':' || fence_token, ',' ORDER BY id) FROM acct"),
+                     "1:7,2:12,3:0");
+    ck_assert_str_eq(marks(c), target_marks);
+    /* Step 2: the marks, merged.  Twice: the same. */
+    for (int i = 0; i < 2; i++) {
+        rc = restore_as(main_port(), NULL, dst, "--data-only --schema=fence --table=marks", path);
+        ck_assert_msg(rc == 0, "pg_restore, fence.marks (#%d): %d %s", i + 1, rc, g_out);
+        ck_assert_str_eq(marks(c), "m/a 100 " HB ",m/b 70 -,m/c 30 " HA ",m/d 40 " HB);
+    }
+    ck_assert_str_eq(verify_lines(c), "");
+    expect_guarded(c, "acct", "fence_token", false, 7);
+    outcome e;
+    ck_assert_int_eq(advance_h(c, 99, HB, "m/a", &e), FENCE_STALE);
+    ck_assert_int_eq(advance_h(c, 70, HA, "m/b", &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(advance_h(c, 40, HA, "m/d", &e), FENCE_STALE);
+    ck_assert_int_eq(advance_h(c, 30, HA, "m/c", NULL), FENCE_OK);
+    ck_assert_str_eq(install(c), "");
+    PQfinish(c);
+
+    /* Step 1 without a superuser: the table's owner switches its user
+     * triggers off around the load; fence.verify() says until it is done. */
+    char own[NAME_BUF], sql[512];
+    side_db("downer", NULL, own);
+    c = connect_as(own, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install(c);
+    snprintf(sql, sizeof sql,
+             "GRANT CREATE ON SCHEMA public TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean, text) TO %s",
+             g_app, g_app);
+    ok(c, sql);
+    PGconn *app = connect_as(own, g_app);
+    PQsetNoticeProcessor(app, quiet_notice, NULL);
+    ok(app, "CREATE TABLE acct (id int PRIMARY KEY, v int);"
+            "SELECT fence.protect('acct', 'fence_token', false, 'plpgsql');"
+            "ALTER TABLE acct DISABLE TRIGGER USER");
+    ck_assert_int_eq(num(app, "SELECT count(*) FROM fence.verify() WHERE reason LIKE '% is disabled'"),
+                     4);
+    rc = restore_as(main_port(), g_app, own, "--data-only --exclude-schema=fence", path);
+    ck_assert_msg(rc == 0, "pg_restore as the owner: %d %s", rc, g_out);
+    ok(app, "ALTER TABLE acct ENABLE TRIGGER USER");
+    ck_assert_str_eq(verify_lines(app), "");
+    ck_assert_str_eq(text1(app, "SELECT string_agg(id || ':' || fence_token, ',' ORDER BY id) FROM acct"),
+                     "1:7,2:12,3:0");
+    expect_guarded(app, "acct", "fence_token", false, 7);
+    PQfinish(app);
+    PQfinish(c);
+}
+END_TEST
+
 static Suite *pg_restore_suite(void)
 {
     Suite *s = suite_create("pg_restore");
@@ -706,6 +839,7 @@ static Suite *pg_restore_suite(void)
     tcase_add_test(t, restore_with_and_without_extension);
     tcase_add_test(t, verify_names_every_fault);
     tcase_add_test(t, install_migrates_an_oid_keyed_registry);
+    tcase_add_test(t, data_only_restore);
     suite_add_tcase(s, t);
     return s;
 }
