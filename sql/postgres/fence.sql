@@ -1,4 +1,4 @@
--- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 4.
+-- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 5.
 --
 -- A write carries a fencing token (a 64-bit number from a lease, 1..2^63-1)
 -- and, optionally, the id of its holder (the lease's 128-bit owner id as 32
