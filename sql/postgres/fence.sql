@@ -183,7 +183,7 @@
 --   again (same column and stamps, mode and implementation; the portable
 --   guard, with a WARNING, where the table was 'c' and the extension is
 --   missing), and WARNs about those it cannot (not the owner, the recorded
---   column renamed since).
+--   column renamed or changed since: it only re-attaches triggers).
 --   protect/unprotect/set_mode run with the caller's rights (the caller must
 --   own the table); EXECUTE on them is not granted to PUBLIC.  To let a
 --   table owner that is not the installer protect its tables:
@@ -1991,8 +1991,12 @@ $upgrade$;
 -- stamps kept), mode and implementation, or the portable guard where the
 -- table was recorded 'c' and the extension is not installed -- with a
 -- WARNING naming it.  A table this cannot protect again (the installer
--- does not own it, its recorded column no longer exists, ...) is left as
--- it is, with a WARNING: fence.verify() keeps listing it.
+-- does not own it, ...) is left as it is, with a WARNING: fence.verify()
+-- keeps listing it.  So is one whose recorded column is no longer the
+-- bigint NOT NULL column protect() left (renamed, dropped, changed): then
+-- protect() would add or convert a column (UPDATE ... SET col = 0 fires
+-- the table's own triggers, which would run as the installer), and it
+-- only ever re-attaches fence's triggers.
 DO $repair$
 DECLARE
     r record;
@@ -2015,10 +2019,12 @@ BEGIN
             impl := 'plpgsql';
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-                       WHERE a.attrelid = r.tbl AND a.attname = r.col AND a.attnum > 0 AND NOT a.attisdropped) THEN
-            RAISE WARNING 'fence: % is not guarded as fence.protect() left it (%), and its token column % no longer exists: not protected again',
+                       WHERE a.attrelid = r.tbl AND a.attname = r.col AND a.attnum > 0 AND NOT a.attisdropped
+                         AND a.atttypid = 'pg_catalog.int8'::regtype AND a.attnotnull
+                         AND a.attidentity = '' AND a.attgenerated = '') THEN
+            RAISE WARNING 'fence: % is not guarded as fence.protect() left it (%), and its token column % is no longer the bigint NOT NULL column it was (renamed, dropped or changed since): not protected again',
                     r.tbl, r.reasons, pg_catalog.quote_ident(r.col)
-                USING HINT = pg_catalog.format('Protect it with its token column as it is now named: SELECT fence.protect(%L, <column>);',
+                USING HINT = pg_catalog.format('Its owner may protect it again: SELECT fence.protect(%L, <its token column>);',
                                                r.tbl::text);
             CONTINUE;
         END IF;

@@ -61,9 +61,9 @@ static void cluster_start(void)
     ck_assert_msg(mkdtemp(g_tmp) != NULL, "mkdtemp %s failed", g_tmp);
     snprintf(g_c2_dir, sizeof g_c2_dir, "%s/%s", tu_env("FENCE_TEST_SPAWN_DIR"), tu_name("pg2"));
     int rc = sh("'%s' start '%s'", tu_env("FENCE_TEST_PG_CLUSTER"), g_c2_dir);
-    ck_assert_msg(rc == 0, "starting a second PostgreSQL cluster failed (%d): %s", rc, g_out);
+    ck_assert_msg(rc == 0, "starting a second PostgreSQL cluster failed (%d): %.1500s", rc, g_out);
     g_c2_port = atoi(g_out);
-    ck_assert_msg(g_c2_port > 0, "scripts/pg-cluster printed no port: %s", g_out);
+    ck_assert_msg(g_c2_port > 0, "scripts/pg-cluster printed no port: %.1500s", g_out);
 }
 
 static void cluster_stop(void)
@@ -110,7 +110,7 @@ static void dump(const char *db, const char *name, char *path)
     snprintf(path, 512, "%s/%s.dump", g_tmp, name);
     int rc = sh("'%s/pg_dump' -h 127.0.0.1 -p %s -U postgres -Fc -d %s -f '%s'", bin(),
                 tu_env("FENCE_TEST_PG_PORT"), db, path);
-    ck_assert_msg(rc == 0, "pg_dump %s: %d %s", db, rc, g_out);
+    ck_assert_msg(rc == 0, "pg_dump %s: %d %.1500s", db, rc, g_out);
 }
 
 /* pg_restore [opts] of path into db on port as user (NULL: postgres);
@@ -294,7 +294,7 @@ START_TEST(restore_where_old_oids_are_other_relations)
     PQfinish(c);
 
     int rc = restore_as(main_port(), NULL, dst, "", path);
-    ck_assert_msg(rc == 0, "pg_restore: %d %s", rc, g_out);
+    ck_assert_msg(rc == 0, "pg_restore: %d %.1500s", rc, g_out);
     c = connect_as(dst, NULL);
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     snprintf(sql, sizeof sql,
@@ -322,7 +322,7 @@ START_TEST(restore_where_old_oids_are_other_relations)
         "\npublic.later\tfence_token\tstrict\tplpgsql\n",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        ck_assert_msg(strstr(g_out, names[i]) != NULL, "no \"%s\" in the dump:\n%s", names[i],
+        ck_assert_msg(strstr(g_out, names[i]) != NULL, "no \"%s\" in the dump:\n%.1500s", names[i],
                       g_out);
     }
     long long oids[] = {oid_plain, oid_odd, oid_later};
@@ -331,7 +331,7 @@ START_TEST(restore_where_old_oids_are_other_relations)
         snprintf(t1, sizeof t1, "\t%lld\t", oids[i]);
         snprintf(t2, sizeof t2, "\n%lld\t", oids[i]);
         ck_assert_msg(strstr(g_out, t1) == NULL && strstr(g_out, t2) == NULL,
-                      "the dump holds the oid %lld:\n%s", oids[i], g_out);
+                      "the dump holds the oid %lld:\n%.1500s", oids[i], g_out);
     }
 }
 END_TEST
@@ -350,7 +350,7 @@ START_TEST(restore_into_fresh_cluster)
     dump(src, "fresh", path);
     c2_createdb("fresh");
     int rc = restore_as(g_c2_port, NULL, "fresh", "", path);
-    ck_assert_msg(rc == 0, "pg_restore: %d %s", rc, g_out);
+    ck_assert_msg(rc == 0, "pg_restore: %d %.1500s", rc, g_out);
     c = c2("fresh");
     expect_portable(c);
     ck_assert_str_eq(install(c), "");
@@ -398,9 +398,9 @@ START_TEST(restore_with_and_without_extension)
      * the install protects those tables again. */
     c2_createdb("noext");
     int rc = restore_as(g_c2_port, NULL, "noext", "", path);
-    ck_assert_msg(rc == 1, "pg_restore without the extension: %d %s", rc, g_out);
+    ck_assert_msg(rc == 1, "pg_restore without the extension: %d %.1500s", rc, g_out);
     ck_assert_msg(strstr(g_out, "fence.control") != NULL && strstr(g_out, "c_guard") != NULL,
-                  "pg_restore's errors: %s", g_out);
+                  "pg_restore's errors: %.1500s", g_out);
     c = c2("noext");
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_extension WHERE extname = 'fence'"), 0);
     ck_assert_str_eq(protected_list(c), "tp fence_token strict plpgsql false true");
@@ -414,7 +414,7 @@ START_TEST(restore_with_and_without_extension)
                       strstr(warn, "portable guard") != NULL &&
                       strstr(warn, "C extension is not installed") != NULL &&
                       strstr(warn, "public.tp") == NULL,
-                  "the install's warnings: %s", warn);
+                  "the install's warnings: %.1500s", warn);
     ck_assert_str_eq(protected_list(c), "tc fence_token strict plpgsql false true,"
                                         "tl v2 permissive plpgsql true true,"
                                         "tp fence_token strict plpgsql false true");
@@ -428,7 +428,7 @@ START_TEST(restore_with_and_without_extension)
     /* With the extension: as it was. */
     side_db("cdst", NULL, dst);
     rc = restore_as(main_port(), NULL, dst, "", path);
-    ck_assert_msg(rc == 0, "pg_restore with the extension: %d %s", rc, g_out);
+    ck_assert_msg(rc == 0, "pg_restore with the extension: %d %.1500s", rc, g_out);
     c = connect_as(dst, NULL);
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     ck_assert_str_eq(protected_list(c), "tc fence_token strict c false true,"
@@ -445,7 +445,7 @@ START_TEST(restore_with_and_without_extension)
      * unguarded -- and they are: a write without a token goes through. */
     c2_createdb("noext2");
     rc = restore_as(g_c2_port, NULL, "noext2", "", path);
-    ck_assert_msg(rc == 1, "pg_restore without the extension: %d %s", rc, g_out);
+    ck_assert_msg(rc == 1, "pg_restore without the extension: %d %.1500s", rc, g_out);
     c = c2("noext2");
     ck_assert_str_eq(verify_list(c),
                      "tc: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
@@ -483,7 +483,8 @@ static const char *verify_lines(PGconn *c)
 /* A table per fault, for each implementation: fence.verify() names each
  * (and only those), also to a role that owns nothing; dropped and
  * unprotected tables are forgotten; the install protects every listed
- * table again (a WARNING each) but the one whose column is gone.  Then
+ * table again (a WARNING each) but those whose column it would have to
+ * convert, running no code of the table's.  Then
  * fence.record_table()'s refusals, and the registry following set_mode(),
  * move_guard() and unprotect(). */
 START_TEST(verify_names_every_fault)
@@ -494,10 +495,14 @@ START_TEST(verify_names_every_fault)
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     install(c);
     create_extension(c);
-    ok(c, "CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'");
+    ok(c, "CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';"
+          "CREATE TABLE ran_as (who name);"
+          "CREATE FUNCTION log_user() RETURNS trigger LANGUAGE plpgsql"
+          " AS 'BEGIN INSERT INTO public.ran_as VALUES (current_user); RETURN NEW; END'");
     static const char *const faults[] = {"ok",      "off",      "replica", "nodel",   "noins",
                                          "foreign", "after",    "args",    "noguard", "notrunc",
-                                         "nocheck", "offcheck", "renamed", "gone",    "unprot"};
+                                         "nocheck", "offcheck", "renamed", "nullable", "gone",
+                                         "unprot"};
     static const char *const impls[] = {"plpgsql", "c"};
     const size_t nf = sizeof faults / sizeof faults[0];
     for (size_t i = 0; i < 2; i++) {
@@ -548,10 +553,15 @@ START_TEST(verify_names_every_fault)
                  "ALTER TABLE offcheck_%s DISABLE TRIGGER zz_fence_check_upd;"
                  "ALTER TABLE renamed_%s RENAME COLUMN fence_token TO tok;"
                  "DROP TRIGGER zz_fence_guard_upd ON renamed_%s;"
+                 "ALTER TABLE nullable_%s ALTER COLUMN fence_token DROP NOT NULL;"
+                 "DROP TRIGGER zz_fence_guard_upd ON nullable_%s;"
+                 "UPDATE nullable_%s SET fence_token = NULL;"
+                 "CREATE TRIGGER a_log BEFORE UPDATE ON nullable_%s FOR EACH ROW"
+                 " EXECUTE FUNCTION log_user();"
                  "DROP TABLE gone_%s;"
                  "SELECT fence.unprotect('unprot_%s')",
-                 m, m, m, m, m, m, m, m, fn_after, m, m, fn_args, m, m, m, m, m, m, m, m, m, m,
-                 m);
+                 m, m, m, m, m, m, m, m, fn_after, m, m, fn_args, m, m, m, m, m, m, m, m, m, m, m, m,
+                 m, m, m);
         ok(c, sql);
         static const char *const lines[][2] = {
             {"after", "trigger zz_fence_guard_upd is missing or is not a BEFORE UPDATE row trigger"},
@@ -571,6 +581,7 @@ START_TEST(verify_names_every_fault)
             {"off", "trigger zz_fence_guard_ins is disabled"},
             {"offcheck", "trigger zz_fence_check_upd is disabled"},
             {"renamed", "no guard: zz_fence_guard_upd is missing or does not call fence's guard"},
+            {"nullable", "no guard: zz_fence_guard_upd is missing or does not call fence's guard"},
             {"replica", "trigger zz_fence_guard_del is disabled (ENABLE REPLICA: it fires only in"
                         " replica mode)"},
         };
@@ -590,31 +601,43 @@ START_TEST(verify_names_every_fault)
     }
     ck_assert_str_eq(verify_lines(c), expected);
     ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.tables"), 2 * (long long)(nf - 2));
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM ran_as"), 0);
     /* Anyone may ask. */
     PGconn *app = connect_as(d, g_app);
     PQsetNoticeProcessor(app, quiet_notice, NULL);
     ck_assert_int_eq(num(app, "SELECT count(*) FROM fence.verify()"), (long long)nw);
 
-    /* The install protects them again, but renamed_*. */
+    /* The install protects them again, but renamed_* and nullable_*,
+     * whose columns it would have to convert (which would run the
+     * table's own triggers as the installer). */
     const char *warn = install(c);
+    ck_assert_str_eq(text1(c, "SELECT COALESCE(string_agg(who, ','), '') FROM ran_as"), "");
     for (size_t i = 0; i < 2; i++) {
-        for (size_t f = 1; f < nf - 3; f++) {
+        for (size_t f = 1; f < nf - 4; f++) {
             char w[128];
             snprintf(w, sizeof w, "public.%s_%s was not guarded", faults[f], impls[i]);
-            ck_assert_msg(strstr(warn, w) != NULL, "no \"%s\" in the install's warnings: %s", w,
+            ck_assert_msg(strstr(warn, w) != NULL, "no \"%s\" in the install's warnings: %.1500s", w,
                           warn);
         }
-        char w[128];
-        snprintf(w, sizeof w, "public.renamed_%s is not guarded", impls[i]);
-        ck_assert_msg(strstr(warn, w) != NULL && strstr(warn, "no longer exists") != NULL,
-                      "the install's warnings: %s", warn);
+        for (size_t f = nf - 4; f < nf - 2; f++) {
+            char w[512];
+            snprintf(w, sizeof w,
+                     "public.%s_%s is not guarded as fence.protect() left it (no guard: "
+                     "zz_fence_guard_upd is missing or does not call fence's guard), and its token "
+                     "column fence_token is no longer the bigint NOT NULL column",
+                     faults[f], impls[i]);
+            ck_assert_msg(strstr(warn, w) != NULL, "no \"%s\" in the install's warnings: %.1500s", w,
+                          warn);
+        }
     }
-    ck_assert_msg(strstr(warn, "public.ok_") == NULL, "the install's warnings: %s", warn);
+    ck_assert_msg(strstr(warn, "public.ok_") == NULL, "the install's warnings: %.1500s", warn);
     ck_assert_str_eq(verify_lines(c),
+                     "nullable_c: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
+                     "nullable_plpgsql: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
                      "renamed_c: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
                      "renamed_plpgsql: no guard: zz_fence_guard_upd is missing or does not call fence's guard");
     ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE implementation = 'c'"),
-                     (long long)nf - 3);
+                     (long long)nf - 4);
     ck_assert_int_eq(write_raw(c, NULL, "INSERT INTO off_c VALUES (2, 0)", NULL), FENCE_ENOTOKEN);
     ck_assert_int_eq(write_raw(c, NULL, "INSERT INTO foreign_plpgsql VALUES (2, 0)", NULL),
                      FENCE_ENOTOKEN);
@@ -758,9 +781,9 @@ START_TEST(data_only_restore)
 
     /* Everything at once. */
     int rc = restore_as(main_port(), NULL, naive, "--data-only --disable-triggers", path);
-    ck_assert_msg(rc == 1, "pg_restore --data-only --disable-triggers: %d %s", rc, g_out);
+    ck_assert_msg(rc == 1, "pg_restore --data-only --disable-triggers: %d %.1500s", rc, g_out);
     ck_assert_msg(strstr(g_out, "meta_pkey") != NULL && strstr(g_out, "marks_pkey") != NULL,
-                  "pg_restore's errors: %s", g_out);
+                  "pg_restore's errors: %.1500s", g_out);
     c = connect_as(naive, NULL);
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     ck_assert_str_eq(marks(c), target_marks);
@@ -769,21 +792,21 @@ START_TEST(data_only_restore)
     /* The recipe, step 1: without --disable-triggers the guard refuses
      * the rows. */
     rc = restore_as(main_port(), NULL, dst, "--data-only --exclude-schema=fence", path);
-    ck_assert_msg(rc == 1 && strstr(g_out, "no fencing token") != NULL, "pg_restore: %d %s", rc,
+    ck_assert_msg(rc == 1 && strstr(g_out, "no fencing token") != NULL, "pg_restore: %d %.1500s", rc,
                   g_out);
     c = connect_as(dst, NULL);
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     ck_assert_int_eq(num(c, "SELECT count(*) FROM acct"), 0);
     rc = restore_as(main_port(), NULL, dst, "--data-only --disable-triggers --exclude-schema=fence",
                     path);
-    ck_assert_msg(rc == 0, "pg_restore, the application's data: %d %s", rc, g_out);
+    ck_assert_msg(rc == 0, "pg_restore, the application's data: %d %.1500s", rc, g_out);
     ck_assert_str_eq(text1(c, "SELECT string_agg(id || ':' || fence_token, ',' ORDER BY id) FROM acct"),
                      "1:7,2:12,3:0");
     ck_assert_str_eq(marks(c), target_marks);
     /* Step 2: the marks, merged.  Twice: the same. */
     for (int i = 0; i < 2; i++) {
         rc = restore_as(main_port(), NULL, dst, "--data-only --schema=fence --table=marks", path);
-        ck_assert_msg(rc == 0, "pg_restore, fence.marks (#%d): %d %s", i + 1, rc, g_out);
+        ck_assert_msg(rc == 0, "pg_restore, fence.marks (#%d): %d %.1500s", i + 1, rc, g_out);
         ck_assert_str_eq(marks(c), "m/a 100 " HB ",m/b 70 -,m/c 30 " HA ",m/d 40 " HB);
     }
     ck_assert_str_eq(verify_lines(c), "");
@@ -817,7 +840,7 @@ START_TEST(data_only_restore)
     ck_assert_int_eq(num(app, "SELECT count(*) FROM fence.verify() WHERE reason LIKE '% is disabled'"),
                      4);
     rc = restore_as(main_port(), g_app, own, "--data-only --exclude-schema=fence", path);
-    ck_assert_msg(rc == 0, "pg_restore as the owner: %d %s", rc, g_out);
+    ck_assert_msg(rc == 0, "pg_restore as the owner: %d %.1500s", rc, g_out);
     ok(app, "ALTER TABLE acct ENABLE TRIGGER USER");
     ck_assert_str_eq(verify_lines(app), "");
     ck_assert_str_eq(text1(app, "SELECT string_agg(id || ':' || fence_token, ',' ORDER BY id) FROM acct"),
