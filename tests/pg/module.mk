@@ -35,4 +35,6 @@ PG_TESTS += test_pg_admin
 PGUTIL_OBJ += $(B)/tests/pg/sql_v3_embed.o
 $(eval $(call embed_rule,$(B)/tests/pg/sql_v3_embed.c,pgtest__sql_,tests/pg/fence_v3.sql))
 PG_TESTS += test_pg_race
+# test_pg_restore: pg_dump / pg_restore (docs/postgres.md, "Dump and restore"),
+# both implementations in one run: runs once (scripts/run-suites).
 PG_TESTS += test_pg_restore
