@@ -137,7 +137,8 @@ fence_as_pg() {
 # PostgreSQL of BINDIR under TREE that also holds the extension "fence"
 # built in EXTDIR (fence.so, fence.control, fence--*.sql), so that CREATE
 # EXTENSION fence works as in production without writing to system
-# folders.  PostgreSQL finds its share and lib folders relative to the
+# folders; with EXTDIR "" a tree without the extension, even when the
+# system has it (a server like a managed PostgreSQL's).  PostgreSQL finds its share and lib folders relative to the
 # real path of its binary (for Debian's bin /usr/lib/postgresql/15/bin:
 # ../../../../share/postgresql/15 and ../lib), so the tree mirrors that
 # layout: postgres and pg_ctl (which starts the postgres next to its own
@@ -180,7 +181,9 @@ fence_pg_private_tree() {
       *) ln -s "$f" "$tree/${share#"$prefix"/}/extension/" ;;
     esac
   done
-  fence_pg_tree_offer "$tree/${pkglib#"$prefix"/}" "$tree/${share#"$prefix"/}/extension" "$ext" || return 1
+  if [ -n "$ext" ]; then
+    fence_pg_tree_offer "$tree/${pkglib#"$prefix"/}" "$tree/${share#"$prefix"/}/extension" "$ext" || return 1
+  fi
   echo "$tree/$rel"
 }
 
@@ -230,7 +233,7 @@ fence_pgext_dir() {
 # (the private tree's bin when the extension is offered, see above; the
 # tree is FENCE_PG_DIR/tree).
 fence_start_postgres() {
-  local bindir dir port try ext
+  local bindir dir port ext
   bindir=$(fence_pg_bindir) || fence_die "PostgreSQL server binaries not found: run scripts/install-deps"
   dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-pg.XXXXXX")
   chmod 755 "$dir"
@@ -241,21 +244,32 @@ fence_start_postgres() {
     bindir=$(fence_pg_private_tree "$bindir" "$dir/ext" "$dir/tree") || \
       fence_die "cannot build a private PostgreSQL tree with the extension in $dir/tree"
   fi
+  FENCE__PG_DIRS+=("$dir")
+  port=$(fence_pg_start_in "$dir" "$bindir") || fence_die "PostgreSQL would not start"
+  FENCE_PG_PORT=$port; FENCE_PG_DIR=$dir; FENCE_PG_BINDIR=$bindir
+}
+
+# fence_pg_start_in DIR BINDIR: initdb DIR/data (superuser postgres, trust,
+# as the postgres user when we are root) with the PostgreSQL of BINDIR and
+# start it on a free loopback port (socket in DIR, log DIR/server.log);
+# prints the port.  DIR must exist and be reachable by the postgres user.
+# Returns 1, the log on stderr, when it would not start.
+fence_pg_start_in() {
+  local dir=$1 bindir=$2 port try
   [ "$(id -u)" -eq 0 ] && chown -hR postgres:postgres "$dir"
   fence_as_pg "$bindir/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 \
-      --locale=C >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; fence_die "initdb failed"; }
-  FENCE__PG_DIRS+=("$dir")
+      --locale=C >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; return 1; }
   for try in 1 2 3 4 5; do
-    port=$(fence_free_port) || fence_die "no free port"
+    port=$(fence_free_port) || return 1
     if fence_as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
         -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100 -c max_prepared_transactions=4" \
         start >/dev/null 2>&1; then
-      FENCE_PG_PORT=$port; FENCE_PG_DIR=$dir; FENCE_PG_BINDIR=$bindir
+      echo "$port"
       return 0
     fi
   done
   cat "$dir/server.log" >&2 2>/dev/null || true
-  fence_die "PostgreSQL would not start"
+  return 1
 }
 
 # The PostgreSQL roles the test pgbouncer gives a pool mode each ([users]
@@ -373,7 +387,12 @@ fence_stop_all() {
   # Sets of servers the tests started (scripts/redis-set) and left behind.
   if [ -n "${FENCE_TEST_SPAWN_DIR:-}" ] && [ -d "$FENCE_TEST_SPAWN_DIR" ]; then
     for d in "$FENCE_TEST_SPAWN_DIR"/*/; do
-      [ -d "$d" ] && scripts/redis-set stop "${d%/}" >/dev/null 2>&1
+      [ -d "$d" ] || continue
+      if [ -f "$d/pg-cluster" ]; then
+        scripts/pg-cluster stop "${d%/}" >/dev/null 2>&1
+      else
+        scripts/redis-set stop "${d%/}" >/dev/null 2>&1
+      fi
     done
     rm -rf "$FENCE_TEST_SPAWN_DIR"
   fi

@@ -1,4 +1,4 @@
--- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 4.
+-- fence.sql -- storage-side fencing for PostgreSQL: schema "fence", version 5.
 --
 -- A write carries a fencing token (a 64-bit number from a lease, 1..2^63-1)
 -- and, optionally, the id of its holder (the lease's 128-bit owner id as 32
@@ -31,8 +31,9 @@
 -- rights, or drop the guards.  The script pins its own search_path
 -- (pg_catalog, pg_temp), so the caller's search_path cannot bind anything
 -- it creates to a user-writable schema.  A superuser installer also gets
--- the event trigger fence_later_triggers (see "The AFTER check"); any
--- other installer is WARNed that there is none.
+-- the event triggers fence_later_triggers (see "The AFTER check") and
+-- fence_dropped_tables (a dropped table leaves fence.tables at once); any
+-- other installer is WARNed that there are none.
 --
 -- Upgrading from version 1, 2 or 3: run this script; it upgrades in place.
 -- From 1 or 2, fence.marks gains the column holder (ACCESS EXCLUSIVE lock
@@ -51,7 +52,10 @@
 -- tables (protect('fence.marks') made every fence.advance() without a
 -- token fail) are dropped with a NOTICE, with the column they added.
 -- Constraints of fence.marks bound to operators outside pg_catalog are
--- re-created.
+-- re-created.  A fence.generated that keys tables by raw oid (earlier
+-- installs) is converted to regclass in place (see there).
+-- Every install also protects again each table fence.tables records whose
+-- guard is not whole (fence.verify(); see "Dump and restore" below).
 --
 -- The writer's token
 --     The token is read from the transaction-local setting fence.token:
@@ -161,6 +165,25 @@
 --   implementation ('plpgsql' | 'c' | 'generic'), check_needed (a later
 --   BEFORE row trigger exists), check_present (every AFTER check needed is
 --   in place; true when none is).
+--   fence.tables records what should be guarded: every table protect()
+--   left protected (tbl regclass, col, mode, implementation), written by
+--   protect(), move_guard(), set_mode() and unprotect() (through
+--   fence.record_table()), SELECT to PUBLIC.  Drop a table's protection
+--   with unprotect(), not by dropping its triggers: the install puts them
+--   back.
+--   SELECT * FROM fence.verify() lists the recorded tables whose guard is
+--   not whole -- missing, disabled (ALTER TABLE ... DISABLE TRIGGER, ENABLE
+--   REPLICA TRIGGER), a zz_fence_guard_* trigger missing or not fence's, a
+--   needed AFTER check missing -- one row per fault: tbl, col, mode,
+--   implementation (as recorded), reason.  A deploy goes live only when
+--       SELECT count(*) FROM fence.verify();
+--   is 0.  It takes no arguments, reads only fence.tables, fence.protected
+--   and the catalogs with the caller's rights, and is EXECUTE to PUBLIC.
+--   The repair is this script: run again, it protects each listed table
+--   again (same column and stamps, mode and implementation; the portable
+--   guard, with a WARNING, where the table was 'c' and the extension is
+--   missing), and WARNs about those it cannot (not the owner, the recorded
+--   column renamed or changed since: it only re-attaches triggers).
 --   protect/unprotect/set_mode run with the caller's rights (the caller must
 --   own the table); EXECUTE on them is not granted to PUBLIC.  To let a
 --   table owner that is not the installer protect its tables:
@@ -169,9 +192,9 @@
 --   four-argument protect only to choose the implementation).  The trigger
 --   functions (generated ones included) are EXECUTE to PUBLIC so that
 --   CREATE TRIGGER works for any table owner; a trigger function cannot be
---   called directly.  So are generate(), add_checks(), drop_orphans() and
---   refuse_schema(), which protect() calls with the caller's rights: each
---   checks what it needs itself.
+--   called directly.  So are generate(), add_checks(), drop_orphans(),
+--   refuse_schema() and record_table(), which protect() calls with the
+--   caller's rights: each checks what it needs itself.
 --
 -- Per-resource mode: SELECT fence.advance('jobs/42', 34);
 --     In the writer's transaction, atomically raises the resource's
@@ -187,12 +210,29 @@
 --     Marks are never lowered or deleted: applications cannot write
 --     fence.marks at all, and a trigger refuses lowering, deleting,
 --     truncating and changing the holder at the same token even for its
---     owner.  fence.mark('jobs/42') reads a mark's token (0 when none),
+--     owner.  An INSERT of a resource that has a mark (a data-only restore
+--     of fence.marks) merges: the higher token wins, never the lower.
+--     fence.mark('jobs/42') reads a mark's token (0 when none),
 --     fence.mark_holder('jobs/42') its holder (NULL when none).  Resource
 --     names are 1..512 bytes.
 --     Rows: the per-row triggers compare tokens only, so a repeated token
 --     passes them.  For repeat-proof fencing of rows, advance a resource in
 --     the same transaction (fence_pg_set_token does both in one round trip).
+--
+-- Dump and restore (docs/postgres.md, "Dump and restore", has the recipes):
+--   fence.tables and fence.generated name their tables by regclass, which
+--   pg_dump writes as the name, so a restore into another cluster (other
+--   oids) keeps them right; restore them with the tables they name.  After
+--   any restore run this script again and check that fence.verify() is
+--   empty: a table restored without its guard (protected 'c' where the
+--   extension is missing: pg_restore fails on CREATE EXTENSION and on the
+--   C triggers) is protected again by the install.  A data-only restore:
+--   the application's data with pg_restore --data-only --disable-triggers
+--   --exclude-schema=fence (a superuser), then fence.marks alone,
+--   pg_restore --data-only --schema=fence --table=marks, triggers on (the
+--   installer or a superuser): each mark becomes the higher of the two.
+--   Never restore fence.meta, fence.generated or fence.tables data-only:
+--   the target's install and protect() wrote its own.
 --
 -- Errors (SQLSTATE):
 --   23Q01  stale token.  Message: "fence: stale token 33 for public.orders
@@ -220,9 +260,11 @@
 --          rewritten after the check by a later BEFORE trigger (DETAIL:
 --          written=N expected=M kind=table object=...).
 --   22023  bad argument to a fence function (NULL, empty or oversized name,
---          a table that cannot be protected, an unknown implementation).
+--          a table that cannot be protected, an unknown implementation,
+--          fence.record_table() of NULL or of no existing table).
 --   42501  install: schema "fence" or something in it belongs to another
---          role; fence.grant() or fence.generate() by a role that may not.
+--          role; fence.grant(), fence.generate() or fence.record_table()
+--          by a role that may not.
 --
 -- Security model and its limits:
 --   * fence.marks is writable only through fence.advance() (SECURITY
@@ -230,8 +272,9 @@
 --     configuration save/restore on every call): every relation, function,
 --     type and operator in it, and in the marks' trigger function, is
 --     schema-qualified instead.  Only advance(), mark(), mark_holder(),
---     current_token(), version(), the trigger functions, the helpers named
---     above and the fence.protected view are granted to PUBLIC.  Disabling
+--     current_token(), version(), verify(), the trigger functions, the
+--     helpers named above, the fence.protected view and SELECT on
+--     fence.tables are granted to PUBLIC.  Disabling
 --     or dropping the triggers needs ownership of the table.
 --   * Tokens are self-declared.  The check stops a stale but honest writer
 --     (a paused or partitioned lease holder); it does not stop a hostile
@@ -648,6 +691,40 @@ DROP TRIGGER IF EXISTS marks_no_truncate ON fence.marks;
 CREATE TRIGGER marks_no_truncate BEFORE TRUNCATE ON fence.marks
     FOR EACH STATEMENT EXECUTE FUNCTION fence.marks_guard();
 
+-- An INSERT of a resource that already has a mark merges instead of
+-- failing on the primary key: the mark is raised to the row's token (with
+-- its holder and time) when that is higher, and otherwise kept as it is
+-- (never lowered; at the same token its holder stays).  This is what makes
+-- a data-only restore of fence.marks (pg_restore --data-only, a COPY) into
+-- a database with marks of its own safe: no mark goes backwards, and the
+-- restored ones the database lacks are added.  The row stays locked until
+-- commit, as fence.advance() needs (which inserts only a resource it did
+-- not find: a concurrent first writer's row then lands here, and advance()
+-- reads the result).  Schema-qualified throughout, as marks_guard().
+CREATE OR REPLACE FUNCTION fence.marks_merge() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    have pg_catalog.int8;
+BEGIN
+    SELECT m.token INTO have FROM fence.marks m
+    WHERE m.resource OPERATOR(pg_catalog.=) NEW.resource FOR UPDATE;
+    -- (A row no mark could hold goes on to its constraint's error.)
+    IF NOT FOUND OR NOT COALESCE(NEW.token OPERATOR(pg_catalog.>) 0, false) THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.token OPERATOR(pg_catalog.>) have THEN
+        UPDATE fence.marks m SET token = NEW.token, holder = NEW.holder, updated_at = NEW.updated_at
+        WHERE m.resource OPERATOR(pg_catalog.=) NEW.resource;
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.marks_merge() FROM PUBLIC;
+DROP TRIGGER IF EXISTS marks_merge ON fence.marks;
+CREATE TRIGGER marks_merge BEFORE INSERT ON fence.marks
+    FOR EACH ROW EXECUTE FUNCTION fence.marks_merge();
+
 -- Raise RESOURCE's high-water mark to TOKEN, recording the writer's holder
 -- (the setting fence.holder), or raise 23Q01 when the mark is higher, or
 -- equal but recorded for a different holder (a repeated token).  The
@@ -992,15 +1069,82 @@ GRANT EXECUTE ON FUNCTION fence.refuse_schema(regclass) TO PUBLIC;
 -- else may write it (the install refuses such grants).  The install's
 -- refresh and fence.protected read column and mode from here, never from
 -- trigger arguments (any table owner may attach a generated function to
--- its own table with any arguments).
+-- its own table with any arguments).  The table is a regclass, which
+-- pg_dump writes as its name: a restore into another cluster, where the
+-- table gets another oid, keeps the row pointing at it.
 CREATE TABLE IF NOT EXISTS fence.generated (
     fn name PRIMARY KEY,
-    tbl oid NOT NULL,
+    tbl regclass NOT NULL,
     col name NOT NULL,
     mode text NOT NULL CONSTRAINT generated_mode_check
         CHECK (mode OPERATOR(pg_catalog.=) 'strict' OR mode OPERATOR(pg_catalog.=) 'permissive')
 );
 REVOKE ALL ON fence.generated FROM PUBLIC;
+
+-- Earlier installs kept the table as a raw oid, which a dump keeps as a
+-- number: restored into another cluster it names no table, or another
+-- relation.  Converted in place (the oids of this database stay right);
+-- a row whose table does not call its function while exactly one table's
+-- zz_fence_guard_upd does -- a database restored from such a dump -- is
+-- pointed at that table.  fence.protected reads the column: it is
+-- emptied for the conversion (its real body comes below, in this same
+-- transaction).
+DO $generated$
+DECLARE
+    cols text;
+BEGIN
+    IF (SELECT a.atttypid FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = 'fence.generated'::regclass AND a.attname = 'tbl') = 'pg_catalog.oid'::regtype THEN
+        -- (Its columns as they are, types and collations: CREATE OR
+        -- REPLACE VIEW keeps them.  The event trigger reads the view on
+        -- the ALTER TABLE below.)
+        SELECT pg_catalog.string_agg(pg_catalog.format('NULL::%s%s AS %I',
+                                                       pg_catalog.format_type(a.atttypid, a.atttypmod),
+                                                       CASE WHEN a.attcollation <> 0
+                                                            THEN ' COLLATE ' || a.attcollation::regcollation::text END,
+                                                       a.attname),
+                                     ', ' ORDER BY a.attnum)
+        INTO cols
+        FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = pg_catalog.to_regclass('fence.protected') AND a.attnum > 0 AND NOT a.attisdropped;
+        IF cols IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE OR REPLACE VIEW fence.protected AS SELECT %s WHERE false', cols);
+        END IF;
+        ALTER TABLE fence.generated ALTER COLUMN tbl TYPE regclass USING tbl::regclass;
+        UPDATE fence.generated g SET tbl = u.tgrelid
+        FROM (SELECT p.proname, pg_catalog.min(t.tgrelid) AS tgrelid
+              FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+              WHERE t.tgname = 'zz_fence_guard_upd' AND p.pronamespace = 'fence'::regnamespace
+              GROUP BY p.proname HAVING pg_catalog.count(DISTINCT t.tgrelid) = 1) u
+        WHERE u.proname = g.fn
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+                          WHERE t.tgrelid = g.tbl AND p.pronamespace = 'fence'::regnamespace AND p.proname = g.fn);
+    END IF;
+END
+$generated$;
+
+-- The tables fence protects, as fence.protect() left them: table, token
+-- column, mode and implementation ('plpgsql' or 'c').  Written by
+-- fence.record_table() (which protect(), move_guard(), set_mode() and
+-- unprotect() call), pruned of dropped tables (fence.drop_orphans(), the
+-- event trigger fence_dropped_tables), and by this script.  It is what
+-- should be guarded -- fence.protected is what is guarded now, and
+-- fence.verify() the difference -- so that a table whose guard is lost
+-- (restored where the C extension is missing, triggers dropped or
+-- disabled) is never silently unguarded: the install protects it again.
+-- The table is a regclass, written by pg_dump as its name.  Readable by
+-- everyone (fence.verify() reads it with the caller's rights), written by
+-- nobody else (the install refuses such grants).
+CREATE TABLE IF NOT EXISTS fence.tables (
+    tbl regclass PRIMARY KEY,
+    col name NOT NULL,
+    mode text NOT NULL CONSTRAINT tables_mode_check
+        CHECK (mode OPERATOR(pg_catalog.=) 'strict' OR mode OPERATOR(pg_catalog.=) 'permissive'),
+    implementation text NOT NULL CONSTRAINT tables_implementation_check
+        CHECK (implementation OPERATOR(pg_catalog.=) 'plpgsql' OR implementation OPERATOR(pg_catalog.=) 'c')
+);
+REVOKE ALL ON fence.tables FROM PUBLIC;
+GRANT SELECT ON fence.tables TO PUBLIC;
 
 -- Functions generated before the registry existed: registered from what
 -- the installer alone wrote (their COMMENT: column and mode) when the
@@ -1141,8 +1285,9 @@ GRANT EXECUTE ON FUNCTION fence.generate(regclass, name, boolean) TO PUBLIC;
 
 -- Drop the generated functions no trigger uses any more (their table was
 -- unprotected, dropped, or protected by another implementation): a pair
--- guard_X / check_X when neither is used.  Anyone
--- may run it: it drops nothing in use.
+-- guard_X / check_X when neither is used; and forget, in fence.generated
+-- and fence.tables, what no longer exists.  Anyone may run it: it drops
+-- nothing in use.
 CREATE OR REPLACE FUNCTION fence.drop_orphans() RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1170,10 +1315,13 @@ BEGIN
             NULL;  -- attached or dropped concurrently
         END;
     END LOOP;
-    -- The registry keeps only functions that exist.
+    -- The registry keeps only functions that exist, fence.tables only
+    -- tables that exist.
     DELETE FROM fence.generated g
     WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
                       WHERE p.pronamespace = 'fence'::regnamespace AND p.proname = g.fn);
+    DELETE FROM fence.tables t
+    WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = t.tbl);
     RETURN dropped;
 END
 $$;
@@ -1210,10 +1358,7 @@ JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
      LATERAL (SELECT g.col, g.mode FROM fence.generated g
               WHERE p.proname OPERATOR(pg_catalog.~) '^guard_'
                 AND g.fn OPERATOR(pg_catalog.=) p.proname
-                -- (a table restored by pg_dump has a new oid: the registry's
-                -- is then no table's)
-                AND (g.tbl OPERATOR(pg_catalog.=) t.tgrelid
-                     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class k WHERE k.oid OPERATOR(pg_catalog.=) g.tbl))
+                AND g.tbl::pg_catalog.oid OPERATOR(pg_catalog.=) t.tgrelid
               UNION ALL
               SELECT pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')::name,
                      pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.nul OPERATOR(pg_catalog.+) 1,
@@ -1238,6 +1383,110 @@ WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
        OR p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$');
 REVOKE ALL ON fence.protected FROM PUBLIC;
 GRANT SELECT ON fence.protected TO PUBLIC;
+
+-- Record TBL in fence.tables as fence.protected shows it now (column,
+-- mode, implementation), or, when none of fence's triggers is left on it
+-- (fence.unprotect()), forget it.  A table that has lost only part of its
+-- guard stays recorded as it was.  protect(), move_guard(), set_mode()
+-- and unprotect() call it with the caller's rights: SECURITY DEFINER,
+-- since only the installer may write fence.tables; it records only what
+-- the catalogs show, and only for a session that may act as TBL's owner
+-- (as fence.generate(); 42501 otherwise).  22023 for NULL or a table that
+-- does not exist.
+CREATE OR REPLACE FUNCTION fence.record_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    owner oid;
+    p record;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'fence: record_table: table is NULL' USING ERRCODE = '22023';
+    END IF;
+    SELECT c.relowner INTO owner FROM pg_catalog.pg_class c WHERE c.oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fence: record_table: no relation has oid %', tbl::oid USING ERRCODE = '22023';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
+        RAISE EXCEPTION 'fence: only the owner of % may record its protection', tbl
+            USING ERRCODE = '42501';
+    END IF;
+    SELECT pr.col, pr.mode, pr.implementation INTO p FROM fence.protected pr WHERE pr.tbl = record_table.tbl;
+    IF FOUND THEN
+        INSERT INTO fence.tables AS t (tbl, col, mode, implementation)
+        VALUES (tbl, p.col, p.mode, p.implementation)
+        ON CONFLICT ON CONSTRAINT tables_pkey
+        DO UPDATE SET col = EXCLUDED.col, mode = EXCLUDED.mode, implementation = EXCLUDED.implementation;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                      WHERE t.tgrelid = tbl
+                        AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                                         'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')) THEN
+        DELETE FROM fence.tables t WHERE t.tbl = record_table.tbl;
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.record_table(regclass) TO PUBLIC;
+
+-- The recorded tables (fence.tables) whose guard is not whole, one row per
+-- fault, with its reason:
+--   no guard: zz_fence_guard_upd is missing or does not call fence's
+--     guard (fence.protected does not list the table);
+--   a zz_fence_guard_ins / _upd / _del trigger missing, not a BEFORE row
+--     trigger of its event, or not calling the same guard with the same
+--     arguments as zz_fence_guard_upd;
+--   zz_fence_guard_truncate missing or not fence.refuse_truncate();
+--   one of fence's triggers disabled (ALTER TABLE ... DISABLE TRIGGER, or
+--     ENABLE REPLICA TRIGGER: it fires only in replica mode);
+--   the AFTER check missing where fence.protected says it is needed.
+-- Tables dropped since they were recorded are not listed.  A deploy
+-- script goes live only when SELECT count(*) FROM fence.verify() is 0; the
+-- install (re-running this script) protects every listed table again.
+-- Reads only fence.tables, fence.protected (both SELECT to PUBLIC) and the
+-- catalogs, with the caller's rights: EXECUTE to PUBLIC.
+CREATE OR REPLACE FUNCTION fence.verify()
+RETURNS TABLE (tbl regclass, col name, mode text, implementation text, reason text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.tbl, r.col, r.mode, r.implementation, f.reason
+    FROM fence.tables r
+    JOIN pg_catalog.pg_class c ON c.oid = r.tbl
+    LEFT JOIN fence.protected p ON p.tbl = r.tbl
+    LEFT JOIN pg_catalog.pg_trigger u ON u.tgrelid = r.tbl AND u.tgname = 'zz_fence_guard_upd',
+    LATERAL (
+        SELECT 'no guard: zz_fence_guard_upd is missing or does not call fence''s guard' AS reason
+        WHERE p.tbl IS NULL
+        UNION ALL
+        SELECT pg_catalog.format('trigger %s is missing or is not %s', e.name, e.what)
+        FROM (VALUES ('zz_fence_guard_ins', 7, 'a BEFORE INSERT row trigger calling the guard of zz_fence_guard_upd'),
+                     ('zz_fence_guard_upd', 19, 'a BEFORE UPDATE row trigger'),
+                     ('zz_fence_guard_del', 11, 'a BEFORE DELETE row trigger calling the guard of zz_fence_guard_upd'))
+             e (name, type, what)
+        WHERE p.tbl IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          WHERE t.tgrelid = r.tbl AND t.tgname = e.name AND t.tgtype = e.type
+                            AND t.tgfoid = u.tgfoid AND t.tgargs = u.tgargs)
+        UNION ALL
+        SELECT 'trigger zz_fence_guard_truncate is missing or is not a BEFORE TRUNCATE trigger calling fence.refuse_truncate()'
+        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          WHERE t.tgrelid = r.tbl AND t.tgname = 'zz_fence_guard_truncate' AND t.tgtype = 34
+                            AND t.tgfoid = 'fence.refuse_truncate()'::regprocedure)
+        UNION ALL
+        SELECT pg_catalog.format('trigger %s is disabled%s', t.tgname,
+                                 CASE t.tgenabled WHEN 'R' THEN ' (ENABLE REPLICA: it fires only in replica mode)' ELSE '' END)
+        FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = r.tbl AND t.tgenabled IN ('D', 'R')
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+        UNION ALL
+        SELECT 'AFTER check missing: a BEFORE row trigger fires after the guard and could rewrite the token column (zz_fence_check_ins/_upd)'
+        WHERE p.check_needed AND NOT p.check_present
+    ) f
+    ORDER BY r.tbl::text, f.reason
+$$;
+REVOKE ALL ON FUNCTION fence.verify() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.verify() TO PUBLIC;
 
 -- Attach TBL's AFTER checks (zz_fence_check_ins / _upd) where a BEFORE row
 -- trigger fires after its guard and the check is missing; never removes
@@ -1307,6 +1556,7 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig, tbl);
     END LOOP;
+    PERFORM fence.record_table(tbl);
     PERFORM fence.drop_orphans();
 END
 $$;
@@ -1452,6 +1702,8 @@ BEGIN
     -- column: on the hot path of every other table they cost nothing.
     PERFORM fence.add_checks(tbl);
     PERFORM fence.drop_orphans();
+    -- What is now guarded is what should be (fence.tables).
+    PERFORM fence.record_table(tbl);
 
     -- What could still undo the check: BEFORE triggers that fire after
     -- fence's guard (name order), and roles other than the owner that may
@@ -1568,6 +1820,28 @@ END
 $$;
 REVOKE ALL ON FUNCTION fence.on_ddl() FROM PUBLIC;
 
+-- The other event trigger's function: a table dropped (DROP TABLE, DROP
+-- SCHEMA ... CASCADE, DROP OWNED ...) leaves fence.tables and
+-- fence.generated at once, so that no dump ever holds its oid -- a number,
+-- which in another cluster may be another table's.  (Without the event
+-- trigger, drop_orphans() forgets it at the next protect(), unprotect() or
+-- install; its unused generated functions go then too.)  SECURITY DEFINER
+-- (the installer): only it may write these.
+CREATE OR REPLACE FUNCTION fence.on_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM fence.tables t
+    USING pg_catalog.pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objsubid = 0 AND d.objid = t.tbl::oid;
+    DELETE FROM fence.generated g
+    USING pg_catalog.pg_event_trigger_dropped_objects() d
+    WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objsubid = 0 AND d.objid = g.tbl::oid;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.on_drop() FROM PUBLIC;
+
 DO $event$
 BEGIN
     IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
@@ -1575,11 +1849,14 @@ BEGIN
         CREATE EVENT TRIGGER fence_later_triggers ON ddl_command_end
             WHEN TAG IN ('CREATE TRIGGER', 'ALTER TRIGGER', 'ALTER TABLE')
             EXECUTE FUNCTION fence.on_ddl();
+        DROP EVENT TRIGGER IF EXISTS fence_dropped_tables;
+        CREATE EVENT TRIGGER fence_dropped_tables ON sql_drop
+            EXECUTE FUNCTION fence.on_drop();
     ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger e
                       WHERE e.evtname = 'fence_later_triggers' AND e.evtenabled <> 'D') THEN
         RAISE WARNING 'fence: installed by %, not a superuser: no event trigger watches for BEFORE triggers created later on protected tables',
                 pg_catalog.quote_ident(current_user)
-            USING HINT = 'A BEFORE row trigger that sorts after zz_fence_guard_* and is created after fence.protect() is not checked until fence.protect() runs again on its table (SELECT * FROM fence.protected WHERE check_needed AND NOT check_present).  A superuser may re-run this script to add the event trigger.';
+            USING HINT = 'A BEFORE row trigger that sorts after zz_fence_guard_* and is created after fence.protect() is not checked until fence.protect() runs again on its table (SELECT * FROM fence.protected WHERE check_needed AND NOT check_present).  A dropped protected table stays in fence.tables until the next fence.protect(), fence.unprotect() or install (a dump taken meanwhile holds its oid).  A superuser may re-run this script to add the event triggers.';
     END IF;
 END
 $event$;
@@ -1705,6 +1982,72 @@ BEGIN
     END LOOP;
 END
 $upgrade$;
+
+-- fence.tables: every table fence.protected lists and fence.tables does
+-- not yet (tables protected before fence.tables existed) is recorded as it
+-- is.  Then the repair: every recorded table whose guard is not whole
+-- (fence.verify(): a restore without the C extension, triggers dropped or
+-- disabled, a missing AFTER check) is protected again -- same column (its
+-- stamps kept), mode and implementation, or the portable guard where the
+-- table was recorded 'c' and the extension is not installed -- with a
+-- WARNING naming it.  A table this cannot protect again (the installer
+-- does not own it, ...) is left as it is, with a WARNING: fence.verify()
+-- keeps listing it.  So is one whose recorded column is no longer the
+-- bigint NOT NULL column protect() left (renamed, dropped, changed): then
+-- protect() would add or convert a column (UPDATE ... SET col = 0 fires
+-- the table's own triggers, which would run as the installer), and it
+-- only ever re-attaches fence's triggers.
+DO $repair$
+DECLARE
+    r record;
+    impl text;
+    have_c constant boolean := pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL;
+BEGIN
+    INSERT INTO fence.tables (tbl, col, mode, implementation)
+    SELECT p.tbl, p.col, p.mode, p.implementation FROM fence.protected p
+    WHERE p.implementation IN ('plpgsql', 'c')
+    ON CONFLICT (tbl) DO NOTHING;
+    FOR r IN
+        SELECT v.tbl, v.col, v.mode, v.implementation,
+               pg_catalog.string_agg(v.reason, '; ' ORDER BY v.reason) AS reasons
+        FROM fence.verify() v
+        GROUP BY 1, 2, 3, 4
+        ORDER BY v.tbl::text
+    LOOP
+        impl := r.implementation;
+        IF impl = 'c' AND NOT have_c THEN
+            impl := 'plpgsql';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                       WHERE a.attrelid = r.tbl AND a.attname = r.col AND a.attnum > 0 AND NOT a.attisdropped
+                         AND a.atttypid = 'pg_catalog.int8'::regtype AND a.attnotnull
+                         AND a.attidentity = '' AND a.attgenerated = '') THEN
+            RAISE WARNING 'fence: % is not guarded as fence.protect() left it (%), and its token column % is no longer the bigint NOT NULL column it was (renamed, dropped or changed since): not protected again',
+                    r.tbl, r.reasons, pg_catalog.quote_ident(r.col)
+                USING HINT = pg_catalog.format('Its owner may protect it again: SELECT fence.protect(%L, <its token column>);',
+                                               r.tbl::text);
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM fence.protect(r.tbl, r.col, r.mode = 'permissive', impl);
+        EXCEPTION WHEN insufficient_privilege OR invalid_parameter_value THEN
+            RAISE WARNING 'fence: % is not guarded as fence.protect() left it (%), and this install cannot protect it again: %',
+                    r.tbl, r.reasons, SQLERRM
+                USING HINT = pg_catalog.format('Run this script as a superuser or as the owner of %s, or as its owner: SELECT fence.protect(%L, %L, %s, %L);',
+                                               r.tbl::text, r.tbl::text, r.col, r.mode = 'permissive', impl);
+            CONTINUE;
+        END;
+        IF impl = r.implementation THEN
+            RAISE WARNING 'fence: % was not guarded as fence.protect() left it (%): protected again (column %, %, %)',
+                    r.tbl, r.reasons, pg_catalog.quote_ident(r.col), r.mode, impl;
+        ELSE
+            RAISE WARNING 'fence: % was not guarded as fence.protect() left it (%): protected again with the portable guard (column %, %, plpgsql): it was protected ''c'', and the C extension is not installed in this database',
+                    r.tbl, r.reasons, pg_catalog.quote_ident(r.col), r.mode
+                USING HINT = 'CREATE EXTENSION fence (a superuser), then SELECT fence.protect(<table>, <column>, <permissive>, ''c''), to use the C guard again.';
+        END IF;
+    END LOOP;
+END
+$repair$;
 
 -- fence.token, fence.holder or fence.xact set for whole sessions by ALTER
 -- ROLE / ALTER DATABASE ... SET (or left in the installing session): no

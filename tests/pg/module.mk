@@ -38,3 +38,6 @@ PG_TESTS += test_pg_race
 # Behind a real pgbouncer (with-servers --pgbouncer): transaction, statement
 # and session pools, both guards in one run: runs once.
 PG_TESTS += test_pg_pooler
+# test_pg_restore: pg_dump / pg_restore (docs/postgres.md, "Dump and restore"),
+# both implementations in one run: runs once (scripts/run-suites).
+PG_TESTS += test_pg_restore
