@@ -70,6 +70,9 @@ else
   AS=() who=$(id -un)
 fi
 UVARS=(B="$B" PREFIX="$U/opt")
+# Not the outer make's jobserver (run from make test, its file descriptors
+# do not reach the user's make, which then warns): the user's own make.
+NOJOBS=(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL)
 [ "${FENCE_PKG_NO_BUILD:-0}" = 1 ] && UVARS+=(-o all)
 listing() { find "$PKGLIB" "$EXTDIR" -printf '%p %y %s %T@\n' | sort; }
 skipped() { grep -c "^make $1: left out the PostgreSQL extension ($PKGLIB is not writable); run 'make $1-pgext' as root for it\$" "$2"; }
@@ -78,7 +81,7 @@ if "${AS[@]}" test -w "$PKGLIB"; then
 else
   listing > "$T/pg.before"
   touch "$T/mark"
-  "${AS[@]}" make -s --no-print-directory "${UVARS[@]}" install > "$T/user-install.log" 2>&1; rc=$?
+  "${AS[@]}" "${NOJOBS[@]}" make -s --no-print-directory "${UVARS[@]}" install > "$T/user-install.log" 2>&1; rc=$?
   check "make install PREFIX=\$T/user/opt as $who exits 0 (exit $rc)" test $rc -eq 0
   [ $rc -eq 0 ] || sed 's/^/# /' "$T/user-install.log"
   for f in bin/fence include/fence.h include/fence_pg.h lib/libfence.so lib/libfence_pg.a \
@@ -92,7 +95,7 @@ else
   check "... writes nothing under $PKGLIB or $EXTDIR" cmp -s "$T/pg.before" "$T/pg.after"
   changed=$(find . -newer "$T/mark" ! -path ./.git | head -n 5)
   check "... builds or writes nothing in the repo${changed:+: $changed}" test -z "$changed"
-  "${AS[@]}" make -s --no-print-directory "${UVARS[@]}" uninstall > "$T/user-uninstall.log" 2>&1; rc=$?
+  "${AS[@]}" "${NOJOBS[@]}" make -s --no-print-directory "${UVARS[@]}" uninstall > "$T/user-uninstall.log" 2>&1; rc=$?
   check "make uninstall PREFIX=\$T/user/opt as $who exits 0 (exit $rc)" test $rc -eq 0
   check "... prints one line saying the PostgreSQL extension was left, naming make uninstall-pgext" \
     test "$(skipped uninstall "$T/user-uninstall.log")" = 1
