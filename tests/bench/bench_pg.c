@@ -390,6 +390,14 @@ int main(void)
              ROWS);
     exec_ok(g_conn, sql);
     exec_ok(g_conn, "VACUUM ANALYZE");
+    /* Time on a connection of its own, as an application's is: not the
+     * one that ran the install (fence.sql's DO blocks, the catalogs it
+     * wrote) and the tables' DDL. */
+    PQfinish(g_conn);
+    g_conn = PQconnectdbParams(keys, vals, 1);
+    if (PQstatus(g_conn) != CONNECTION_OK) {
+        die("connect", PQerrorMessage(g_conn));
+    }
     prepare(g_conn, "upd_plain", "UPDATE plain_accounts SET balance = balance + 1 WHERE id = $1",
             1);
     prepare(g_conn, "upd_fenced",
@@ -496,6 +504,28 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
         print_ratio(shown[i].name, shown[i].m, med_ratio);
+    }
+    /* Each guard against the floor of its kind, round by round (the same
+     * round's floor), median: what the guard adds to any trigger of its
+     * language.  The C floor is PostgreSQL's own
+     * suppress_redundant_updates_trigger (a C row trigger that compares
+     * OLD and NEW and returns NEW), the PL/pgSQL floor RETURN NEW. */
+    static const struct {
+        const char *name;
+        enum mode guard, floor;
+    } over_floor[] = {
+        {"pg_row_fenced_vs_trigger_floor_c_ratio", ROW_FENCED, TRIVIAL_TRIGGER},
+        {"pg_row_fenced_plpgsql_vs_trigger_floor_plpgsql_ratio", ROW_FENCED_PL, PLPGSQL_FLOOR},
+    };
+    for (size_t i = 0; i < sizeof over_floor / sizeof over_floor[0]; i++) {
+        enum mode g = over_floor[i].guard, f = over_floor[i].floor;
+        if (g_on[g] && g_on[f]) {
+            double rr[MAX_ROUNDS];
+            for (int r = 0; r < rounds; r++) {
+                rr[r] = tps[f][r] / tps[g][r];
+            }
+            printf("%s %.3f x\n", over_floor[i].name, median(rr, rounds));
+        }
     }
     for (int m = 0; m < NMODES; m++) {
         if (g_on[m]) {
