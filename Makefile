@@ -228,7 +228,7 @@ PC_IN      := $(foreach p,$(notdir $(PC_FILES)),$(firstword $(wildcard lib/*/$(p
 MAN1       := $(sort $(wildcard man/*.1))
 MAN3       := $(sort $(wildcard man/*.3))
 COMPLETION := completion/fence.bash
-SQL_PARTS  := postgres sqlite gate
+SQL_PARTS  := sqlite gate    # postgres: the one built script, $(FENCE_SQL)
 
 install: all
 	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(BINDIR)'
@@ -252,6 +252,7 @@ install: all
 	for d in $(SQL_PARTS); do \
 	  install -d '$(DESTDIR)$(DATADIR)/'$$d && install -m 644 sql/$$d/*.sql '$(DESTDIR)$(DATADIR)/'$$d/ || exit 1; \
 	done
+	install -d '$(DESTDIR)$(DATADIR)/postgres' && install -m 644 $(FENCE_SQL) '$(DESTDIR)$(DATADIR)/postgres/fence.sql'
 	$(if $(MAN1),install -d '$(DESTDIR)$(MANDIR)/man1' && install -m 644 $(MAN1) '$(DESTDIR)$(MANDIR)/man1/')
 	$(if $(MAN3),install -d '$(DESTDIR)$(MANDIR)/man3' && install -m 644 $(MAN3) '$(DESTDIR)$(MANDIR)/man3/')
 	install -d '$(DESTDIR)$(BASHCOMPDIR)'
@@ -272,6 +273,8 @@ uninstall:
 	  for f in sql/$$d/*.sql; do rm -f '$(DESTDIR)$(DATADIR)/'$$d/$${f##*/}; done; \
 	  rmdir '$(DESTDIR)$(DATADIR)/'$$d 2>/dev/null || true; \
 	done
+	rm -f '$(DESTDIR)$(DATADIR)/postgres/fence.sql'
+	rmdir '$(DESTDIR)$(DATADIR)/postgres' 2>/dev/null || true
 	$(if $(filter fence,$(notdir $(DATADIR))),rmdir '$(DESTDIR)$(DATADIR)' 2>/dev/null || true)
 	for f in $(notdir $(MAN1)); do rm -f '$(DESTDIR)$(MANDIR)/man1/'$$f; done
 	for f in $(notdir $(MAN3)); do rm -f '$(DESTDIR)$(MANDIR)/man3/'$$f; done

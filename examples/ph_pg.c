@@ -1,6 +1,6 @@
 /*
  * ph_pg.c -- paused_holder's account in a PostgreSQL table, fenced per row
- * with sql/postgres/fence.sql (installed from C by fence_pg_install) and
+ * with fence.sql (sql/postgres/) (installed from C by fence_pg_install) and
  * libfence_pg: fence.protect() on the table, the token set in each writing
  * transaction with fence_pg_set_token().
  */

@@ -11,7 +11,7 @@
 #include "common.h"
 #include "fence_pg.h"
 
-/* sql/postgres/fence.sql, embedded at build time by scripts/embed. */
+/* fence.sql (sql/postgres/), embedded at build time by scripts/embed. */
 extern const char fence_pg__sql_fence[];
 extern const size_t fence_pg__sql_fence_len;
 

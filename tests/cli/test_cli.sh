@@ -367,9 +367,9 @@ check "... within a couple of seconds" elapsed_lt "$s" "$e" 2.5
 check "Redis is back for what follows" redis_up
 
 # ---- psql: the token protects a real write ------------------------------------------------
-SQL=sql/postgres/fence.sql
+SQL=${FENCE_BUILD:-build}/sql/postgres/fence.sql   # built by make from sql/postgres/
 if [ ! -f "$SQL" ]; then
-  echo "# SKIP psql test: $SQL does not exist yet (nothing to protect the table with)"
+  nok "psql test: $SQL is missing (make builds it)"
 elif [ -z "${PGHOST:-}" ] || [ -z "${FENCE_TEST_PG_CONNINFO:-}" ]; then
   nok "psql test: PGHOST / FENCE_TEST_PG_CONNINFO not set (run under scripts/with-servers --pg)"
 else

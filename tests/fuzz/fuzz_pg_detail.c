@@ -1,5 +1,5 @@
 /* fuzz_pg_detail.c -- fence_pg__parse_stale (lib/pg): the DETAIL of a
- * 23Q01 error, as sql/postgres/fence.sql writes it,
+ * 23Q01 error, as fence.sql (sql/postgres/) writes it,
  *     offered=33 highest=34 kind=table object=public.orders reason=older
  *     offered=34 highest=34 kind=resource object=jobs/42 reason=repeat holder=<32 hex>
  * (version 2 wrote no reason and no holder) parsed into a fence_stale, on

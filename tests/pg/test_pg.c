@@ -1,5 +1,5 @@
 /*
- * test_pg.c -- sql/postgres/fence.sql and libfence_pg against a real
+ * test_pg.c -- fence.sql (sql/postgres/) and libfence_pg against a real
  * PostgreSQL (scripts/with-servers --pg): install, per-row and
  * per-resource fencing in every interleaving, retrofit, modes, COPY,
  * TRUNCATE, the hot path, pipeline mode and prepared statements.  The

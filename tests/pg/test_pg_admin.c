@@ -1,5 +1,5 @@
 /*
- * test_pg_admin.c -- the administration of sql/postgres/fence.sql
+ * test_pg_admin.c -- the administration of fence.sql (sql/postgres/)
  * version 4 against a real PostgreSQL: protect() refuses fence's own and
  * the system's tables, the install repairs a database where an older
  * version protected fence.marks, fence.grant(), session-level tokens, the

@@ -1,5 +1,5 @@
 /*
- * test_pg_security.c -- the security review of sql/postgres/fence.sql
+ * test_pg_security.c -- the security review of fence.sql (sql/postgres/)
  * against a real PostgreSQL: what a non-superuser application role cannot
  * do, install ownership, later triggers, inheritance, a hostile
  * search_path, a non-superuser admin, upgrades, odd names.  Own database

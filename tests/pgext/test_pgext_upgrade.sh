@@ -399,7 +399,7 @@ SELECT fence.version(), (SELECT count(*) FROM pg_extension WHERE extname = 'fenc
     "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
   val "$db" "$TRIGGERS" > "$T/p.triggers.before"
   expect_ok "$db: version 4's generated guards do not bind the token" "$db" "$GEN" "3 false"
-  expect_ok "$db: fence.sql version 5 over version 4" "$db" "\\i sql/postgres/fence.sql
+  expect_ok "$db: fence.sql version 5 over version 4" "$db" "\\i $B/sql/postgres/fence.sql
 SELECT fence.version();" 5
   expect_ok "$db: every generated guard written again from version 5's template" "$db" "$GEN" "3 true"
   expect_ok "$db: fence.protected lists every table, column, mode, implementation" "$db" "$PROTECTED" \
@@ -422,7 +422,7 @@ p_rows|2|5"
   expect_ok "$db: the mark and its holder are kept" "$db" "SELECT fence.mark('res'), fence.mark_holder('res');" "7|$H1"
   enforcing "$db after fence.sql 5" "$db" "${tabs[@]}"
   marks "$db after fence.sql 5" "$db" fence.advance
-  expect_ok "fresh_$db: fence.sql version 5" "fresh_$db" "\\i sql/postgres/fence.sql
+  expect_ok "fresh_$db: fence.sql version 5" "fresh_$db" "\\i $B/sql/postgres/fence.sql
 SELECT fence.version();" 5
   compare "$db: the schema upgraded from version 4 is a fresh version 5's" "$db" "fresh_$db" "$SNAPSHOT"
 }
@@ -479,7 +479,7 @@ c_perm|fence_token|permissive|c|f|t
 c_rows|fence_token|strict|c|t|t
 p_rows|fence_token|strict|plpgsql|f|t"
 
-  local v5="\\i sql/postgres/fence.sql
+  local v5="\\i $B/sql/postgres/fence.sql
 SELECT fence.version();"
   local alter="ALTER EXTENSION fence UPDATE;
 SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
@@ -622,7 +622,7 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
     "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace AND proname IN ('c_stamp', 'c_send', 'c_restoring');" 0
   expect_ok "$v after: the extension has c_advance, c_check, c_guard, c_version" "$db" "$EXT_MEMBERS" \
     "function fence.c_advance(text,bigint), function fence.c_check(), function fence.c_guard(), function fence.c_version()"
-  expect_ok "fresh ($v's server): fence.sql 5, CREATE EXTENSION fence (1.4)" fresh "\\i sql/postgres/fence.sql
+  expect_ok "fresh ($v's server): fence.sql 5, CREATE EXTENSION fence (1.4)" fresh "\\i $B/sql/postgres/fence.sql
 CREATE EXTENSION fence;
 SELECT extversion FROM pg_extension WHERE extname = 'fence';" 1.4
   compare "$v after: the extension's functions are a fresh 1.4's (symbols, attributes, privileges)" "$db" fresh "$EXT_FUNCS"

@@ -93,7 +93,7 @@ cp "$B/lib/pgext/fence.so" "$T/ext/fence.so" && printf '\nfence-test-build-%08d\
 cat > "$T/inner.sh" <<'SH'
 set -eu
 q() { "$FENCE_TEST_PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 "$@"; }
-q -f sql/postgres/fence.sql > /dev/null
+q -f "$FENCE_BUILD/sql/postgres/fence.sql" > /dev/null
 q -c 'CREATE EXTENSION fence'
 echo "c_version=$(q -c 'SELECT fence.c_version()')"
 lib=$(q -c "SELECT setting FROM pg_config WHERE name = 'PKGLIBDIR'")
@@ -103,7 +103,7 @@ echo "links=$(find "$FENCE_TEST_PG_DIR/tree" \( -name fence.so -o -name fence.co
   -type l | wc -l)"
 echo "tail=$(q -c "SELECT convert_from(pg_read_binary_file('$lib/fence.so', -26, 25), 'SQL_ASCII')")"
 SH
-FENCE_PGEXT_DIR=$T/ext scripts/with-servers --pg -- bash "$T/inner.sh" > "$T/servers.log" 2>&1
+FENCE_BUILD=$B FENCE_PGEXT_DIR=$T/ext scripts/with-servers --pg -- bash "$T/inner.sh" > "$T/servers.log" 2>&1
 rc=$?
 val() { sed -n "s/^$1=//p" "$T/servers.log"; }
 if [ $rc -eq 0 ]; then

@@ -1,0 +1,470 @@
+-- 70-protect.sql -- part of fence.sql: protect and unprotect: fence.protected, fence.verify(), fence.protect(), fence.move_guard(), fence.set_mode(), fence.unprotect().
+-- The parts are joined in name order into $(B)/sql/postgres/fence.sql
+-- (lib/pg/module.mk), the one script that psql -f, fence_pg_install()
+-- and make install use; it runs as one transaction (BEGIN in
+-- 10-schema.sql, COMMIT in 90-upgrade.sql).  See docs/postgres.md.
+
+-- Protected tables: their token column and mode ('strict' or
+-- 'permissive'), the implementation of their guard ('plpgsql': generated
+-- functions; 'c': the C extension's fence.c_guard; 'generic': version 3's
+-- fence.row_guard with WHEN clauses), whether a BEFORE row trigger fires
+-- after the guard (check_needed: it could rewrite the token column), and
+-- whether every AFTER check that needs is in place (check_present; true
+-- when none is needed).  check_needed AND NOT check_present: re-run
+-- fence.protect() on that table.
+-- Column and mode: for generated functions ('plpgsql') what fence.generated
+-- records they bake in, and only on the table they were generated for (a
+-- trigger of another table calling them is not listed); for the C and
+-- generic guards, which read their trigger's arguments, those arguments
+-- (a trigger without both is not listed).
+CREATE OR REPLACE VIEW fence.protected AS
+SELECT t.tgrelid::regclass AS tbl,
+       a.col,
+       a.mode,
+       CASE p.proname WHEN 'row_guard' THEN 'generic' WHEN 'c_guard' THEN 'c' ELSE 'plpgsql' END AS implementation,
+       (l.ins OR l.upd) AS check_needed,
+       ((NOT l.ins OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
+                              WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
+                                AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_ins'))
+        AND (NOT l.upd OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
+                                  WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
+                                    AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_upd'))) AS check_present
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
+     LATERAL (SELECT position(pg_catalog.decode('00', 'hex') IN t.tgargs) AS nul) z,
+     LATERAL (SELECT g.col, g.mode FROM fence.generated g
+              WHERE p.proname OPERATOR(pg_catalog.~) '^guard_'
+                AND g.fn OPERATOR(pg_catalog.=) p.proname
+                AND g.tbl::pg_catalog.oid OPERATOR(pg_catalog.=) t.tgrelid
+              UNION ALL
+              SELECT pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')::name,
+                     pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.nul OPERATOR(pg_catalog.+) 1,
+                                               pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.-) z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')
+              WHERE p.proname OPERATOR(pg_catalog.!~) '^guard_'
+                AND z.nul OPERATOR(pg_catalog.>) 1
+                AND pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.>) (z.nul OPERATOR(pg_catalog.+) 1)) a,
+     -- BEFORE row triggers (not INSTEAD OF) that fire after the guard of
+     -- INSERT / of UPDATE: name order, byte-wise.  Disabled ones count
+     -- too (they can be enabled).
+     LATERAL (SELECT COALESCE(pg_catalog.bool_or(b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 4 OPERATOR(pg_catalog.<>) 0
+                                                 AND b.tgname COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) 'zz_fence_guard_ins'), false) AS ins,
+                     COALESCE(pg_catalog.bool_or(b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 16 OPERATOR(pg_catalog.<>) 0
+                                                 AND b.tgname COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) 'zz_fence_guard_upd'), false) AS upd
+              FROM pg_catalog.pg_trigger b
+              WHERE b.tgrelid OPERATOR(pg_catalog.=) t.tgrelid AND NOT b.tgisinternal
+                AND b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 67 OPERATOR(pg_catalog.=) 3
+                AND b.tgname OPERATOR(pg_catalog.<>) ALL ('{zz_fence_guard_ins,zz_fence_guard_upd,zz_fence_guard_del}'::pg_catalog.name[])) l
+WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
+  AND p.pronamespace OPERATOR(pg_catalog.=) 'fence'::regnamespace
+  AND (p.proname OPERATOR(pg_catalog.=) ANY ('{row_guard,c_guard}'::pg_catalog.name[])
+       OR p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$');
+REVOKE ALL ON fence.protected FROM PUBLIC;
+GRANT SELECT ON fence.protected TO PUBLIC;
+
+-- Record TBL in fence.tables as fence.protected shows it now (column,
+-- mode, implementation), or, when none of fence's triggers is left on it
+-- (fence.unprotect()), forget it.  A table that has lost only part of its
+-- guard stays recorded as it was.  protect(), move_guard(), set_mode()
+-- and unprotect() call it with the caller's rights: SECURITY DEFINER,
+-- since only the installer may write fence.tables; it records only what
+-- the catalogs show, and only for a session that may act as TBL's owner
+-- (as fence.generate(); 42501 otherwise).  22023 for NULL or a table that
+-- does not exist.
+CREATE OR REPLACE FUNCTION fence.record_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    owner oid;
+    p record;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'fence: record_table: table is NULL' USING ERRCODE = '22023';
+    END IF;
+    SELECT c.relowner INTO owner FROM pg_catalog.pg_class c WHERE c.oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fence: record_table: no relation has oid %', tbl::oid USING ERRCODE = '22023';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
+        RAISE EXCEPTION 'fence: only the owner of % may record its protection', tbl
+            USING ERRCODE = '42501';
+    END IF;
+    SELECT pr.col, pr.mode, pr.implementation INTO p FROM fence.protected pr WHERE pr.tbl = record_table.tbl;
+    IF FOUND THEN
+        INSERT INTO fence.tables AS t (tbl, col, mode, implementation)
+        VALUES (tbl, p.col, p.mode, p.implementation)
+        ON CONFLICT ON CONSTRAINT tables_pkey
+        DO UPDATE SET col = EXCLUDED.col, mode = EXCLUDED.mode, implementation = EXCLUDED.implementation;
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                      WHERE t.tgrelid = tbl
+                        AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                                         'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')) THEN
+        DELETE FROM fence.tables t WHERE t.tbl = record_table.tbl;
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.record_table(regclass) TO PUBLIC;
+
+-- The recorded tables (fence.tables) whose guard is not whole, one row per
+-- fault, with its reason:
+--   no guard: zz_fence_guard_upd is missing or does not call fence's
+--     guard (fence.protected does not list the table);
+--   a zz_fence_guard_ins / _upd / _del trigger missing, not a BEFORE row
+--     trigger of its event, or not calling the same guard with the same
+--     arguments as zz_fence_guard_upd;
+--   zz_fence_guard_truncate missing or not fence.refuse_truncate();
+--   one of fence's triggers disabled (ALTER TABLE ... DISABLE TRIGGER, or
+--     ENABLE REPLICA TRIGGER: it fires only in replica mode);
+--   the AFTER check missing where fence.protected says it is needed.
+-- Tables dropped since they were recorded are not listed.  A deploy
+-- script goes live only when SELECT count(*) FROM fence.verify() is 0; the
+-- install (re-running this script) protects every listed table again.
+-- Reads only fence.tables, fence.protected (both SELECT to PUBLIC) and the
+-- catalogs, with the caller's rights: EXECUTE to PUBLIC.
+CREATE OR REPLACE FUNCTION fence.verify()
+RETURNS TABLE (tbl regclass, col name, mode text, implementation text, reason text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.tbl, r.col, r.mode, r.implementation, f.reason
+    FROM fence.tables r
+    JOIN pg_catalog.pg_class c ON c.oid = r.tbl
+    LEFT JOIN fence.protected p ON p.tbl = r.tbl
+    LEFT JOIN pg_catalog.pg_trigger u ON u.tgrelid = r.tbl AND u.tgname = 'zz_fence_guard_upd',
+    LATERAL (
+        SELECT 'no guard: zz_fence_guard_upd is missing or does not call fence''s guard' AS reason
+        WHERE p.tbl IS NULL
+        UNION ALL
+        SELECT pg_catalog.format('trigger %s is missing or is not %s', e.name, e.what)
+        FROM (VALUES ('zz_fence_guard_ins', 7, 'a BEFORE INSERT row trigger calling the guard of zz_fence_guard_upd'),
+                     ('zz_fence_guard_upd', 19, 'a BEFORE UPDATE row trigger'),
+                     ('zz_fence_guard_del', 11, 'a BEFORE DELETE row trigger calling the guard of zz_fence_guard_upd'))
+             e (name, type, what)
+        WHERE p.tbl IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          WHERE t.tgrelid = r.tbl AND t.tgname = e.name AND t.tgtype = e.type
+                            AND t.tgfoid = u.tgfoid AND t.tgargs = u.tgargs)
+        UNION ALL
+        SELECT 'trigger zz_fence_guard_truncate is missing or is not a BEFORE TRUNCATE trigger calling fence.refuse_truncate()'
+        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                          WHERE t.tgrelid = r.tbl AND t.tgname = 'zz_fence_guard_truncate' AND t.tgtype = 34
+                            AND t.tgfoid = 'fence.refuse_truncate()'::regprocedure)
+        UNION ALL
+        SELECT pg_catalog.format('trigger %s is disabled%s', t.tgname,
+                                 CASE t.tgenabled WHEN 'R' THEN ' (ENABLE REPLICA: it fires only in replica mode)' ELSE '' END)
+        FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = r.tbl AND t.tgenabled IN ('D', 'R')
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+        UNION ALL
+        SELECT 'AFTER check missing: a BEFORE row trigger fires after the guard and could rewrite the token column (zz_fence_check_ins/_upd)'
+        WHERE p.check_needed AND NOT p.check_present
+    ) f
+    ORDER BY r.tbl::text, f.reason
+$$;
+REVOKE ALL ON FUNCTION fence.verify() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fence.verify() TO PUBLIC;
+
+-- Attach TBL's AFTER checks (zz_fence_check_ins / _upd) where a BEFORE row
+-- trigger fires after its guard and the check is missing; never removes
+-- one (protect() starts afresh).  Runs with the caller's rights (the
+-- table's owner in protect(), the installer in the event trigger below).
+CREATE OR REPLACE FUNCTION fence.add_checks(tbl regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p record;
+    fn text;
+    need_ins boolean;
+    need_upd boolean;
+BEGIN
+    SELECT pr.col, pr.mode, pr.implementation, g.proname INTO p
+    FROM fence.protected pr
+    JOIN pg_catalog.pg_trigger t ON t.tgrelid = pr.tbl AND t.tgname = 'zz_fence_guard_upd'
+    JOIN pg_catalog.pg_proc g ON g.oid = t.tgfoid
+    WHERE pr.tbl = add_checks.tbl;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    fn := CASE p.implementation
+              WHEN 'c' THEN 'fence.c_check'
+              ELSE 'fence.' || pg_catalog.quote_ident(pg_catalog.regexp_replace(p.proname, '^guard_', 'check_'))
+          END;
+    SELECT pg_catalog.bool_or(b.tgtype::integer & 4 <> 0 AND b.tgname COLLATE "C" > 'zz_fence_guard_ins'),
+           pg_catalog.bool_or(b.tgtype::integer & 16 <> 0 AND b.tgname COLLATE "C" > 'zz_fence_guard_upd')
+    INTO need_ins, need_upd
+    FROM pg_catalog.pg_trigger b
+    WHERE b.tgrelid = tbl AND NOT b.tgisinternal AND b.tgtype::integer & 67 = 3
+      AND b.tgname NOT IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del');
+    -- Each existence test right before its CREATE: the CREATE fires the
+    -- event trigger, which may have added the other one.
+    IF need_ins AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                                WHERE t.tgrelid = tbl AND t.tgname = 'zz_fence_check_ins') THEN
+        EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_check_ins AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                                  tbl, fn, p.col, p.mode);
+    END IF;
+    IF need_upd AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
+                                WHERE t.tgrelid = tbl AND t.tgname = 'zz_fence_check_upd') THEN
+        EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_check_upd AFTER UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                                  tbl, fn, p.col, p.mode);
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.add_checks(regclass) TO PUBLIC;
+
+-- Drop fence's triggers from TBL (no error when there are none) and the
+-- generated functions nothing uses any more.
+CREATE OR REPLACE FUNCTION fence.unprotect(tbl regclass) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    trig text;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'fence: unprotect: table is NULL' USING ERRCODE = '22023';
+    END IF;
+    FOR trig IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = tbl
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig, tbl);
+    END LOOP;
+    PERFORM fence.record_table(tbl);
+    PERFORM fence.drop_orphans();
+END
+$$;
+REVOKE ALL ON FUNCTION fence.unprotect(regclass) FROM PUBLIC;
+
+-- Protect TBL: make COL (default fence_token) a bigint NOT NULL DEFAULT 0
+-- stamp column (adding it, or converting an existing integer column and
+-- its NULLs), and install the triggers of the chosen implementation: 'c'
+-- when the C extension is installed (fence.c_guard() exists), else
+-- 'plpgsql'; the four-argument form forces one.  Run again to change the
+-- mode or the implementation, or after renaming the column.  Needs only
+-- EXECUTE on this function (and ownership of TBL).  The body is shared by
+-- both signatures (written once below): the four-argument one is a new
+-- function, so that a GRANT on the three-argument one keeps working alone.
+DO $protect$
+DECLARE
+    body CONSTANT text := $body$
+DECLARE
+    kind "char";
+    att record;
+    trig record;
+    children text;
+    mode text := CASE WHEN permissive THEN 'permissive' ELSE 'strict' END;
+    have_c boolean := pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL;
+    fns record;
+    guard_fn text;
+    old_col name;
+BEGIN
+    IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
+        RAISE EXCEPTION 'fence: protect: table, column and mode must not be NULL or empty'
+            USING ERRCODE = '22023';
+    END IF;
+    IF use_impl IS NULL THEN
+        use_impl := CASE WHEN have_c THEN 'c' ELSE 'plpgsql' END;
+    ELSIF use_impl NOT IN ('c', 'plpgsql') THEN
+        RAISE EXCEPTION 'fence: protect: implementation must be ''c'' or ''plpgsql'', got %',
+                COALESCE(pg_catalog.quote_literal(use_impl), 'NULL')
+            USING ERRCODE = '22023';
+    ELSIF use_impl = 'c' AND NOT have_c THEN
+        RAISE EXCEPTION 'fence: protect: implementation ''c'' needs the C extension (CREATE EXTENSION fence), which is not installed in this database'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM fence.refuse_schema(tbl);
+    SELECT c.relkind INTO kind FROM pg_catalog.pg_class c WHERE c.oid = tbl;
+    IF kind IS DISTINCT FROM 'r' THEN
+        RAISE EXCEPTION 'fence: % is not an ordinary table (partitioned tables, views and foreign tables are not supported; protect each partition)', tbl
+            USING ERRCODE = '22023';
+    END IF;
+    -- Fails unless the caller may change the table; holds it until commit
+    -- (so no child can be attached while we look).
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    -- Row triggers fire on the table a row is in: writes through TBL to
+    -- its children's rows would not be checked.
+    SELECT pg_catalog.string_agg(i.inhrelid::regclass::text, ', ' ORDER BY i.inhrelid::regclass::text)
+    INTO children FROM pg_catalog.pg_inherits i WHERE i.inhparent = tbl;
+    IF children IS NOT NULL THEN
+        RAISE EXCEPTION 'fence: % has inheritance children (%): fencing covers only the rows of the protected table itself, so writes through % to its children''s rows would go unchecked',
+                tbl, children, tbl
+            USING ERRCODE = '22023',
+                  HINT = 'Protect each child table instead, and do not write through the parent.';
+    END IF;
+    -- A protected table keeps its token column: a new one would start at
+    -- 0 (or whatever it held) and admit tokens older than the stamps.
+    -- move_guard() moves it on purpose, carrying every stamp over.
+    -- (A column renamed since is the same column: only a token column
+    -- that still exists under its recorded name counts.)
+    SELECT p.col INTO old_col FROM fence.protected p WHERE p.tbl = protect_tbl
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                   WHERE a.attrelid = protect_tbl AND a.attname = p.col AND a.attnum > 0 AND NOT a.attisdropped);
+    IF move THEN
+        IF old_col IS NULL THEN
+            RAISE EXCEPTION 'fence: move_guard: % is not protected (use fence.protect())', tbl USING ERRCODE = '22023';
+        ELSIF old_col = col THEN
+            RAISE EXCEPTION 'fence: move_guard: % is already guarded by column %', tbl, pg_catalog.quote_ident(col)
+                USING ERRCODE = '22023';
+        END IF;
+    ELSIF old_col IS NOT NULL AND old_col <> col THEN
+        RAISE EXCEPTION 'fence: % is protected with token column %; refusing to guard it by column % instead (its stamps would be lost and older tokens admitted)',
+                tbl, pg_catalog.quote_ident(old_col), pg_catalog.quote_ident(col)
+            USING ERRCODE = '22023',
+                  HINT = pg_catalog.format('To move the guard to another column on purpose: SELECT fence.move_guard(%L, %L);  it carries every row''s stamp over.',
+                                           tbl::text, col);
+    END IF;
+
+    FOR trig IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = tbl
+          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
+                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
+    LOOP
+        EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig.tgname, tbl);
+    END LOOP;
+
+    SELECT a.atttypid, a.attnotnull, a.attidentity, a.attgenerated INTO att
+    FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN %I bigint NOT NULL DEFAULT 0', tbl, col);
+    ELSE
+        IF att.attidentity <> '' OR att.attgenerated <> '' THEN
+            RAISE EXCEPTION 'fence: column % of % is an identity or generated column', pg_catalog.quote_ident(col), tbl
+                USING ERRCODE = '22023';
+        END IF;
+        IF att.atttypid NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) THEN
+            RAISE EXCEPTION 'fence: column % of % has type %; a token column must be smallint, integer or bigint',
+                    pg_catalog.quote_ident(col), tbl, att.atttypid::regtype
+                USING ERRCODE = '22023';
+        END IF;
+        IF att.atttypid <> 'int8'::regtype THEN
+            EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint USING COALESCE(%I, 0)',
+                                      tbl, col, col);
+        ELSIF NOT att.attnotnull THEN
+            EXECUTE pg_catalog.format('UPDATE %s SET %I = 0 WHERE %I IS NULL', tbl, col, col);
+        END IF;
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT 0, ALTER COLUMN %I SET NOT NULL',
+                                  tbl, col, col);
+    END IF;
+    IF move THEN
+        -- Every row keeps at least its stamp (no guard is attached now, and
+        -- the table is locked; the table's own triggers do fire).
+        EXECUTE pg_catalog.format('UPDATE %s SET %I = %I WHERE %I OPERATOR(pg_catalog.<) %I',
+                                  tbl, col, old_col, col, old_col);
+    END IF;
+
+    IF use_impl = 'plpgsql' THEN
+        SELECT * INTO fns FROM fence.generate(tbl, col, permissive);
+        guard_fn := fns.guard_fn;
+    ELSE
+        guard_fn := 'fence.c_guard';
+    END IF;
+    -- No WHEN clauses: the guard does its own fast path.  The arguments
+    -- (column, mode) are what fence.protected shows; the C guard reads
+    -- them, the generated functions have them baked in.
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_del BEFORE DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%L, %L)',
+                              tbl, guard_fn, col, mode);
+    EXECUTE pg_catalog.format('CREATE TRIGGER zz_fence_guard_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fence.refuse_truncate()',
+                              tbl);
+    -- The AFTER checks only where a later BEFORE trigger could rewrite the
+    -- column: on the hot path of every other table they cost nothing.
+    PERFORM fence.add_checks(tbl);
+    PERFORM fence.drop_orphans();
+    -- What is now guarded is what should be (fence.tables).
+    PERFORM fence.record_table(tbl);
+
+    -- What could still undo the check: BEFORE triggers that fire after
+    -- fence's guard (name order), and roles other than the owner that may
+    -- add such triggers.
+    FOR trig IN
+        SELECT t.tgname FROM pg_catalog.pg_trigger t
+        WHERE t.tgrelid = tbl AND NOT t.tgisinternal
+          AND t.tgtype::integer & 67 = 3  -- ROW | BEFORE, not INSTEAD
+          AND ((t.tgtype::integer & 4 <> 0 AND t.tgname COLLATE pg_catalog."C" > 'zz_fence_guard_ins')
+               OR (t.tgtype::integer & 16 <> 0 AND t.tgname COLLATE pg_catalog."C" > 'zz_fence_guard_upd'))
+          AND t.tgname NOT IN ('zz_fence_guard_ins', 'zz_fence_guard_upd')
+        ORDER BY 1
+    LOOP
+        RAISE WARNING 'fence: trigger % on % fires after fence''s check (triggers fire in name order): if it writes %, those writes are refused (23Q03)',
+                pg_catalog.quote_ident(trig.tgname), tbl, pg_catalog.quote_ident(col);
+    END LOOP;
+    FOR trig IN
+        SELECT DISTINCT CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                        ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END AS who
+        FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+        WHERE c.oid = tbl AND a.grantee <> c.relowner AND a.privilege_type = 'TRIGGER'
+        ORDER BY 1
+    LOOP
+        RAISE WARNING 'fence: role % holds TRIGGER on %: it can add triggers that run in every writer''s transaction and switch fencing off (REVOKE TRIGGER ON % FROM %)',
+                trig.who, tbl, tbl, trig.who;
+    END LOOP;
+END
+$body$;
+BEGIN
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name DEFAULT %L, permissive boolean DEFAULT false)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'fence_token', 'DECLARE use_impl text := NULL; move constant boolean := false; protect_tbl constant regclass := tbl;' || body);
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name, permissive boolean, impl text)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'DECLARE use_impl text := COALESCE(impl, ''NULL''); move constant boolean := false; protect_tbl constant regclass := tbl;' || body);
+    -- Move TBL's guard to column COL (made or converted as protect() does),
+    -- keeping its mode and implementation; each row's new column becomes
+    -- at least its old stamp.  Same rights as protect().
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.move_guard(tbl regclass, col name)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'DECLARE protect_tbl constant regclass := tbl; move constant boolean := true;'
+        ' permissive boolean := COALESCE((SELECT p.mode = ''permissive'' FROM fence.protected p WHERE p.tbl = protect_tbl), false);'
+        ' use_impl text := COALESCE((SELECT p.implementation FROM fence.protected p WHERE p.tbl = protect_tbl), ''plpgsql'');'
+        || body);
+END
+$protect$;
+REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.move_guard(regclass, name) FROM PUBLIC;
+
+-- Switch a protected table between 'strict' and 'permissive' (migration)
+-- mode, keeping its column and implementation.  Calls protect(): needs
+-- EXECUTE on both (and on the four-argument protect() when the table's
+-- implementation is not the one protect() picks by default).
+CREATE OR REPLACE FUNCTION fence.set_mode(tbl regclass, mode text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c name;
+    impl text;
+    default_impl text;
+BEGIN
+    IF tbl IS NULL OR mode IS NULL OR mode NOT IN ('strict', 'permissive') THEN
+        RAISE EXCEPTION 'fence: set_mode: mode must be ''strict'' or ''permissive'', got %',
+                COALESCE(pg_catalog.quote_literal(mode), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT p.col, p.implementation INTO c, impl FROM fence.protected p WHERE p.tbl = set_mode.tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fence: % is not protected (use fence.protect())', tbl USING ERRCODE = '22023';
+    END IF;
+    default_impl := 'plpgsql';
+    IF pg_catalog.to_regprocedure('fence.c_guard()') IS NOT NULL THEN
+        default_impl := 'c';
+    END IF;
+    IF impl = default_impl THEN
+        PERFORM fence.protect(tbl, c, mode = 'permissive');
+    ELSE
+        PERFORM fence.protect(tbl, c, mode = 'permissive', impl);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.set_mode(regclass, text) FROM PUBLIC;
