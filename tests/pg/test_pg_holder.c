@@ -615,8 +615,8 @@ START_TEST(prepared_and_pipelined)
 END_TEST
 
 /* An application role through the library on a fence_pg_prepare()d
- * connection: the rule holds, fence.marks stays closed to the role (its
- * guard enabled), and revoking fence.advance from PUBLIC closes it to the
+ * connection: the library advances with fence.advance, the rule holds,
+ * fence.marks stays closed to the role (its guard enabled), and revoking fence.advance from PUBLIC closes it to the
  * role (42501) until fence.grant() gives it back. */
 START_TEST(prepared_as_application)
 {
@@ -628,6 +628,17 @@ START_TEST(prepared_as_application)
     ck_assert_int_eq(fence_pg_prepare(a), FENCE_OK);
     ck_assert_int_eq(num(a, "SELECT count(*) FROM pg_prepared_statements"), 0);
     ck_assert_int_eq(advance_h(a, 3, HA, res, &e), FENCE_OK);
+    /* The statement the library sends advances with fence.advance, also
+     * where the extension is installed (the session's last statement,
+     * seen while it is idle in a transaction). */
+    char q[256];
+    snprintf(q, sizeof q, "SELECT count(*) FROM pg_stat_activity WHERE pid = %d"
+             " AND query LIKE '%%fence.advance($3, %%' AND query NOT LIKE '%%c\\_advance%%'",
+             PQbackendPID(a));
+    ok(a, "BEGIN");
+    ck_assert_int_eq(set_tok_h(a, 3, HA, res, &e), FENCE_OK);
+    ck_assert_int_eq(num(c, q), 1);
+    ok(a, "ROLLBACK");
     ck_assert_int_eq(advance_h(a, 2, HA, res, &e), FENCE_STALE);
     ck_assert_int_eq(advance_h(a, 3, HB, res, &e), FENCE_STALE);
     ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
