@@ -503,7 +503,7 @@ START_TEST(extension_update_path)
                      0);
     ck_assert_str_eq(text1(c, "SELECT string_agg(proname, ' ' ORDER BY proname) FROM pg_proc"
                               " WHERE pronamespace = 'fence'::regnamespace AND proname LIKE 'c\\_%'"),
-                     "c_advance c_check c_guard c_version");
+                     "c_check c_guard c_version");
     PQfinish(c);
     drop_side_db(name);
 }
