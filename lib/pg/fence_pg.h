@@ -25,7 +25,7 @@
  * PGresult, and allocates nothing the caller must free.
  * Threads: as with libpq, one PGconn must not be used by two threads at
  * once.  The library's only state is a per-thread error slot
- * (fence_pg_errmsg) and the per-connection memory of fence_pg_prepare.
+ * (fence_pg_errmsg).
  * Every call that can return FENCE_STALE takes an optional `fence_stale *`
  * last: zeroed whenever it is not NULL, filled only on FENCE_STALE.
  */
@@ -83,17 +83,16 @@ FENCE_API fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const c
                                            const char *resource);
 
 /*
- * Optional, once per connection: ask (one query) whether this database has
- * the PostgreSQL extension "fence" and this role may call its
- * fence.c_advance, the same rule as fence.advance in C
- * (docs/postgres-extension.md); when it may, fence_pg_set_token and
- * fence_pg_send_token advance resources with it on this connection.
- * Remembered per connection (forgotten by PQreset); an extension installed
- * later is used by connections prepared later.  Prepares no statement on
- * the server (the name is kept for compatibility): nothing of it is lost
- * to DISCARD ALL or to a pooler that hands the client another server
- * connection.  conn must be idle, outside a transaction block and out of
- * pipeline mode (FENCE_ESTATE).  Calling it again is harmless.
+ * Kept for compatibility, and only checks conn: FENCE_OK for a connection
+ * that is idle, outside a transaction block and out of pipeline mode,
+ * FENCE_EINVAL for a NULL conn, FENCE_ECONN for a connection that is not
+ * usable, FENCE_ESTATE otherwise.  Sends no query and prepares no
+ * statement: fence_pg_set_token and fence_pg_send_token work the same on
+ * any connection, always sending unnamed statements and advancing
+ * resources with fence.advance.  (Before, it asked once whether the
+ * PostgreSQL extension "fence" of versions 1.1 to 1.3 offered
+ * fence.c_advance, and had the connection use it; extension 1.4 has no
+ * such function.)  Calling it again is harmless.
  */
 FENCE_API fence_status fence_pg_prepare(PGconn *conn);
 

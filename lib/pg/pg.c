@@ -1,10 +1,9 @@
 /* pg.c -- libfence_pg calls that talk to the server: set (and advance) the
- * token and holder of the caller's transaction, prepare, read a resource's
- * mark, install fence.sql.  Calls result.c and errslot.c, never the
+ * token and holder of the caller's transaction, read a resource's mark,
+ * install fence.sql; and fence_pg_prepare, which only checks its
+ * arguments.  Calls result.c and errslot.c, never the
  * reverse. */
 #include "pg_internal.h"
-
-#include <libpq-events.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,32 +27,8 @@ static const char SQL_SEND[] = "SELECT WHERE fence.use_token($1::pg_catalog.int8
 static const char SQL_SET_ADVANCE[] =
     "SELECT fence.use_token($1::pg_catalog.int8, $2), pg_catalog.current_setting('fence.holder'), "
     "fence.advance($3, $1::pg_catalog.int8)";
-/* The same with the extension's C fence.advance (docs/postgres-extension.md):
- * used on a connection for which fence_pg_prepare() found that the role may
- * call fence.c_advance(text, bigint). */
-static const char SQL_SET_ADVANCE_C[] =
-    "SELECT fence.use_token($1::pg_catalog.int8, $2), pg_catalog.current_setting('fence.holder'), "
-    "fence.c_advance($3, $1::pg_catalog.int8)";
-/* Whether fence.c_advance exists and may be called: 't', 'f' or NULL. */
-static const char SQL_HAS_C[] =
-    "SELECT pg_catalog.has_function_privilege(a, 'EXECUTE') FROM "
-    "pg_catalog.to_regprocedure('fence.c_advance(pg_catalog.text,pg_catalog.int8)') a";
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
 static const char SQL_MARK_HOLDER[] = "SELECT fence.mark($1), fence.mark_holder($1)";
-
-/* Per-connection memory of fence_pg_prepare(): libpq instance data of
- * this event procedure, &use_c_advance when the advance statement is to
- * call fence.c_advance, NULL otherwise (PQreset forgets it). */
-static char use_c_advance;
-
-static int event_proc(PGEventId id, void *info, void *pass)
-{
-    (void)pass;
-    if (id == PGEVT_CONNRESET) {
-        PQsetInstanceData(((PGEventConnReset *)info)->conn, event_proc, NULL);
-    }
-    return 1;
-}
 
 /* Checks shared by every call that takes a resource name (NULL allowed
  * when optional): the one name check of common.h, any byte but NUL, as
@@ -223,16 +198,15 @@ typedef struct token_query {
 
 /* `send`: for fence_pg_send_token, whose caller only classifies the
  * result (without a resource, the form with no result column). */
-static void token_query_init(token_query *q, const PGconn *conn, uint64_t token,
-                             const char *holder, const char *resource, int send)
+static void token_query_init(token_query *q, uint64_t token, const char *holder,
+                             const char *resource, int send)
 {
-    int c = PQinstanceData(conn, event_proc) == &use_c_advance;
     snprintf(q->tok, sizeof q->tok, "%" PRIu64, token);
     q->values[0] = q->tok;
     q->values[1] = holder != NULL ? holder : ""; /* '' is "no holder" to fence.sql */
     q->values[2] = resource;
     q->nparams = resource != NULL ? 3 : 2;
-    q->sql = resource != NULL ? (c ? SQL_SET_ADVANCE_C : SQL_SET_ADVANCE) : send ? SQL_SEND : SQL_SET;
+    q->sql = resource != NULL ? SQL_SET_ADVANCE : send ? SQL_SEND : SQL_SET;
 }
 
 static const Oid text_types[3] = {TEXTOID_, TEXTOID_, TEXTOID_};
@@ -252,7 +226,7 @@ fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder
         return st;
     }
     token_query q;
-    token_query_init(&q, conn, token, holder, resource, 0);
+    token_query_init(&q, token, holder, resource, 0);
     PGresult *res = PQexecParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
     if (res == NULL) {
         return null_result(fn, conn);
@@ -282,38 +256,21 @@ fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *holde
                               "outside it use fence_pg_set_token()", fn);
     }
     token_query q;
-    token_query_init(&q, conn, token, holder, resource, 1);
+    token_query_init(&q, token, holder, resource, 1);
     if (!PQsendQueryParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0)) {
         return null_result(fn, conn);
     }
     return fence_pg__ok(conn);
 }
 
+/* Kept for compatibility: it checks its argument and the connection's
+ * state, and sends nothing (every statement is sent unnamed, and
+ * resources are always advanced with fence.advance). */
 fence_status fence_pg_prepare(PGconn *conn)
 {
-    static const char fn[] = "fence_pg_prepare";
-    fence_status st = check_idle(fn, conn, "");
+    fence_status st = check_idle("fence_pg_prepare", conn, "");
     if (st != FENCE_OK) {
         return st;
-    }
-    /* One query: whether this database has the extension's
-     * fence.c_advance and the role may call it. */
-    PGresult *has = PQexec(conn, SQL_HAS_C);
-    if (has == NULL) {
-        return null_result(fn, conn);
-    }
-    st = fence_pg_classify(conn, has, NULL);
-    int c_advance = st == FENCE_OK && PQntuples(has) == 1 && PQnfields(has) == 1 &&
-                    !PQgetisnull(has, 0, 0) && strcmp(PQgetvalue(has, 0, 0), "t") == 0;
-    PQclear(has);
-    if (st != FENCE_OK) {
-        return st;
-    }
-    /* Registering fails harmlessly when an earlier call registered it. */
-    (void)PQregisterEventProc(conn, event_proc, "fence_pg", NULL);
-    if (!PQsetInstanceData(conn, event_proc, c_advance ? &use_c_advance : NULL)) {
-        return fence_pg__fail(conn, FENCE_ENOMEM, "%s: libpq could not register the "
-                              "connection's event procedure", fn);
     }
     return fence_pg__ok(conn);
 }

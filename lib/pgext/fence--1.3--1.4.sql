@@ -1,12 +1,16 @@
 -- fence--1.3--1.4.sql -- ALTER EXTENSION fence UPDATE (TO '1.4') from 1.3.
 --
--- 1.4 keeps the C guard, check and c_advance (the same functions: every
--- table protected with them keeps its triggers and stays guarded through
--- the update) and drops what read PostgreSQL's internals or hooked into
--- its planner and executor: fence.c_stamp (1.2), fence.c_send (1.3) and fence.c_restoring.  From 1.4 on, the guards admit only a
+-- 1.4 keeps the C guard and check (the same functions: every table
+-- protected with them keeps its triggers and stays guarded through the
+-- update) and drops what read PostgreSQL's internals or hooked into its
+-- planner and executor: fence.c_stamp (1.2), fence.c_send (1.3) and
+-- fence.c_restoring; and fence.c_advance (1.1), fence.advance() in C,
+-- which cost as much as fence.sql's fence.advance once its direct index
+-- lookup was gone: resources are advanced by fence.advance alone
+-- (libfence_pg calls nothing else).  From 1.4 on, the guards admit only a
 -- token that fence.use_token() (fence.sql version 5) gave to the writing
--- transaction: run fence.sql version 5 first, and move writers from
--- SET LOCAL fence.token to SELECT fence.use_token(...) (docs/postgres.md,
+-- transaction: run fence.sql version 5 first, and move writers from SET
+-- LOCAL fence.token to SELECT fence.use_token(...) (docs/postgres.md,
 -- "Upgrading to version 5").
 
 \echo Use "ALTER EXTENSION fence UPDATE TO '1.4'" to load this file. \quit
@@ -14,17 +18,15 @@
 DROP FUNCTION fence.c_send(text, text);
 DROP FUNCTION fence.c_stamp(bigint, bigint, oid, smallint, boolean, "char");
 DROP FUNCTION fence.c_restoring();
+DROP FUNCTION fence.c_advance(text, bigint);
 
--- Rebind the guard, check and c_advance to 1.4's symbols (CREATE OR
--- REPLACE keeps each function, so every trigger stays): a backend still
--- running the older fence.so has no such symbol and refuses the write
--- (42883) instead of applying the older rule.
+-- Rebind the guard and check to 1.4's symbols (CREATE OR REPLACE keeps
+-- each function, so every trigger stays): a backend still running the
+-- older fence.so has no such symbol and refuses the write (42883) instead
+-- of applying the older rule.
 CREATE OR REPLACE FUNCTION fence.c_guard() RETURNS trigger
 AS 'MODULE_PATHNAME', 'fence_c_guard_v2'
 LANGUAGE C;
 CREATE OR REPLACE FUNCTION fence.c_check() RETURNS trigger
 AS 'MODULE_PATHNAME', 'fence_c_check_v2'
 LANGUAGE C;
-CREATE OR REPLACE FUNCTION fence.c_advance(resource text, token bigint) RETURNS bigint
-AS 'MODULE_PATHNAME', 'fence_c_advance_v2'
-LANGUAGE C VOLATILE;

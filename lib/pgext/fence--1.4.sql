@@ -1,5 +1,5 @@
--- fence--1.4.sql -- CREATE EXTENSION fence: the C row guard and check and
--- fence.advance() in C, added to schema "fence" of sql/postgres/fence.sql.
+-- fence--1.4.sql -- CREATE EXTENSION fence: the C row guard and check,
+-- added to schema "fence" of sql/postgres/fence.sql.
 --
 -- An accelerator, not a replacement: sql/postgres/fence.sql (version 5 or
 -- later) must be installed in this database first -- it owns the schema
@@ -12,14 +12,14 @@
 --                      TG_ARGV[0] the token column, TG_ARGV[1] 'strict' or
 --                      'permissive'
 --   fence.c_check()    AFTER ROW INSERT/UPDATE trigger function (same args)
---   fence.c_advance(resource, token)  fence.advance() in C: same rules,
---                      errors and locking; EXECUTE on fence.advance needed
 --   fence.c_version()  the module's interface revision (2: tokens bound to
 --                      their transaction by fence.use_token())
--- The guard, check and c_advance are bound to the module's symbols
--- fence_c_*_v2, which no module before 1.4 has: a backend still running an
--- older fence.so (loaded before the package was upgraded) fails their
--- calls (42883) rather than apply the older rule.
+-- (1.1 to 1.3 also had fence.c_advance(resource, token), fence.advance()
+-- in C; 1.4 has none: resources are advanced by fence.sql's fence.advance.)
+-- The guard and check are bound to the module's symbols fence_c_*_v2,
+-- which no module before 1.4 has: a backend still running an older
+-- fence.so (loaded before the package was upgraded) fails their calls
+-- (42883) rather than apply the older rule.
 -- DROP EXTENSION fence fails while tables are protected with them (their
 -- triggers depend on the functions): re-protect those tables with
 -- fence.protect(tbl, col, permissive, 'plpgsql') first, or drop with
@@ -39,20 +39,12 @@ CREATE FUNCTION fence.c_version() RETURNS integer
 AS 'MODULE_PATHNAME', 'fence_c_version'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
-CREATE FUNCTION fence.c_advance(resource text, token bigint) RETURNS bigint
-AS 'MODULE_PATHNAME', 'fence_c_advance_v2'
-LANGUAGE C VOLATILE;
-
 -- Any table owner may attach the trigger functions (CREATE TRIGGER needs
 -- EXECUTE on them; fence.protect() runs with the caller's rights); a
--- trigger function cannot be called directly.  c_advance checks EXECUTE on
--- fence.advance(text, bigint) for its caller itself (fence.grant()
--- restricts both).
+-- trigger function cannot be called directly.
 REVOKE ALL ON FUNCTION fence.c_guard() FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.c_check() FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.c_version() FROM PUBLIC;
-REVOKE ALL ON FUNCTION fence.c_advance(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.c_guard() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.c_check() TO PUBLIC;
 GRANT EXECUTE ON FUNCTION fence.c_version() TO PUBLIC;
-GRANT EXECUTE ON FUNCTION fence.c_advance(text, bigint) TO PUBLIC;

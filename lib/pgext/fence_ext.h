@@ -9,7 +9,9 @@
  *            writer's token and the shared error reports
  *   guard.c  fence.c_guard(): BEFORE ROW INSERT/UPDATE/DELETE
  *   check.c  fence.c_check(): AFTER ROW INSERT/UPDATE
- *   advance.c  fence.c_advance(): fence.advance() in C
+ * (1.1 to 1.3 also had fence.c_advance, fence.advance() in C: 1.4 dropped
+ * it -- it cost as much as the PL/pgSQL fence.advance and needed catalog
+ * lookups beyond the interfaces below; docs/postgres-extension.md.)
  * Only documented extension interfaces: fmgr, commands/trigger.h, SPI with
  * saved plans, the GUC functions (GetConfigOption); no hooks, nothing of
  * PostgreSQL's internal tables.  No version-dependent code.
@@ -28,7 +30,7 @@
 /* The interface revision of this module, fence.c_version(). */
 #define FENCE_EXT_VERSION 2
 
-/* The value of setting `name` (fence.token, fence.holder): NULL when
+/* The value of setting `name` (fence.token, fence.xact): NULL when
  * unset or ''.  The pointer is the setting's own, valid until it changes. */
 const char *fence_ext_setting(const char *name);
 

@@ -17,8 +17,13 @@ PG_EXTENSIONS := $(PGEXT_SO)
 PGEXT_MAKE    = $(MAKE) --no-print-directory -C $(PGEXT_DIR) -f $(CURDIR)/lib/pgext/Makefile \
                 VPATH=$(CURDIR)/lib/pgext PG_CONFIG='$(PG_CONFIG)'
 
+# PGXS tracks no header dependencies and no change to OBJS (a removed
+# source file would stay linked in), so whenever a source, header or the
+# Makefile changed, the objects and the module are built again from
+# scratch (three small files).
 $(PGEXT_SO): $(wildcard lib/pgext/*.c lib/pgext/*.h) lib/pgext/Makefile
 	@mkdir -p $(PGEXT_DIR)
+	rm -f $(PGEXT_DIR)/*.o $@
 	+$(PGEXT_MAKE)
 # Its folders, asked of pg_config only when an install needs them.
 PGEXT_LIBDIR  = $(shell $(PG_CONFIG) --pkglibdir)

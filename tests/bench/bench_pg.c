@@ -19,15 +19,17 @@
  *                  pg_row_fenced_c_vs_plain_ratio are the same figure:
  *                  the C row trigger for every row.
  *   row_fenced_unprepared  as row_fenced on a connection without
- *                  fence_pg_prepare() (which only picks fence.c_advance for
- *                  resources: the statements are unnamed either way).
+ *                  fence_pg_prepare() (which only checks the connection:
+ *                  the same unnamed statements either way).
  *   row_restamp, row_restamp_plpgsql  as row_fenced (on tables of their
  *                  own) but a new, higher token every transaction (a new
  *                  holder each time): the guard stamps every row.  The
  *                  worst case, shown for honesty; row_restamp is 'c'.
- *   resource_fenced  set_config + fence.advance('bench', token) + the
- *                  UPDATE on the plain table, pipelined, one transaction;
- *                  no holder (fence.holder '').
+ *   resource_fenced  fence_pg_send_token() with resource 'bench' -- one
+ *                  statement: fence.use_token + fence.advance('bench',
+ *                  token), fence.sql's PL/pgSQL (extension 1.4 has no C
+ *                  fence.c_advance) -- + the UPDATE on the plain table,
+ *                  pipelined, one transaction; no holder (fence.holder '').
  *   resource_fenced_holder  the same with a holder id (fence.holder set to
  *                  32 hex digits and checked by fence.advance, resource
  *                  'bench-h'): what the holder rule adds.

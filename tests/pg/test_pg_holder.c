@@ -2,11 +2,13 @@
  * test_pg_holder.c -- holder ids at PostgreSQL resources (fence.sql
  * version 3) against a real PostgreSQL: the rule for an equal token (only
  * from the holder recorded with the mark; "none" equals only "none"), the
- * reason and holder a rejection reports, malformed holders refused at both
- * ends with nothing changed, fence.holder set per session or per
- * transaction like fence.token, prepared and pipelined calls, rows (which
- * compare tokens only), and upgrades from the released version 2 keeping
- * their marks.  Own database and roles per run (pgutil.c).
+ * reason and holder a rejection reports, fence.advance's answer for every
+ * kind of name, token and holder, malformed holders refused at both ends
+ * with nothing changed, fence.holder set per session or per transaction
+ * like fence.token, prepared and pipelined calls (an application role's
+ * too), rows (which compare tokens only), and upgrades from the released
+ * version 2 keeping their marks.  Own database and roles per run
+ * (pgutil.c).
  */
 #include "pgutil.h"
 
@@ -154,6 +156,215 @@ START_TEST(detail_format)
     ck_assert_int_eq(num(c, "SELECT (fence.mark_holder('df-none') IS NULL)::int"), 1);
     ck_assert_int_eq(num(c, "SELECT (fence.mark_holder('nothing') IS NULL)::int"), 1);
     ck_assert_int_eq(num(c, "SELECT fence.mark('df')"), 20);
+    PQfinish(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* fence.advance, case by case                                          */
+/* ------------------------------------------------------------------ */
+
+/* What one call of fence.advance returned. */
+typedef struct adv_res {
+    fence_status status; /* fence_pg_classify */
+    fence_stale stale;
+    char state[6];      /* SQLSTATE, "" on success */
+    char msg[600];
+    char detail[600];
+    char hint[600];
+    char value[32];     /* what it returned, on success */
+    char mark[128];     /* on success: "mark|holder" afterwards, in the same transaction
+                         * (fence.mark, fence.mark_holder; "" for no holder) */
+} adv_res;
+
+static void field(const PGresult *r, int code, char *out, size_t n)
+{
+    const char *v = PQresultErrorField(r, code);
+    snprintf(out, n, "%s", v != NULL ? v : "");
+}
+
+/* One transaction: fence.holder set to the raw value holder (NULL: left
+ * alone), bound to the transaction as fence.use_token() binds it (so that
+ * any value, malformed ones included, reaches fence.advance), then SELECT
+ * fence.advance($1::text, <tok>) (resource NULL: SQL NULL; tok is SQL
+ * text: "7", "0", "NULL").  Committed when `commit` and it succeeded,
+ * rolled back otherwise.  Its outcome into *o. */
+static void raw_advance(PGconn *c, const char *holder, const char *resource, const char *tok,
+                        bool commit, adv_res *o)
+{
+    char sql[256];
+    memset(o, 0, sizeof *o);
+    ok(c, "BEGIN");
+    if (holder != NULL) {
+        const char *v[1] = {holder};
+        PGresult *h = PQexecParams(c,
+                                   "SELECT pg_catalog.set_config('fence.holder', $1, true),"
+                                   " pg_catalog.set_config('fence.xact', pg_catalog.pg_current_xact_id()::text, true)",
+                                   1, NULL, v, NULL, NULL, 0);
+        ck_assert_int_eq(PQresultStatus(h), PGRES_TUPLES_OK);
+        PQclear(h);
+    }
+    snprintf(sql, sizeof sql, "SELECT fence.advance($1::text, %s)", tok);
+    const char *v[1] = {resource};
+    PGresult *r = PQexecParams(c, sql, 1, NULL, v, NULL, NULL, 0);
+    o->status = fence_pg_classify(c, r, &o->stale);
+    field(r, PG_DIAG_SQLSTATE, o->state, sizeof o->state);
+    field(r, PG_DIAG_MESSAGE_PRIMARY, o->msg, sizeof o->msg);
+    field(r, PG_DIAG_MESSAGE_DETAIL, o->detail, sizeof o->detail);
+    field(r, PG_DIAG_MESSAGE_HINT, o->hint, sizeof o->hint);
+    if (o->status == FENCE_OK) {
+        snprintf(o->value, sizeof o->value, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        r = PQexecParams(c, "SELECT fence.mark($1) || '|' || coalesce(fence.mark_holder($1), '')",
+                         1, NULL, v, NULL, NULL, 0);
+        ck_assert_msg(PQntuples(r) == 1, "reading the mark: %s", PQresultErrorMessage(r));
+        snprintf(o->mark, sizeof o->mark, "%s", PQgetvalue(r, 0, 0));
+    }
+    PQclear(r);
+    ok(c, commit && o->status == FENCE_OK ? "COMMIT" : "ROLLBACK");
+}
+
+/* fence.advance with raw holder (NULL: left alone) in a transaction of
+ * its own, committed on success; its status, the stale description into
+ * *o. */
+static fence_status raw_commit(PGconn *c, const char *holder, const char *resource, long long tok,
+                               adv_res *o)
+{
+    char t[24];
+    snprintf(t, sizeof t, "%lld", tok);
+    raw_advance(c, holder, resource, t, true, o);
+    return o->status;
+}
+
+/* One call on the marks as they are, rolled back: SQLSTATE state ("" for
+ * success); on success it returns tok and leaves the mark `mark`. */
+static void expect_advance(PGconn *c, const char *holder, const char *resource, const char *tok,
+                           const char *state, const char *mark)
+{
+    adv_res o;
+    raw_advance(c, holder, resource, tok, false, &o);
+    ck_assert_msg(strcmp(o.state, state) == 0, "advance(%s, %s) holder %s gave '%s' (%s), expected '%s'",
+                  resource ? resource : "NULL", tok, holder ? holder : "-", o.state, o.msg, state);
+    if (state[0] == '\0') {
+        ck_assert_str_eq(o.value, tok);
+        ck_assert_msg(strcmp(o.mark, mark) == 0, "advance(%s, %s) holder %s left the mark '%s', expected '%s'",
+                      resource, tok, holder ? holder : "-", o.mark, mark);
+    }
+}
+
+/* Every kind of name, token and holder (left alone, '', either of two
+ * holders, too short, too long) against a mark with a holder, one
+ * without, one whose name needs quoting and a new resource: the
+ * SQLSTATE, the value and the mark left.  (These are the cases the C
+ * fence.c_advance of extension 1.1-1.3 was compared on.) */
+START_TEST(advance_outcomes)
+{
+    PGconn *c = db();
+    adv_res o;
+    const char *rh = "ao-h";       /* mark 10, holder HA */
+    const char *rn = "ao-n";       /* mark 10, no holder */
+    const char *rq = "Ao \"Q\" x"; /* mark 10, holder HB; needs quoting */
+    const char *fresh = "ao-new";
+    ck_assert_int_eq(raw_commit(c, HA, rh, 10, &o), FENCE_OK);
+    ck_assert_int_eq(raw_commit(c, NULL, rn, 10, &o), FENCE_OK);
+    ck_assert_int_eq(raw_commit(c, HB, rq, 10, &o), FENCE_OK);
+    const char *rs[3] = {rh, rn, rq};
+    const char *marks[3] = {"10|" HA, "10|", "10|" HB};
+    const char *holders[6] = {NULL, "", HA, HB, "ABC", HA "0123456789"};
+    const char *toks[7] = {"5", "10", "11", "9223372036854775807", "0", "-3", "NULL"};
+    for (int r = 0; r < 4; r++) {
+        const char *res = r < 3 ? rs[r] : fresh;
+        for (int h = 0; h < 6; h++) {
+            for (int t = 0; t < 7; t++) {
+                const char *tok = toks[t];
+                const char *want;
+                char mark[128] = "";
+                int bad_tok = t >= 4, bad_holder = h >= 4;
+                int mine = (r == 0 && h == 2) || (r == 1 && h < 2) || (r == 2 && h == 3);
+                if (bad_tok) {
+                    want = "23Q02";
+                } else if (bad_holder) {
+                    want = "23Q02";
+                } else if (r == 3 || t >= 2) {
+                    want = ""; /* new resource, or raised: the writer's token and holder */
+                    snprintf(mark, sizeof mark, "%s|%s", tok, h >= 2 ? holders[h] : "");
+                } else if (t == 0) {
+                    want = "23Q01"; /* older */
+                } else {
+                    want = mine ? "" : "23Q01"; /* same holder (the mark unchanged), or repeat */
+                    snprintf(mark, sizeof mark, "%s", marks[r]);
+                }
+                expect_advance(c, holders[h], res, tok, want, mark);
+            }
+        }
+    }
+    /* Names: NULL, empty, too long; the longest is fine. */
+    char big[600];
+    memset(big, 'x', 513);
+    big[513] = '\0';
+    expect_advance(c, NULL, NULL, "5", "22023", NULL);
+    expect_advance(c, NULL, NULL, "NULL", "22023", NULL);
+    expect_advance(c, NULL, "", "5", "22023", NULL);
+    expect_advance(c, "ABC", big, "0", "22023", NULL);
+    big[512] = '\0';
+    expect_advance(c, NULL, big, "5", "", "5|");
+    expect_advance(c, "", "\xc3\xb1 \xe2\x82\xac", "NULL", "23Q02", NULL);
+    /* A malformed holder is clipped to 40 characters in the message. */
+    const char *n42 = "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                      "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                      "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                      "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1"
+                      "\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1\xc3\xb1'";
+    expect_advance(c, n42, rh, "10", "23Q02", NULL);
+    raw_advance(c, n42, rh, "10", false, &o);
+    char clipped[160];
+    snprintf(clipped, sizeof clipped, "malformed holder '%.80s' in fence.holder for resource \"ao-h\"", n42); /* 40 of them */
+    ck_assert_msg(strstr(o.msg, clipped) != NULL, "%s", o.msg);
+    PQfinish(c);
+}
+END_TEST
+
+/* Holders left alone, '' and two others on one mark, each call committed:
+ * '' is none, an equal token only from the holder recorded, a raise
+ * records the writer's holder; updated_at moves with a raise. */
+START_TEST(advance_sequence)
+{
+    PGconn *c = db();
+    adv_res o;
+    char holder[FENCE_HOLDER_LEN + 1];
+    const char *ri = "as-mix";
+    ck_assert_int_eq(raw_commit(c, NULL, ri, 5, &o), FENCE_OK);
+    ck_assert_int_eq(raw_commit(c, NULL, ri, 6, &o), FENCE_OK);
+    ck_assert_uint_eq(mark_of(c, ri, holder), 6);
+    ck_assert_int_eq(raw_commit(c, "", ri, 6, &o), FENCE_OK);
+    ck_assert_int_eq(raw_commit(c, NULL, ri, 5, &o), FENCE_STALE);
+    ck_assert_int_eq(o.stale.reason, FENCE_STALE_OLDER);
+    ck_assert_uint_eq(o.stale.highest, 6);
+    ck_assert_int_eq(raw_commit(c, HA, ri, 7, &o), FENCE_OK);
+    ck_assert_int_eq(raw_commit(c, HB, ri, 7, &o), FENCE_STALE);
+    ck_assert_int_eq(o.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_str_eq(o.stale.holder, HA);
+    ck_assert_int_eq(raw_commit(c, HA, ri, 7, &o), FENCE_OK);
+    ck_assert_int_eq(raw_commit(c, HB, ri, 8, &o), FENCE_OK);
+    ck_assert_uint_eq(mark_of(c, ri, holder), 8);
+    ck_assert_str_eq(holder, HB);
+    ck_assert_int_eq(raw_commit(c, HA, ri, 8, &o), FENCE_STALE);
+    ck_assert_int_eq(o.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(raw_commit(c, NULL, ri, 9, &o), FENCE_OK);
+    ck_assert_uint_eq(mark_of(c, ri, holder), 9);
+    ck_assert_str_eq(holder, "");
+    /* updated_at moves with a raise (now(), the transaction's time). */
+    ok(c, "BEGIN");
+    ok(c, "SELECT fence.advance('as-time', 1)");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.marks WHERE resource = 'as-time'"
+                            " AND updated_at = now()"), 1);
+    ok(c, "ROLLBACK");
+    ok(c, "SELECT fence.advance('as-time', 1)");
+    ok(c, "BEGIN");
+    ok(c, "SELECT fence.advance('as-time', 2)");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.marks WHERE resource = 'as-time'"
+                            " AND updated_at = now()"), 1);
+    ok(c, "ROLLBACK");
     PQfinish(c);
 }
 END_TEST
@@ -319,6 +530,27 @@ START_TEST(session_and_local_settings)
     ck_assert_str_eq(text1(c, "SELECT current_setting('fence.holder', true)"), "");
     fails(c, "SELECT fence.current_token()", "23Q02");
     fails(c, "SELECT fence.advance('sl2', 70)", "23Q01"); /* no holder now: a repeat */
+
+    /* A session-level holder through fence.advance: refused with its own
+     * message, DETAIL and HINT (fence_pg_classify: FENCE_ENOTOKEN); a
+     * holder bound to the transaction over it is used; so is the
+     * library's, prepared or not, in both modes. */
+    adv_res x;
+    ck_assert_int_eq(advance_h(c, 10, HA, "sl3", &e), FENCE_OK);
+    ok(c, "SET fence.holder = '" HA "'");
+    raw_advance(c, NULL, "sl3", "10", false, &x);
+    ck_assert_str_eq(x.state, "23Q02");
+    ck_assert_int_eq(x.status, FENCE_ENOTOKEN);
+    ck_assert_str_eq(x.detail, "reason=unbound setting=fence.holder");
+    ck_assert_ptr_nonnull(strstr(x.msg, "was not set by fence.use_token() in this transaction"));
+    ck_assert_ptr_nonnull(strstr(x.hint, "fence.use_token("));
+    raw_advance(c, HA, "sl3", "10", false, &x); /* LOCAL over it */
+    ck_assert_str_eq(x.state, "");
+    ck_assert_int_eq(advance_h(c, 10, HA, "sl3", &e), FENCE_OK);
+    ck_assert_int_eq(fence_pg_prepare(c), FENCE_OK);
+    ck_assert_int_eq(advance_h(c, 10, HA, "sl3", &e), FENCE_OK);
+    ck_assert_int_eq(pipelined_h(c, 10, HA, "sl3", "SELECT 1", &e), FENCE_OK);
+    ok(c, "RESET fence.holder");
     PQfinish(c);
 }
 END_TEST
@@ -378,6 +610,62 @@ START_TEST(prepared_and_pipelined)
     ck_assert_int_eq(advance_h(d, 300, HA, "pq-d", &e), FENCE_OK);
     expect_stale(advance_h(d, 300, HB, "pq-d", &e), &e, "pq-d", 300, 300, FENCE_STALE_REPEAT, HA);
     PQfinish(d);
+    PQfinish(c);
+}
+END_TEST
+
+/* An application role through the library on a fence_pg_prepare()d
+ * connection: the library advances with fence.advance, the rule holds,
+ * fence.marks stays closed to the role (its guard enabled), and revoking fence.advance from PUBLIC closes it to the
+ * role (42501) until fence.grant() gives it back. */
+START_TEST(prepared_as_application)
+{
+    PGconn *c = db();
+    PGconn *a = db_app();
+    outcome e;
+    adv_res o;
+    const char *res = "pa-app";
+    ck_assert_int_eq(fence_pg_prepare(a), FENCE_OK);
+    ck_assert_int_eq(num(a, "SELECT count(*) FROM pg_prepared_statements"), 0);
+    ck_assert_int_eq(advance_h(a, 3, HA, res, &e), FENCE_OK);
+    /* The statement the library sends advances with fence.advance, also
+     * where the extension is installed (the session's last statement,
+     * seen while it is idle in a transaction). */
+    char q[256];
+    snprintf(q, sizeof q, "SELECT count(*) FROM pg_stat_activity WHERE pid = %d"
+             " AND query LIKE '%%fence.advance($3, %%' AND query NOT LIKE '%%c\\_advance%%'",
+             PQbackendPID(a));
+    ok(a, "BEGIN");
+    ck_assert_int_eq(set_tok_h(a, 3, HA, res, &e), FENCE_OK);
+    ck_assert_int_eq(num(c, q), 1);
+    ok(a, "ROLLBACK");
+    ck_assert_int_eq(advance_h(a, 2, HA, res, &e), FENCE_STALE);
+    ck_assert_int_eq(advance_h(a, 3, HB, res, &e), FENCE_STALE);
+    ck_assert_int_eq(e.stale.reason, FENCE_STALE_REPEAT);
+    ck_assert_int_eq(pipelined_h(a, 4, NULL, res, "SELECT 1", &e), FENCE_OK);
+    ck_assert_int_eq(raw_commit(a, NULL, res, 5, &o), FENCE_OK);
+    expect_mark(c, res, 5, "");
+    /* fence.marks itself stays closed to the role. */
+    fails(a, "UPDATE fence.marks SET token = 9223372036854775807", "42501");
+    fails(a, "INSERT INTO fence.marks (resource, token) VALUES ('pa-app-x', 1)", "42501");
+    fails(a, "SELECT * FROM fence.marks FOR UPDATE", "42501");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'fence.marks'::regclass"
+                            " AND tgname = 'marks_no_lowering' AND tgenabled = 'O'"),
+                     1);
+    /* Revoking fence.advance from PUBLIC (fence.grant's restriction). */
+    ok(c, "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC");
+    outcome ea;
+    ck_assert_int_eq(run(a, "SELECT fence.advance('pa-app-y', 1)", &ea), FENCE_EDB);
+    ck_assert_str_eq(ea.sqlstate, "42501");
+    char grant[256];
+    snprintf(grant, sizeof grant, "SELECT fence.grant('%s', false)", g_app);
+    ok(c, grant);
+    ck_assert_int_eq(run(a, "SELECT fence.advance('pa-app-y', 1)", &ea), FENCE_OK);
+    ok(c, "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO PUBLIC");
+    snprintf(grant, sizeof grant, "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM %s",
+             g_app);
+    ok(c, grant);
+    PQfinish(a);
     PQfinish(c);
 }
 END_TEST
@@ -609,10 +897,13 @@ static Suite *pg_holder_suite(void)
     TCase *t = pg_tcase("pg_holder");
     tcase_add_test(t, equal_token_only_from_the_same_holder);
     tcase_add_test(t, detail_format);
+    tcase_add_test(t, advance_outcomes);
+    tcase_add_test(t, advance_sequence);
     tcase_add_test(t, malformed_holder_refused_by_the_library);
     tcase_add_test(t, malformed_holder_refused_by_the_sql);
     tcase_add_test(t, session_and_local_settings);
     tcase_add_test(t, prepared_and_pipelined);
+    tcase_add_test(t, prepared_as_application);
     tcase_add_test(t, send_token_sets_both_settings);
     tcase_add_test(t, rows_compare_tokens_only);
     tcase_add_test(t, upgrade_from_version_2_keeps_marks);

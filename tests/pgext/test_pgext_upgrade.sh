@@ -26,11 +26,11 @@
 #      old way, current token or stale) 23Q02 reason=unbound, no token
 #      23Q02 reason=missing, fence.use_token() 42883 (no such function);
 #      a permissive 'c' table admits a token-less write keeping its stamps
-#      (as always); c_advance refuses a SET LOCAL holder (reason=unbound).
-#      What is still version 4's PL/pgSQL -- the 'plpgsql' table's
-#      generated guard and fence.advance() -- still works the old way
-#      (admits SET LOCAL, refuses stale and token-less).  The functions
-#      the new fence.so lacks (c_stamp 1.2, c_send 1.3) fail 42883.
+#      (as always).  What is still version 4's PL/pgSQL -- the 'plpgsql'
+#      table's generated guard and fence.advance() -- still works the old
+#      way (admits SET LOCAL, refuses stale and token-less).  The
+#      functions the new fence.so lacks (c_advance 1.1-1.3, c_stamp 1.2,
+#      c_send 1.3) fail 42883.
 #   3. the new fence.sql and ALTER EXTENSION fence UPDATE: from 1.0 and
 #      1.2 in the order the update scripts ask (fence.sql first; use_token
 #      writers admitted in between), from 1.1 the other way round (the
@@ -40,22 +40,23 @@
 #      version 5's PL/pgSQL guards and fence.advance refuse the old way at
 #      once; after the package, every guard is version 5's.  Then:
 #      extversion 1.4, exactly the functions of a fresh 1.4 install
-#      (compared with one: symbols, attributes, privileges), c_stamp /
-#      c_send / c_restoring gone, the schema as a fresh version 5's, every
+#      (compared with one: symbols, attributes, privileges), c_advance /
+#      c_stamp / c_send / c_restoring gone (calling c_advance fails
+#      42883), the schema as a fresh version 5's, every
 #      table with the triggers it had, listed by fence.protected with its
 #      column, mode and implementation, the stamps and marks kept, and
 #      enforcing: a stale token via use_token 23Q01, the current and a
 #      higher one admitted, no token 23Q02 missing, a session-level token
 #      (also one left with an earlier transaction's fence.xact) and SET
-#      LOCAL 23Q02 unbound; at the marks the holder's token repeated only
-#      by that holder, a SET LOCAL holder unbound, for fence.advance and
-#      fence.c_advance.
+#      LOCAL 23Q02 unbound; at the marks (the one c_advance raised before
+#      the upgrade too) the holder's token repeated only by that holder, a
+#      SET LOCAL holder unbound, through fence.advance.
 #   From 1.1 the server restarts only after the upgrade, and a session
 #   opened before the swap shows what happens without one: PostgreSQL
 #   never unloads a library, so that session still runs 1.1's module
-#   (c_version 1); 1.4's catalog binds the guard, check and c_advance to
-#   symbols only 1.4's module has, so its writes fail (42883) instead of
-#   being judged by 1.1's rule, until it ends.
+#   (c_version 1); 1.4's catalog binds the guard and check to symbols
+#   only 1.4's module has, so its writes fail (42883) instead of being
+#   judged by 1.1's rule, until it ends; c_advance is gone there too.
 # And once, without the extension: fence.sql 4 to 5 keeps tables protected
 # 'plpgsql' by the real version 4 enforcing (their generated functions are
 # written again from version 5's templates), the schema as a fresh 5's.
@@ -172,6 +173,21 @@ expect_err() {
   fi
   ok "$what: $code${detail:+ $detail}"
 }
+# expect_err_msg WHAT DB SQLSTATE MESSAGE SQL: refused with SQLSTATE and an
+# ERROR line containing MESSAGE.
+expect_err_msg() {
+  local what=$1 db=$2 code=$3 msg=$4 sql=$5
+  if run_sql "$db" "$sql"; then nok "$what: admitted, not refused $code"; return 1; fi
+  if ! grep "ERROR:  $code:" "$T/err" | grep -qF -- "$msg"; then
+    nok "$what: not $code '$msg' but: $(first_error)"; return 1
+  fi
+  ok "$what: $code $msg"
+}
+# The two ways a call of fence.c_advance fails once 1.4 is in place: the
+# catalog of 1.1-1.3 still declares it, but the new fence.so has no such
+# symbol; 1.4's catalog has no such function.
+NO_SYMBOL='could not find function "fence_c_advance" in file'
+NO_FUNCTION='function fence.c_advance(unknown, integer) does not exist'
 val() { run_sql "$1" "$2" && cat "$T/out"; }
 # expect_plan WHAT DB TABLE N: EXPLAIN VERBOSE of an UPDATE of TABLE
 # names fence.c_stamp N times (1.2's plan stamp: 1; none: 0).
@@ -353,7 +369,7 @@ enforcing() {
 }
 
 # marks LABEL DB FN...: the mark of resource 'res' (7, holder H1) through
-# fence.advance and (when given) fence.c_advance, version 5's rules.
+# each FN (fence.advance), version 5's rules.
 marks() {
   local label=$1 db=$2 fn; shift 2
   for fn in "$@"; do
@@ -566,9 +582,9 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
       "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
   fi
   if [ "$v" != 1.0 ]; then
-    expect_err "$v window: fence.c_advance (the new module) refuses the old way" "$db" 23Q02 \
-      "reason=unbound setting=fence.holder" \
-      "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.c_advance('res-c', 8); COMMIT;"
+    expect_err_msg "$v window: fence.c_advance ($v's), which the new module lacks, fails" "$db" 42883 \
+      "$NO_SYMBOL" "SELECT fence.c_advance('res-c', 8);"
+    expect_ok "$v window: the mark c_advance raised is still there" "$db" "SELECT fence.mark('res-c');" 8
   fi
   case $v in 1.2|1.3)
     expect_err "$v window: fence.c_stamp, which the new module lacks, fails" "$db" 42883 "" \
@@ -592,9 +608,10 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
     expect_err "$v after ALTER EXTENSION, before fence.sql 5: no token is refused" "$db" 23Q02 \
       "reason=missing" "$(w_none "$(upd c_lock 1 lock_version)")"
-    expect_err "$v after ALTER EXTENSION, before fence.sql 5: fence.c_advance refuses the old way" "$db" 23Q02 \
-      "reason=unbound setting=fence.holder" \
-      "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.c_advance('res', 7); COMMIT;"
+    expect_err_msg "$v after ALTER EXTENSION, before fence.sql 5: fence.c_advance is gone" "$db" 42883 \
+      "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
+    expect_ok "$v after ALTER EXTENSION, before fence.sql 5: fence.advance (version 4's) still admits the old way" \
+      "$db" "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
     expect_ok "$v: fence.sql version 5 over version 4, extension 1.4" "$db" "$v5" 5 ;;
   sql-before-swap)
     expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
@@ -602,26 +619,31 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
   if [ $kept = 1 ]; then
     # The session that loaded the old module keeps it (PostgreSQL never
     # unloads a library; it finds "fence" loaded by name), but 1.4's
-    # catalog binds the guard, check and c_advance to the symbols
-    # fence_c_*_v2, which no older module has: its writes are refused
-    # (42883), never judged by 1.1's rule (which admitted SET LOCAL
-    # fence.token without use_token).  Restart, or recycle every session.
+    # catalog binds the guard and check to the symbols fence_c_*_v2,
+    # which no older module has: its writes are refused (42883), never
+    # judged by 1.1's rule (which admitted SET LOCAL fence.token without
+    # use_token).  1.4's catalog has no c_advance, so the old module's
+    # cannot be called there either.  Restart, or recycle every session.
     old_expect "$v after, in the session kept open: the old module still runs (c_version 1)" \
       "SELECT fence.c_version();" 1
     old_expect "$v after, in the session kept open: the old way is refused there (no such symbol)" \
       "$(w_old 7 "$(upd c_lock 1 lock_version)")" "ERROR:  42883"
     old_expect "$v after, in the session kept open: use_token's token is refused there too" \
       "$(w_use 9 "$(upd c_lock 1 lock_version)")" "ERROR:  42883"
-    old_expect "$v after, in the session kept open: fence.c_advance is refused there" \
+    old_expect "$v after, in the session kept open: fence.c_advance is gone there too" \
+      "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace AND proname = 'c_advance';" 0
+    old_expect "$v after, in the session kept open: calling fence.c_advance fails there (no such function)" \
       "SELECT fence.c_advance('kept', 99);" "ERROR:  42883"
     old_close
     if restart_pg; then ok "$v: the server restarts"; else nok "$v: the server restarts"; stop_pg; return; fi
     expect_ok "$v after the restart: every session runs the new module" "$db" "SELECT fence.c_version();" 2
   fi
-  expect_ok "$v after: c_stamp, c_send and c_restoring are gone" "$db" \
-    "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace AND proname IN ('c_stamp', 'c_send', 'c_restoring');" 0
-  expect_ok "$v after: the extension has c_advance, c_check, c_guard, c_version" "$db" "$EXT_MEMBERS" \
-    "function fence.c_advance(text,bigint), function fence.c_check(), function fence.c_guard(), function fence.c_version()"
+  expect_ok "$v after: c_advance, c_stamp, c_send and c_restoring are gone" "$db" \
+    "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace AND proname IN ('c_advance', 'c_stamp', 'c_send', 'c_restoring');" 0
+  expect_err_msg "$v after: calling fence.c_advance fails (no such function)" "$db" 42883 \
+    "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
+  expect_ok "$v after: the extension has c_check, c_guard, c_version" "$db" "$EXT_MEMBERS" \
+    "function fence.c_check(), function fence.c_guard(), function fence.c_version()"
   expect_ok "fresh ($v's server): fence.sql 5, CREATE EXTENSION fence (1.4)" fresh "\\i $B/sql/postgres/fence.sql
 CREATE EXTENSION fence;
 SELECT extversion FROM pg_extension WHERE extname = 'fence';" 1.4
@@ -659,7 +681,7 @@ p_rows|2|5"
       "SELECT fence.mark('res'), fence.mark_holder('res'), fence.mark('res-c'), fence.mark_holder('res-c');" "7|$H1|8|$H1"
   fi
   enforcing "$v after" "$db" "${tabs[@]}"
-  marks "$v after" "$db" fence.advance fence.c_advance
+  marks "$v after" "$db" fence.advance
   stop_pg
   echo "# extension $v: $(secs "$tv0") s"
 }
