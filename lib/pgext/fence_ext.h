@@ -1,6 +1,6 @@
 /* fence_ext.h -- what the files of the PostgreSQL extension "fence" share.
  *
- * The extension is an accelerator for sql/postgres/fence.sql (version 4 or
+ * The extension is an accelerator for fence.sql (sql/postgres/, version 5 or
  * later): C versions of the per-row trigger functions, living in the same
  * schema and raising exactly the errors fence.sql's PL/pgSQL versions
  * raise (SQLSTATE, message, DETAIL, HINT, SCHEMA/TABLE/COLUMN fields), so
