@@ -201,7 +201,7 @@ static Relation site_rel(const fence_ext_site *s)
     return r;
 }
 
-pg_attribute_noreturn() void fence_ext_no_token_at(const fence_ext_site *s, bool cleared)
+void fence_ext_no_token_at(const fence_ext_site *s, bool cleared)
 {
     Relation rel = site_rel(s);
     char *obj = fence_ext_object(rel);
@@ -221,14 +221,14 @@ pg_attribute_noreturn() void fence_ext_no_token_at(const fence_ext_site *s, bool
              errtablecol(rel, s->attnum)));
 }
 
-pg_attribute_noreturn() void fence_ext_no_token(const TriggerData *td, const fence_ext_trig *t,
+void fence_ext_no_token(const TriggerData *td, const fence_ext_trig *t,
                                                 bool cleared)
 {
     fence_ext_site s = {td->tg_relation, InvalidOid, t->attnum, fence_ext_op(td)};
     fence_ext_no_token_at(&s, cleared);
 }
 
-pg_attribute_noreturn() void fence_ext_stale(const fence_ext_site *s, int64 tok, int64 seen)
+void fence_ext_stale(const fence_ext_site *s, int64 tok, int64 seen)
 {
     Relation rel = site_rel(s);
     char *obj = fence_ext_object(rel);

@@ -87,13 +87,13 @@ char *fence_ext_object(Relation rel);
 
 /* 23Q02 reason=missing for op on the table; `cleared` adds the check's
  * " (fence.token was cleared during the statement)" and drops the HINT. */
-pg_attribute_noreturn() void fence_ext_no_token(const TriggerData *td, const fence_ext_trig *t,
+void fence_ext_no_token(const TriggerData *td, const fence_ext_trig *t,
                                                 bool cleared);
 
-pg_attribute_noreturn() void fence_ext_no_token_at(const fence_ext_site *s, bool cleared);
+void fence_ext_no_token_at(const fence_ext_site *s, bool cleared);
 
 /* 23Q01 reason=older: token tok is lower than the row's stamp seen. */
-pg_attribute_noreturn() void fence_ext_stale(const fence_ext_site *s, int64 tok, int64 seen);
+void fence_ext_stale(const fence_ext_site *s, int64 tok, int64 seen);
 
 /* Whether a trigger whose pg_trigger.tgenabled is `enabled` fires under
  * the session's session_replication_role (trigger.c's TriggerEnabled). */

@@ -21,7 +21,7 @@
 
 PG_FUNCTION_INFO_V1(fence_c_guard);
 
-static pg_attribute_noreturn() void unchecked(const TriggerData *td, const fence_ext_trig *t,
+static void unchecked(const TriggerData *td, const fence_ext_trig *t,
                                               const char *later)
 {
     char *obj = fence_ext_object(td->tg_relation);
