@@ -17,6 +17,7 @@
  * The SQL text lives in sql/gate/, embedded at build time. */
 #include "gate_internal.h"
 
+#include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,6 +470,23 @@ static fence_status check_and_record(fence_gate *g, db_gate *d, fence_gate_txn *
     }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
+    if (rc != FENCE_OK) {
+        return rc;
+    }
+    /* Read it back: whoever can write the file can add a trigger to the
+     * marks table that drops the write (RAISE(IGNORE)) or puts the old mark
+     * back, and the statement still succeeds.  Only a mark that is now
+     * exactly this token and holder admits the write. */
+    uint64_t now = 0;
+    fence_gate__holder now_holder;
+    rc = read_mark(g, d->st_select, t->resource, &now, now_holder);
+    if (rc == FENCE_OK && (now != t->token || !fence_gate__holder_eq(t->holder, now_holder))) {
+        rc = fence_gate__fail(g, FENCE_EDB,
+                              "the mark of \"%s\" in %s did not become %" PRIu64
+                              " (it reads %" PRIu64 "): something in the file (a trigger on "
+                              "fence_gate_marks?) changed the write; refusing it",
+                              fence_gate__show(t->resource), d->path, t->token, now);
+    }
     return rc;
 }
 

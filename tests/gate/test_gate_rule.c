@@ -568,6 +568,48 @@ START_TEST(test_bad_holder_in_file)
 }
 END_TEST
 
+/* Found by trying hostile files: whoever can write the file can add a
+ * trigger to fence_gate_marks that drops the gate's write (RAISE(IGNORE))
+ * or puts the old mark back (an AFTER trigger), and the statement still
+ * succeeds.  The gate reads its mark back and refuses such a write; the
+ * stale token stays refused.  (Before: begin(200) reported FENCE_OK, the
+ * mark stayed 100, and then 150 was admitted.) */
+START_TEST(test_hostile_trigger_on_marks)
+{
+    static const char *const triggers[] = {
+        "CREATE TRIGGER swallow BEFORE UPDATE ON fence_gate_marks BEGIN SELECT RAISE(IGNORE); END",
+        "CREATE TRIGGER undo AFTER UPDATE ON fence_gate_marks BEGIN "
+        "UPDATE fence_gate_marks SET mark = OLD.mark, holder = OLD.holder WHERE resource = OLD.resource; END",
+        "CREATE TRIGGER swallow_new BEFORE INSERT ON fence_gate_marks BEGIN SELECT RAISE(IGNORE); END",
+    };
+    for (size_t i = 0; i < sizeof triggers / sizeof triggers[0]; i++) {
+        fence_gate *g = gu_open(1, 2000);
+        ck_status(gu_write_as(g, "r", 100, GU_HA, NULL, NULL), FENCE_OK, g);
+        gu_close(g);
+        sqlite3 *db = NULL;
+        ck_assert_int_eq(sqlite3_open(gu_db_path, &db), SQLITE_OK);
+        exec_or_fail(db, triggers[i]);
+        sqlite3_close(db);
+
+        g = gu_open(1, 2000);
+        fence_gate_txn *t = NULL;
+        const char *res = i == 2 ? "fresh" : "r";
+        ck_status(fence_gate_begin(g, res, 200, GU_HA, &t, NULL), FENCE_EDB, g);
+        ck_assert_ptr_null(t);
+        ck_assert_msg(strstr(fence_gate_errmsg(g), "did not become 200") != NULL, "%s",
+                      fence_gate_errmsg(g));
+        ck_assert_uint_eq(gu_mark(g, "r"), 100);
+        ck_status(fence_gate_begin(g, "r", 99, GU_HA, &t, NULL), FENCE_STALE, g);
+        ck_assert_ptr_null(t);
+        gu_close(g);
+        ck_assert_int_eq(sqlite3_open(gu_db_path, &db), SQLITE_OK);
+        exec_or_fail(db, "DROP TRIGGER IF EXISTS swallow; DROP TRIGGER IF EXISTS undo;"
+                         " DROP TRIGGER IF EXISTS swallow_new; DELETE FROM fence_gate_marks");
+        sqlite3_close(db);
+    }
+}
+END_TEST
+
 static Suite *rule_suite(void)
 {
     Suite *s = suite_create("gate_rule");
@@ -599,6 +641,7 @@ static Suite *rule_suite(void)
     tcase_add_loop_test(tc, test_holder_per_resource, 0, 2);
     tcase_add_test(tc, test_upgrade_old_file);
     tcase_add_test(tc, test_upgrade_at_once);
+    tcase_add_test(tc, test_hostile_trigger_on_marks);
     tcase_add_test(tc, test_bad_holder_in_file);
     suite_add_tcase(s, tc);
     return s;
