@@ -128,6 +128,9 @@ fence_status fence_sqlite__parse_message(const char *msg, fence_stale *out)
     if (strncmp(msg, "fence:notoken ", 14) == 0) {
         return FENCE_ENOTOKEN;
     }
+    if (strncmp(msg, "fence:einval ", 13) == 0) {
+        return FENCE_EINVAL;
+    }
     return FENCE_EDB;
 }
 

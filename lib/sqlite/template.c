@@ -162,25 +162,48 @@ int fence_sqlite__in_savepoint(sqlite3 *db, int (*body)(sqlite3 *, const void *)
     return rc;
 }
 
-/* Whether main.fence_resource lacks its holder column (a schema from
- * before holders): 1 yes, 0 no (or no such table yet), -1 error. */
-static int needs_upgrade(sqlite3 *db)
+/* One number from a query that returns one: *out; -1 on error. */
+static int query_int(sqlite3 *db, const char *sql, int *out)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT count(*), count(*) FILTER (WHERE name = 'holder') "
-                           "FROM pragma_table_info('fence_resource', 'main')",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         return fs_fail_db(db, "reading the fence schema"), -1;
     }
     int rc = -1;
     if (sqlite3_step(st) == SQLITE_ROW) {
-        rc = sqlite3_column_int(st, 0) > 0 && sqlite3_column_int(st, 1) == 0;
+        *out = sqlite3_column_int(st, 0);
+        rc = 0;
     } else {
         fs_fail_db(db, "reading the fence schema");
     }
     sqlite3_finalize(st);
     return rc;
+}
+
+/* The upgrade a schema needs: UP_HOLDER when main.fence_resource lacks its
+ * holder column (a schema from before holders; upgrade_holder.sql drops
+ * every guard trigger), else UP_NAMES when an insert trigger lacks the name
+ * rule (upgrade_names.sql drops those two); 0 for none (or no such table
+ * yet); -1 on error.  schema.sql then creates what is missing. */
+enum { UP_HOLDER = 1, UP_NAMES = 2 };
+static int needs_upgrade(sqlite3 *db)
+{
+    int cols = 0, holder = 0, old_triggers = 0;
+    if (query_int(db, "SELECT count(*) FROM pragma_table_info('fence_resource', 'main')",
+                  &cols) < 0 ||
+        query_int(db, "SELECT count(*) FROM pragma_table_info('fence_resource', 'main') "
+                      "WHERE name = 'holder'",
+                  &holder) < 0 ||
+        query_int(db, "SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' "
+                      "AND name IN ('fence_advance_insert', 'fence_resource_insert') "
+                      "AND instr(sql, 'x''00''') = 0",
+                  &old_triggers) < 0) {
+        return -1;
+    }
+    if (cols > 0 && holder == 0) {
+        return UP_HOLDER;
+    }
+    return old_triggers > 0 ? UP_NAMES : 0;
 }
 
 int fence_sqlite__ensure_schema(sqlite3 *db)
@@ -189,9 +212,13 @@ int fence_sqlite__ensure_schema(sqlite3 *db)
     if (up < 0) {
         return FENCE_EDB;
     }
-    if (up == 1 &&
+    if (up == UP_HOLDER &&
         sqlite3_exec(db, fence_sqlite__sql_upgrade_holder, NULL, NULL, NULL) != SQLITE_OK) {
         return fs_fail_db(db, "upgrading the fence schema (adding fence_resource.holder)");
+    }
+    if (up == UP_NAMES &&
+        sqlite3_exec(db, fence_sqlite__sql_upgrade_names, NULL, NULL, NULL) != SQLITE_OK) {
+        return fs_fail_db(db, "upgrading the fence schema (the name rule of its triggers)");
     }
     if (sqlite3_exec(db, fence_sqlite__sql_schema, NULL, NULL, NULL) != SQLITE_OK) {
         return fs_fail_db(db, "creating the fence schema (fence_resource, fence_advance)");

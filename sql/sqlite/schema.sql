@@ -35,8 +35,9 @@ INSTEAD OF INSERT ON fence_advance FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:notoken resource: no fencing token on this connection; call fence_set_token(N) with N >= 1')
      WHERE typeof(fence_token()) <> 'integer' OR fence_token() < 1;
-    SELECT RAISE(ABORT, 'fence:einval resource: the name must be non-empty text')
-     WHERE typeof(NEW.resource) <> 'text' OR NEW.resource = '';
+    SELECT RAISE(ABORT, 'fence:einval resource: the name must be text of 1..512 bytes with no NUL')
+     WHERE typeof(NEW.resource) <> 'text' OR NEW.resource = ''
+        OR length(CAST(NEW.resource AS BLOB)) > 512 OR instr(CAST(NEW.resource AS BLOB), x'00') > 0;
     SELECT fence_stale('resource', name, fence_token(), high_water, 'older', holder),
            RAISE(ABORT, 'fence:stale resource: write rejected')
       FROM fence_resource
@@ -57,6 +58,9 @@ BEFORE INSERT ON fence_resource FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:notoken resource: no fencing token on this connection; call fence_set_token(N) with N >= 1')
      WHERE typeof(fence_token()) <> 'integer' OR fence_token() < 1;
+    SELECT RAISE(ABORT, 'fence:einval resource: the name must be text of 1..512 bytes with no NUL')
+     WHERE typeof(NEW.name) <> 'text' OR NEW.name = ''
+        OR length(CAST(NEW.name AS BLOB)) > 512 OR instr(CAST(NEW.name AS BLOB), x'00') > 0;
     SELECT RAISE(ABORT, 'fence:forbidden resource: a high-water mark must be set to the writer''s own token')
      WHERE NEW.high_water IS NOT fence_token();
     SELECT RAISE(ABORT, 'fence:forbidden resource: a mark''s holder must be the writer''s own (fence_holder())')

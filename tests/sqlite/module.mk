@@ -7,7 +7,8 @@
 #   test_sqlite_holder  holder ids: the rule for equal tokens, the setter and
 #                       getter, the message
 #   test_sqlite_upgrade a schema from before holders upgraded in place
-#                       (tests/sqlite/schema_before_holder.sql)
+#                       (tests/sqlite/schema_before_holder.sql), and one from
+#                       before the name rule (schema_before_names.sql)
 SQLITE_TESTS     := test_sqlite test_sqlite_tables test_sqlite_race test_sqlite_api \
                     test_sqlite_holder test_sqlite_upgrade
 SQLITE_TEST_BINS := $(SQLITE_TESTS:%=$(B)/tests/sqlite/%)
@@ -15,7 +16,8 @@ SQLITEUTIL_OBJ   := $(B)/tests/sqlite/sqliteutil.o
 TEST_BINS += $(SQLITE_TEST_BINS)
 $(B)/tests/sqlite/%.o: MOD_CFLAGS += -Ilib/sqlite
 $(B)/tests/sqlite/test_sqlite_upgrade.o: MOD_CFLAGS += \
-  -DSU_OLD_SCHEMA='"$(CURDIR)/tests/sqlite/schema_before_holder.sql"'
+  -DSU_OLD_SCHEMA='"$(CURDIR)/tests/sqlite/schema_before_holder.sql"' \
+  -DSU_SCHEMA_BEFORE_NAMES='"$(CURDIR)/tests/sqlite/schema_before_names.sql"'
 $(SQLITE_TEST_BINS): $(B)/tests/sqlite/%: $(B)/tests/sqlite/%.o $(SQLITEUTIL_OBJ) $(TESTUTIL_OBJ) \
                                           $(LIBFENCE_SQLITE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(CHECK_LIBS)

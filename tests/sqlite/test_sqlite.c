@@ -340,6 +340,59 @@ START_TEST(per_resource_advance)
 }
 END_TEST
 
+/* One name rule in every store (the C API, the gate, PostgreSQL): a
+ * resource name is 1..512 bytes of text with no NUL byte.  Found by
+ * trying bad input: fence_advance stored names of 513 and 600 bytes and
+ * names with a NUL inside.  Refused with fence:einval (FENCE_EINVAL),
+ * through fence_advance and through a direct insert into fence_resource,
+ * and nothing is stored. */
+static int insert_name(sqlite3 *db, const char *sql, const char *name, int len)
+{
+    sqlite3_stmt *st = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_bind_text(st, 1, name, len, SQLITE_TRANSIENT), SQLITE_OK);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+START_TEST(resource_names_one_rule)
+{
+    sqlite3 *db = su_open_fenced("names.db");
+    su_set_tok(db, 5);
+    static char big[601];
+    memset(big, 'n', 600);
+    static const char nul[] = "ab\0cd";
+    static const char *const sqls[] = {
+        "INSERT INTO fence_advance(resource) VALUES (?1)",
+        "INSERT INTO fence_resource(name, high_water) VALUES (?1, fence_token())",
+    };
+    struct bad_name {
+        const char *name;
+        int len;
+    } bad[] = {{big, 513}, {big, 600}, {nul, 5}, {"", 0}};
+    for (int i = 0; i < 2; i++) {
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            ck_assert_int_ne(insert_name(db, sqls[i], bad[k].name, bad[k].len), SQLITE_DONE);
+            ck_assert_msg(strstr(sqlite3_errmsg(db), "fence:einval") != NULL, "%s: %s", sqls[i],
+                          sqlite3_errmsg(db));
+            ck_assert_int_eq(fence_sqlite_classify(db, NULL), FENCE_EINVAL);
+        }
+    }
+    ck_assert_int_eq(su_q_int(db, "SELECT count(*) FROM fence_resource"), 0);
+    /* 512 bytes is a name; so is any other byte. */
+    ck_assert_int_eq(insert_name(db, sqls[0], big, 512), SQLITE_DONE);
+    ck_assert_int_eq(insert_name(db, sqls[0], "\x01 odd\xff", -1), SQLITE_DONE);
+    ck_assert_int_eq(su_q_int(db, "SELECT count(*) FROM fence_resource"), 2);
+    /* The C API says the same before anything is sent. */
+    char name513[514];
+    memset(name513, 'n', 513);
+    name513[513] = '\0';
+    ck_assert_int_eq(fence_sqlite_advance(db, name513, NULL), FENCE_EINVAL);
+    sqlite3_close(db);
+}
+END_TEST
+
 START_TEST(injection_in_names)
 {
     sqlite3 *db = su_open_fenced("inj.db");
@@ -510,6 +563,7 @@ static Suite *sqlite_suite(void)
     tcase_add_test(tc, permissive_mode);
     tcase_add_test(tc, retrofit_rails_lock_version);
     tcase_add_test(tc, per_resource_advance);
+    tcase_add_test(tc, resource_names_one_rule);
     tcase_add_test(tc, injection_in_names);
     tcase_add_test(tc, trusted_schema_off_and_directonly);
     tcase_add_test(tc, connection_without_fence_fails_closed);

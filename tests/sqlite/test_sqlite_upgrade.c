@@ -162,6 +162,44 @@ START_TEST(upgrade_by_many_at_once)
 }
 END_TEST
 
+/* A file made by the schema before the name rule (holders, but insert
+ * triggers that took any non-empty text): opened, its two insert triggers
+ * are replaced, its marks kept, and a 600-byte name is refused. */
+START_TEST(upgrade_adds_the_name_rule)
+{
+    FILE *f = fopen(SU_SCHEMA_BEFORE_NAMES, "r");
+    ck_assert_msg(f != NULL, "open %s", SU_SCHEMA_BEFORE_NAMES);
+    static char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    static const char rule[] = "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' "
+                               "AND name IN ('fence_advance_insert', 'fence_resource_insert') "
+                               "AND instr(sql, 'x''00''') > 0";
+    sqlite3 *db = su_open_fenced("names_old.db");
+    su_set_tok(db, 3);
+    su_exec_ok(db, "INSERT INTO fence_advance VALUES ('kept')");
+    sqlite3_close(db);
+    /* The two triggers as a file from before has them. */
+    db = su_open_plain("names_old.db");
+    su_exec_ok(db, "DROP TRIGGER fence_advance_insert; DROP TRIGGER fence_resource_insert");
+    su_exec_ok(db, text);
+    ck_assert_int_eq(su_q_int(db, rule), 0);
+    sqlite3_close(db);
+
+    db = su_open_fenced("names_old.db");
+    ck_assert_int_eq(su_q_int(db, rule), 2);
+    ck_assert_uint_eq(su_mark(db, "kept"), 3);
+    su_set_tok(db, 4);
+    char sql[700];
+    snprintf(sql, sizeof sql, "INSERT INTO fence_advance VALUES ('%0600d')", 0);
+    ck_assert_int_ne(su_exec_rc(db, sql), SQLITE_OK);
+    ck_assert_int_eq(fence_sqlite_classify(db, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(su_q_int(db, "SELECT count(*) FROM fence_resource"), 1);
+    sqlite3_close(db);
+}
+END_TEST
+
 static Suite *upgrade_suite(void)
 {
     Suite *s = suite_create("sqlite_upgrade");
@@ -169,6 +207,7 @@ static Suite *upgrade_suite(void)
     tcase_add_checked_fixture(tc, su_setup, su_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, upgrade_keeps_marks);
+    tcase_add_test(tc, upgrade_adds_the_name_rule);
     tcase_add_test(tc, upgrade_by_many_at_once);
     suite_add_tcase(s, tc);
     return s;
