@@ -4,10 +4,13 @@
  *     fence:stale table "orders": token 3 is older than 5 (write rejected)
  *     fence:stale resource: write rejected
  *     fence:notoken table "orders": no fencing token on this connection; ...
- * mapped to FENCE_STALE / FENCE_ENOTOKEN / FENCE_EDB, on any text.
+ *     fence:einval resource: the name must be text of 1..512 bytes with no NUL
+ * mapped to FENCE_STALE / FENCE_ENOTOKEN / FENCE_EINVAL / FENCE_EDB, on any
+ * text.
  *
- * Checks besides "no crash": the status is one of those three, STALE
- * only for a "fence:stale" message and ENOTOKEN only for "fence:notoken";
+ * Checks besides "no crash": the status is one of those four, STALE
+ * only for a "fence:stale" message, ENOTOKEN only for "fence:notoken" and
+ * EINVAL only for "fence:einval";
  * on STALE the kind is a known one, the strings are NUL-terminated, the
  * tokens are <= FENCE_TOKEN_MAX, and a token reported is really in the
  * text as "token N " / "than N " with N printed back from the value (so a
@@ -50,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fence_stale st;
     memset(&st, 0, sizeof st);
     fence_status rc = fence_sqlite__parse_message(msg, &st);
-    CHECK(rc == FENCE_STALE || rc == FENCE_ENOTOKEN || rc == FENCE_EDB);
+    CHECK(rc == FENCE_STALE || rc == FENCE_ENOTOKEN || rc == FENCE_EINVAL || rc == FENCE_EDB);
     if (rc == FENCE_STALE) {
         CHECK(strncmp(msg, "fence:stale", 11) == 0);
         CHECK(st.kind == FENCE_OBJECT_UNKNOWN || st.kind == FENCE_OBJECT_TABLE ||
@@ -66,6 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else if (rc == FENCE_ENOTOKEN) {
         CHECK(strncmp(msg, "fence:notoken", 13) == 0);
+    } else if (rc == FENCE_EINVAL) {
+        CHECK(strncmp(msg, "fence:einval ", 13) == 0);
     }
     free(msg);
     return 0;
