@@ -242,15 +242,20 @@ void fence_ext_stale(const fence_ext_site *s, int64 tok, int64 seen)
              errtablecol(rel, s->attnum)));
 }
 
-const char *fence_ext_setting(const char *name)
+/* The value of setting `name` (fence.token, fence.xact): NULL when unset
+ * or ''.  The pointer is the setting's own, valid until it changes. */
+static const char *setting(const char *name)
 {
     const char *v = GetConfigOption(name, true, false);
     return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-bool fence_ext_bound(void)
+/* Whether the transaction's token was given to it by fence.use_token():
+ * fence.xact is the id of the current (top-level) transaction, which this
+ * assigns (the transaction is writing). */
+static bool bound_to_this_transaction(void)
 {
-    const char *xact = fence_ext_setting("fence.xact");
+    const char *xact = setting("fence.xact");
     char mine[32];
     snprintf(mine, sizeof mine, UINT64_FORMAT, U64FromFullTransactionId(GetTopFullTransactionId()));
     return xact != NULL && strcmp(xact, mine) == 0;
@@ -258,7 +263,7 @@ bool fence_ext_bound(void)
 
 bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool bound, int64 *tok)
 {
-    const char *raw = fence_ext_setting("fence.token");
+    const char *raw = setting("fence.token");
     if (raw == NULL) {
         return false;
     }
@@ -276,7 +281,7 @@ bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool bound, int64 *t
                       : 0,
                  errtablecol(rel, s->attnum)));
     }
-    if (bound && !fence_ext_bound()) {
+    if (bound && !bound_to_this_transaction()) {
         Relation rel = site_rel(s);
         ereport(ERROR,
                 (errcode(MAKE_SQLSTATE('2', '3', 'Q', '0', '2')),

@@ -30,15 +30,6 @@
 /* The interface revision of this module, fence.c_version(). */
 #define FENCE_EXT_VERSION 2
 
-/* The value of setting `name` (fence.token, fence.xact): NULL when
- * unset or ''.  The pointer is the setting's own, valid until it changes. */
-const char *fence_ext_setting(const char *name);
-
-/* Whether the transaction's settings were given to it by
- * fence.use_token(): fence.xact is the id of the current (top-level)
- * transaction.  Assigns the transaction its id (it is writing). */
-bool fence_ext_bound(void);
-
 /* What a fence trigger knows about itself, computed once per executor run
  * of the statement (kept in flinfo->fn_extra, fn_mcxt). */
 typedef struct fence_ext_trig {
