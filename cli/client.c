@@ -19,6 +19,7 @@ int cli__exit_for(int status)
     case FENCE_EAUTH:
     case FENCE_EPROTO:
     case FENCE_EREPLICAS:
+    case FENCE_ECLOCK:
         return CLI_EX_UNAVAILABLE;
     case FENCE_ECONFIG:
         return CLI_EX_CONFIG;

@@ -380,6 +380,12 @@ static int acquire(fence_client *c, const run_args *ra, const sigset_t *sigs,
     if (rc != FENCE_OK) {
         return cli__fail("run", c, "cannot acquire the lease", rc);
     }
+    int64_t behind = fence_lease_clock_behind_us(*out);
+    if (behind > 0) {
+        fprintf(stderr, "fence run: warning: the Redis server's clock is %.3f s behind the "
+                "clock that issued lease '%s''s last token; the token was issued above it "
+                "(docs/redis.md, \"Clocks\")\n", (double)behind / 1e6, ra->name);
+    }
     return CLI_EX_OK;
 }
 

@@ -54,7 +54,8 @@ extern "C" {
     X(FENCE_EDB, 12, "database error")                                        \
     X(FENCE_ENOTOKEN, 13, "no valid fencing token: missing, malformed or <= 0") \
     X(FENCE_ECONFIG, 14, "the server's configuration can lose fencing state") \
-    X(FENCE_EREPLICAS, 15, "fewer replicas acknowledged the lease than required")
+    X(FENCE_EREPLICAS, 15, "fewer replicas acknowledged the lease than required") \
+    X(FENCE_ECLOCK, 16, "the server's clock is behind the one that issued the last token")
 
 typedef enum fence_status {
 #define FENCE_STATUS_ENUM_(name, code, text) name = code,

@@ -1,27 +1,37 @@
 -- acquire.lua: issue fencing tokens.  One issuance rule, two operations:
 --   ARGV[1] 'a' (acquire): take the lease if it is free, with a new token.
 --   ARGV[1] 'r' (reissue): while ARGV[3] (an owner value) still holds the
---   lease, raise the counter to at least ARGV[6] and give the lease a new
+--   lease, raise the counter to at least ARGV[7] and give the lease a new
 --   token (the owner value becomes "<owner id>:<new token>", TTL kept).
 -- KEYS[1] owner key "<prefix>{NAME}", KEYS[2] counter "<prefix>{NAME}:token"
 -- ARGV[2] owner id (32 hex), ARGV[3] ttl ms ('a') or owner value ('r'),
 -- ARGV[4] 'clock' or 'dense', ARGV[5] the jump in microseconds (clock),
--- ARGV[6] floor ('r'; decimal).
--- 'a' with ARGV[6], a holder description: KEYS[3] "<owner key>:info" (the
+-- ARGV[6] the clock-behind limit in microseconds (clock; '0': none),
+-- ARGV[7] floor ('r'; decimal).
+-- 'a' with ARGV[7], a holder description: KEYS[3] "<owner key>:info" (the
 -- same {NAME} hash slot; declared: Redis Cluster checks every key a script
 -- touches before running it) is set
 -- to "<owner id>:<description>" with the owner key's TTL, in this same
 -- call.  'r' leaves it alone: the owner id does not change.
--- Returns {1, token} (token as a decimal string), {0, pttl} when another
--- owner holds it ('a'), {0} when ARGV[3] no longer holds it ('r').
+-- Returns {1, token} (token as a decimal string) or {1, token, behind},
+-- {0, pttl} when another owner holds it ('a'), {0} when ARGV[3] no longer
+-- holds it ('r'), {2, behind} when the clock is behind by more than the
+-- limit (nothing written).
 --
 -- The counter is a hash: n = the last token issued, run = the run_id of
--- the server that wrote it.  Clock tokens: max(n + 1, now in microseconds
--- from TIME), plus the jump when the counter is missing or was written by
--- another server incarnation (failover, restart, flush, eviction).  Dense
--- tokens: n + 1.  Past 2^53 (where Lua's doubles stop being exact) n + 1
--- comes from HINCRBY and is read back as text.  A fence 0.1 string counter
--- is turned into the hash first (run '' so the jump applies).
+-- the server that wrote it, t = that server's TIME when it did (clock
+-- tokens).  Clock tokens: max(n + 1, now in microseconds from TIME), plus
+-- the jump when the counter is missing or was written by another server
+-- incarnation (failover, restart, flush, eviction): a replica promoted
+-- with a counter that missed the last tokens still issues above them while
+-- it lagged by less than the jump, whatever its clock (docs/redis.md,
+-- "Clocks").  behind = t - now, in microseconds, when this server's clock
+-- reads earlier than the one that issued the last token (another server's
+-- clock ahead of this one, or this one stepped back): it is returned, and
+-- past a non-zero limit the token is refused.  Dense tokens: n + 1.  Past
+-- 2^53 (where Lua's doubles stop being exact) the token comes from
+-- HINCRBY and is read back as text.  A fence 0.1 string counter is turned
+-- into the hash first (run '' so the jump applies).
 local TWO53 = 9007199254740992
 
 local function gt(a, b) -- digit strings, exact at any length
@@ -29,7 +39,7 @@ local function gt(a, b) -- digit strings, exact at any length
 end
 
 local function read_counter(key)
-  local h = redis.pcall('HMGET', key, 'n', 'run')
+  local h = redis.pcall('HMGET', key, 'n', 'run', 't')
   if h.err then -- not a hash: a fence 0.1 string counter, migrated here
     local old = redis.call('GET', key)
     if old ~= '0' and not string.match(old, '^[1-9]%d*$') then
@@ -37,41 +47,60 @@ local function read_counter(key)
     end
     redis.call('DEL', key)
     redis.call('HSET', key, 'n', old, 'run', '')
-    return old, ''
+    return old, '', nil
   end
-  return h[1] or '0', h[2]
+  return h[1] or '0', h[2], h[3]
 end
 
-local function issue(key, mode, jump_us, floor)
-  local n, run = read_counter(key)
-  if floor and gt(floor, n) then
+-- The next token for counter key: its decimal string and how far behind
+-- the clock was (0 when not), or nil and behind when over the limit.
+local function issue(key, mode, jump_us, limit_us, floor)
+  local n, run, last_t = read_counter(key)
+  local raised = floor and gt(floor, n)
+  if raised then
     n = floor
-    redis.call('HSET', key, 'n', n)
   end
-  local id
-  local at_least = 0
+  local inc = 1 -- the token is n + inc
+  local id, now, behind = nil, 0, 0
   if mode == 'clock' then
     id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
     local t = redis.call('TIME')
-    at_least = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local lt = last_t and tonumber(last_t)
+    if lt and lt > now then
+      behind = lt - now
+      if limit_us > 0 and behind > limit_us then
+        return nil, behind
+      end
+    end
+    if tonumber(n) + 1 < now then -- both exact: n is below now < 2^53
+      inc = now - tonumber(n)
+    end
     if run ~= id then
-      at_least = at_least + jump_us
+      inc = inc + jump_us
     end
   end
-  if tonumber(n) + 1 >= TWO53 then
-    redis.call('HINCRBY', key, 'n', 1) -- fails past 2^63-1: nothing written yet
-    if id then redis.call('HSET', key, 'run', id) end
-    return redis.call('HGET', key, 'n')
-  end
-  local token = tonumber(n) + 1
-  if token < at_least then token = at_least end
-  local s = string.format('%.0f', token)
-  if id then
-    redis.call('HSET', key, 'n', s, 'run', id)
+  local s
+  if tonumber(n) + inc >= TWO53 then
+    if raised then redis.call('HSET', key, 'n', n) end
+    redis.call('HINCRBY', key, 'n', inc) -- fails past 2^63-1: n stays
+    s = redis.call('HGET', key, 'n')
+    if id then redis.call('HSET', key, 'run', id, 't', string.format('%.0f', now)) end
+  elseif id then
+    s = string.format('%.0f', tonumber(n) + inc)
+    redis.call('HSET', key, 'n', s, 'run', id, 't', string.format('%.0f', now))
   else
+    s = string.format('%.0f', tonumber(n) + inc)
     redis.call('HSET', key, 'n', s)
   end
-  return s
+  return s, behind
+end
+
+local function granted(token, behind)
+  if behind > 0 then
+    return {1, token, string.format('%.0f', behind)}
+  end
+  return {1, token}
 end
 
 local v = redis.call('GET', KEYS[1])
@@ -79,9 +108,12 @@ if ARGV[1] == 'r' then
   if v ~= ARGV[3] then
     return {0}
   end
-  local token = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), ARGV[6])
+  local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7])
+  if not token then
+    return {2, string.format('%.0f', behind)}
+  end
   redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'KEEPTTL')
-  return {1, token}
+  return granted(token, behind)
 end
 if v then
   local mine = ARGV[2] .. ':'
@@ -90,9 +122,12 @@ if v then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local token = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), nil)
-redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])
-if ARGV[6] then
-  redis.call('SET', KEYS[3] or (KEYS[1] .. ':info'), ARGV[2] .. ':' .. ARGV[6], 'PX', ARGV[3])
+local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), nil)
+if not token then
+  return {2, string.format('%.0f', behind)}
 end
-return {1, token}
+redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])
+if ARGV[7] then
+  redis.call('SET', KEYS[3] or (KEYS[1] .. ':info'), ARGV[2] .. ':' .. ARGV[7], 'PX', ARGV[3])
+end
+return granted(token, behind)

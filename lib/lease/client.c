@@ -41,6 +41,14 @@ static fence_status check_token_opts(fence_client *c, const fence_client_options
         return fence__fail(c, FENCE_EINVAL, "token_jump_ms applies to clock tokens only "
                            "(token_mode is FENCE_TOKENS_DENSE)");
     }
+    if (o->clock_behind_limit_ms < 0 || o->clock_behind_limit_ms > FENCE_TOKEN_JUMP_MAX_MS) {
+        return fence__fail(c, FENCE_EINVAL, "clock_behind_limit_ms must be 0 (none) to %lld ms",
+                           (long long)FENCE_TOKEN_JUMP_MAX_MS);
+    }
+    if (o->clock_behind_limit_ms != 0 && o->token_mode == FENCE_TOKENS_DENSE) {
+        return fence__fail(c, FENCE_EINVAL, "clock_behind_limit_ms applies to clock tokens only "
+                           "(token_mode is FENCE_TOKENS_DENSE)");
+    }
     if (o->allow_eviction != 0 && o->allow_eviction != 1) {
         return fence__fail(c, FENCE_EINVAL, "allow_eviction must be 0 or 1");
     }
@@ -57,6 +65,7 @@ static fence_status check_token_opts(fence_client *c, const fence_client_options
     }
     c->token_mode = o->token_mode;
     c->token_jump_ms = o->token_jump_ms ? o->token_jump_ms : FENCE_TOKEN_JUMP_DEFAULT_MS;
+    c->clock_behind_limit_ms = o->clock_behind_limit_ms;
     c->allow_eviction = o->allow_eviction;
     c->min_replicas = o->min_replicas;
     c->replica_timeout_ms = o->replica_timeout_ms ? o->replica_timeout_ms

@@ -119,6 +119,14 @@ typedef struct fence_client_options {
     const char *sentinel_password;/* the Sentinels' own password (data-node credentials come
                                      from the URL / username / password) */
     const char *sentinel_username;
+    /* CLOCK only.  A server whose clock reads earlier than the one that
+     * issued a counter's last token (another server's clock ahead of it, or
+     * its own stepped back) is "behind": docs/redis.md, "Clocks".  0
+     * (default): issue anyway (the token is still above the counter's, plus
+     * the jump on a new server) and report it (fence_lease_clock_behind_us,
+     * the clock_behind metrics).  1..FENCE_TOKEN_JUMP_MAX_MS: refuse to issue
+     * when behind by more than this (FENCE_ECLOCK, nothing written). */
+    int64_t clock_behind_limit_ms;
 } fence_client_options;
 
 FENCE_API void fence_client_options_init(fence_client_options *opts);
@@ -238,6 +246,12 @@ FENCE_API fence_status fence_release(fence_lease *lease);
 
 /* The fencing token issued with this lease (>= 1). */
 FENCE_API uint64_t fence_lease_token(const fence_lease *lease);
+
+/* Microseconds the Redis server's clock was behind the clock that had
+ * issued the counter's previous token, when this lease's token was issued
+ * (by acquire or fence_lease_reissue); 0 when it was not behind
+ * (docs/redis.md, "Clocks"). */
+FENCE_API int64_t fence_lease_clock_behind_us(const fence_lease *lease);
 
 /* The lease's name (owned by the lease). */
 FENCE_API const char *fence_lease_name(const fence_lease *lease);
@@ -385,6 +399,11 @@ typedef struct fence_metrics {
     uint64_t heartbeat_latency_bucket[FENCE_LATENCY_NBUCKETS]; /* not cumulative */
     uint64_t heartbeat_latency_count;
     double heartbeat_latency_sum_s;
+    /* Tokens issued by a server whose clock was behind the one that issued
+     * the counter's previous token, and the largest such lag seen (us);
+     * refusals under clock_behind_limit_ms count too. */
+    uint64_t clock_behind;
+    int64_t clock_behind_max_us;
 } fence_metrics;
 
 FENCE_API fence_status fence_client_metrics(const fence_client *c, fence_metrics *out);

@@ -58,10 +58,10 @@ static fence_status lease_new(fence_client *c, const char *name, const fence_lea
 /* The acquire script's answer r (freed here): FENCE_OK with *token,
  * FENCE_BUSY with *pttl_ms, or FENCE_EPROTO. */
 static fence_status acquire_reply(fence_client *c, const char *name, redisReply *r,
-                                  uint64_t *token, int64_t *pttl_ms)
+                                  uint64_t *token, int64_t *behind_us, int64_t *pttl_ms)
 {
-    fence_status st = FENCE_OK;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+    fence_status st;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {
         st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to acquire", c->url.display);
     } else if (r->element[0]->integer == 0) {
@@ -69,11 +69,7 @@ static fence_status acquire_reply(fence_client *c, const char *name, redisReply 
         atomic_fetch_add(&c->m.acquire_contended, 1);
         st = fence__fail(c, FENCE_BUSY, "lease '%s' is held by another owner", name);
     } else {
-        redisReply *t = r->element[1];
-        if (t->type != REDIS_REPLY_STRING || fence__token_parse(t->str, t->len, token) != 0) {
-            st = fence__fail(c, FENCE_EPROTO, "%s: bad token in the reply to acquire",
-                             c->url.display);
-        }
+        st = fence__issued(c, r, "acquire", name, token, behind_us);
     }
     freeReplyObject(r);
     return st;
@@ -114,10 +110,60 @@ void fence__issue_init(const fence_client *c, fence__issue *io)
     io->acked = -1;
 }
 
-const char *fence__mode_args(const fence_client *c, char *jump_us)
+const char *fence__mode_args(const fence_client *c, char *jump_us, char *limit_us)
 {
     snprintf(jump_us, 24, "%" PRId64, c->token_jump_ms * 1000);
+    snprintf(limit_us, 24, "%" PRId64, c->clock_behind_limit_ms * 1000);
     return c->token_mode == FENCE_TOKENS_DENSE ? "dense" : "clock";
+}
+
+/* A non-negative decimal reply element, or -1. */
+static int64_t reply_us(const redisReply *e)
+{
+    uint64_t v;
+    if (e->type != REDIS_REPLY_STRING || fence__token_parse(e->str, e->len, &v) != 0 ||
+        v > (uint64_t)INT64_MAX) {
+        return -1;
+    }
+    return (int64_t)v;
+}
+
+static void note_behind(fence_client *c, int64_t behind_us)
+{
+    atomic_fetch_add(&c->m.clock_behind, 1);
+    int_fast64_t seen = atomic_load(&c->m.clock_behind_max_us);
+    while (behind_us > seen &&
+           !atomic_compare_exchange_weak(&c->m.clock_behind_max_us, &seen, behind_us)) {
+    }
+}
+
+fence_status fence__issued(fence_client *c, const redisReply *r, const char *what,
+                           const char *name, uint64_t *token, int64_t *behind_us)
+{
+    *behind_us = 0;
+    int64_t code = r->element[0]->integer;
+    if (code == 2 && r->elements == 2 && (*behind_us = reply_us(r->element[1])) > 0) {
+        note_behind(c, *behind_us);
+        return fence__fail(c, FENCE_ECLOCK, "lease '%s': %s refused: the Redis server's clock "
+                           "is %.3f s behind the clock that issued its last token (limit "
+                           "%.3f s: clock_behind_limit_ms); nothing was written",
+                           name, what, (double)*behind_us / 1e6,
+                           (double)c->clock_behind_limit_ms / 1e3);
+    }
+    if (code != 1 || r->elements < 2 || r->elements > 3 ||
+        r->element[1]->type != REDIS_REPLY_STRING ||
+        fence__token_parse(r->element[1]->str, r->element[1]->len, token) != 0) {
+        return fence__fail(c, FENCE_EPROTO, "%s: bad token in the reply to %s", c->url.display,
+                           what);
+    }
+    if (r->elements == 3) {
+        if ((*behind_us = reply_us(r->element[2])) <= 0) {
+            return fence__fail(c, FENCE_EPROTO, "%s: bad clock lag in the reply to %s",
+                               c->url.display, what);
+        }
+        note_behind(c, *behind_us);
+    }
+    return FENCE_OK;
 }
 
 /* release.lua's keys and arguments for l into args (4): the count, with
@@ -172,13 +218,13 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     if (st != FENCE_OK) {
         return st;
     }
-    char ttl[24], jump[24];
+    char ttl[24], jump[24], limit[24];
     snprintf(ttl, sizeof ttl, "%" PRId64, o->ttl_ms);
-    const char *mode = fence__mode_args(c, jump);
-    /* A holder description goes as ARGV[6], its key declared as KEYS[3]
+    const char *mode = fence__mode_args(c, jump, limit);
+    /* A holder description goes as ARGV[7], its key declared as KEYS[3]
      * (a script declares every key it touches: Redis Cluster). */
     int has_info = l->has_info;
-    const char *args[9];
+    const char *args[10];
     int na = 0;
     args[na++] = l->owner_key;
     args[na++] = counter;
@@ -191,6 +237,7 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     args[na++] = ttl;
     args[na++] = mode;
     args[na++] = jump;
+    args[na++] = limit;
     if (has_info) {
         args[na++] = o->holder_info;
     }
@@ -203,7 +250,7 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     free(counter);
     uint64_t token = 0;
     if (st == FENCE_OK) {
-        st = acquire_reply(c, name, r, &token, pttl_ms);
+        st = acquire_reply(c, name, r, &token, &l->clock_behind_us, pttl_ms);
     }
     if (st == FENCE_OK && c->min_replicas > 0 && io.acked < c->min_replicas) {
         snprintf(l->value, sizeof l->value, "%s:%" PRIu64, owner, token);
@@ -442,6 +489,17 @@ uint64_t fence_lease_token(const fence_lease *l)
     uint64_t t = l->token;
     pthread_mutex_unlock(&l->c->lock);
     return t;
+}
+
+int64_t fence_lease_clock_behind_us(const fence_lease *l)
+{
+    if (l == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&l->c->lock);
+    int64_t b = l->clock_behind_us;
+    pthread_mutex_unlock(&l->c->lock);
+    return b;
 }
 
 const char *fence_lease_holder(const fence_lease *l)

@@ -171,6 +171,8 @@ typedef struct fence__metrics {
     atomic_int persistence; /* gauge: 1 on, 0 off, -1 unknown */
     atomic_uint_fast64_t hb_bucket[FENCE_LATENCY_NBUCKETS];
     atomic_uint_fast64_t hb_count, hb_sum_ns;
+    atomic_uint_fast64_t clock_behind;
+    atomic_int_fast64_t clock_behind_max_us;
 } fence__metrics;
 
 enum { FENCE__HELD = 0, FENCE__LOST = 1 };
@@ -186,6 +188,7 @@ struct fence_lease {
      * (fence_lease_reissue), so the heartbeat never reads them then. */
     char value[2 * FENCE_OWNER_BYTES + 1 + 21]; /* "<hex>:<token>" */
     uint64_t token;
+    int64_t clock_behind_us; /* when token was issued (fence_lease_clock_behind_us) */
     int64_t ttl_ms;
     int has_info; /* a holder description was stored: renewals extend it too */
     int64_t renew_every_ms;
@@ -215,6 +218,7 @@ struct fence_client {
     int renew_batch;
     int token_mode;       /* enum fence_token_mode */
     int64_t token_jump_ms;
+    int64_t clock_behind_limit_ms; /* 0: none */
     int allow_eviction;
     int min_replicas;     /* 0: no WAIT */
     int64_t replica_timeout_ms;
@@ -526,9 +530,16 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
 
 /* Fill the token-issuing extras of a script call from c's options. */
 void fence__issue_init(const fence_client *c, fence__issue *io);
-/* The token mode and jump as script arguments: mode "clock"/"dense", and
- * jump_us (room for 24 bytes). */
-const char *fence__mode_args(const fence_client *c, char *jump_us);
+/* The token mode, jump and clock-behind limit as script arguments: mode
+ * "clock"/"dense", jump_us and limit_us (room for 24 bytes each). */
+const char *fence__mode_args(const fence_client *c, char *jump_us, char *limit_us);
+/* acquire.lua's answer when it issued ({1, token[, behind]}) or refused
+ * under the clock-behind limit ({2, behind}): FENCE_OK with *token and
+ * *behind_us, FENCE_ECLOCK, or FENCE_EPROTO; counts the clock_behind
+ * metrics.  what ("acquire", "reissue") and name go into messages. */
+struct redisReply;
+fence_status fence__issued(fence_client *c, const struct redisReply *r, const char *what,
+                           const char *name, uint64_t *token, int64_t *behind_us);
 
 /* ==== level 5: wait.c ==================================================== */
 fence_status fence__acquire_wait(fence_client *c, const char *name,

@@ -47,6 +47,8 @@ fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
     }
     out->heartbeat_latency_count = atomic_load(&m->hb_count);
     out->heartbeat_latency_sum_s = (double)atomic_load(&m->hb_sum_ns) / 1e9;
+    out->clock_behind = atomic_load(&m->clock_behind);
+    out->clock_behind_max_us = atomic_load(&m->clock_behind_max_us);
     return FENCE_OK;
 }
 
@@ -99,6 +101,12 @@ int fence_metrics_prometheus(const fence_metrics *m, char *buf, size_t size)
     counter(&s, "reconnects_total", "Connections to Redis re-established.", m->reconnects);
     counter(&s, "token_regressions_total", "Leases given a fresh token after a store had "
             "seen a higher one (fence_lease_reissue).", m->token_regressions);
+    counter(&s, "clock_behind_total", "Tokens issued (or refused) by a Redis server whose "
+            "clock was behind the one that issued the counter's previous token.",
+            m->clock_behind);
+    put(&s, "# HELP fence_clock_behind_max_seconds The largest such lag seen.\n"
+            "# TYPE fence_clock_behind_max_seconds gauge\nfence_clock_behind_max_seconds %.6f\n",
+            (double)m->clock_behind_max_us / 1e6);
     put(&s, "# HELP fence_leases_held Leases currently held.\n# TYPE fence_leases_held gauge\n"
             "fence_leases_held %" PRIu64 "\n", m->leases_held);
     put(&s, "# HELP fence_redis_persistence Redis persistence when last checked: 1 on (AOF "

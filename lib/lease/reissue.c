@@ -28,9 +28,10 @@ static fence_status claim(fence_lease *l)
     return held ? FENCE_OK : fence__fail(c, FENCE_LOST, "lease '%s' was lost", l->name);
 }
 
-/* The script's answer: FENCE_OK with *token, FENCE_LOST ({0}), or
- * FENCE_EPROTO. */
-static fence_status reissue_reply(fence_lease *l, const redisReply *r, uint64_t *token)
+/* The script's answer: FENCE_OK with *token and *behind_us, FENCE_LOST
+ * ({0}), FENCE_ECLOCK, or FENCE_EPROTO. */
+static fence_status reissue_reply(fence_lease *l, const redisReply *r, uint64_t *token,
+                                  int64_t *behind_us)
 {
     fence_client *c = l->c;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
@@ -40,35 +41,30 @@ static fence_status reissue_reply(fence_lease *l, const redisReply *r, uint64_t 
     if (r->element[0]->integer == 0) {
         return FENCE_LOST;
     }
-    const redisReply *t = r->elements == 2 ? r->element[1] : NULL;
-    if (t == NULL || t->type != REDIS_REPLY_STRING ||
-        fence__token_parse(t->str, t->len, token) != 0) {
-        return fence__fail(c, FENCE_EPROTO, "%s: bad token in the reply to reissue",
-                           c->url.display);
-    }
-    return FENCE_OK;
+    return fence__issued(c, r, "reissue", l->name, token, behind_us);
 }
 
 /* Send the 'r' operation for l (claimed) with this floor. */
-static fence_status reissue_send(fence_lease *l, uint64_t floor, uint64_t *token)
+static fence_status reissue_send(fence_lease *l, uint64_t floor, uint64_t *token,
+                                 int64_t *behind_us)
 {
     fence_client *c = l->c;
     char *counter = fence__key(c, l->name, ":token");
     if (counter == NULL) {
         return fence__fail(c, FENCE_ENOMEM, "out of memory");
     }
-    char f[24], jump[24];
+    char f[24], jump[24], limit[24];
     snprintf(f, sizeof f, "%" PRIu64, floor);
-    const char *mode = fence__mode_args(c, jump);
-    const char *args[8] = {l->owner_key, counter, "r", l->holder, l->value, mode, jump, f};
+    const char *mode = fence__mode_args(c, jump, limit);
+    const char *args[9] = {l->owner_key, counter, "r", l->holder, l->value, mode, jump, limit, f};
     fence__issue io;
     fence__issue_init(c, &io);
     io.min_replicas = 0; /* the gate is acquire's */
     redisReply *r = NULL;
-    fence_status st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 8, args, 0, NULL, &io, (void **)&r);
+    fence_status st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 9, args, 0, NULL, &io, (void **)&r);
     free(counter);
     if (st == FENCE_OK) {
-        st = reissue_reply(l, r, token);
+        st = reissue_reply(l, r, token, behind_us);
         freeReplyObject(r);
     }
     return st;
@@ -89,13 +85,15 @@ fence_status fence_lease_reissue(fence_lease *l, uint64_t store_highest, uint64_
         return st;
     }
     uint64_t token = 0;
-    st = reissue_send(l, store_highest, &token);
+    int64_t behind_us = 0;
+    st = reissue_send(l, store_highest, &token, &behind_us);
     fence__leasev lost;
     fence__leasev_init(&lost);
     pthread_mutex_lock(&c->lock);
     l->in_pass = 0;
     if (st == FENCE_OK) {
         l->token = token;
+        l->clock_behind_us = behind_us;
         snprintf(l->value, sizeof l->value, "%s:%" PRIu64, l->holder, token);
     } else if (st == FENCE_LOST) {
         fence__lose_locked(l, FENCE_LOST, &lost);

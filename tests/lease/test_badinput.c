@@ -476,7 +476,7 @@ END_TEST
 
 START_TEST(status_strings)
 {
-    for (int s = FENCE_OK; s <= FENCE_EREPLICAS; s++) {
+    for (int s = FENCE_OK; s <= FENCE_ECLOCK; s++) {
         ck_assert_str_ne(fence_strerror(s), "unknown status");
         ck_assert_ptr_nonnull(fence_status_name(s));
     }

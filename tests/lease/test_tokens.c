@@ -262,6 +262,114 @@ START_TEST(raise_with_clock_tokens)
 }
 END_TEST
 
+/* Issue 19: on a new server incarnation the jump goes on top of
+ * max(last + 1, clock), not on the clock alone.  A counter written by
+ * another incarnation whose last token leads this server's clock by more
+ * than the jump (a promoted replica whose clock is behind, or a counter
+ * raised by earlier jumps) gets last + 1 + jump; the old rule gave last + 1,
+ * below tokens the old server may have issued after the replica's copy. */
+START_TEST(jump_on_top_of_the_counter)
+{
+    redisContext *r = tu_redis();
+    fence_client *c = open_on(tu_env("FENCE_TEST_REDIS_URL"), FENCE_TOKENS_CLOCK, 2000, 0);
+    const char *nm = tu_name("ontop");
+    char tk[600];
+    lu_token_key(tk, sizeof tk, nm);
+    uint64_t lead = lu_server_time_us(r) + 30000000; /* 30 s ahead of this clock */
+    lu_cmd_ok(r, "HSET %s n %" PRIu64 " run %s", tk, lead,
+              "0000000000000000000000000000000000000000");
+    ck_assert_uint_eq(take(c, nm), lead + 1 + 2000000);
+    ck_assert_uint_eq(take(c, nm), lead + 2 + 2000000); /* this server's now: + 1 */
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
+/* A counter whose last token was issued by a clock that read later than
+ * this server's (t ahead of TIME): the token is issued (above n) and the
+ * lag is reported, on the lease, in the metrics and in Prometheus. */
+START_TEST(clock_behind_reported)
+{
+    redisContext *r = tu_redis();
+    fence_client *c = lu_open_client();
+    const char *nm = tu_name("behind");
+    char tk[600], run[41];
+    lu_token_key(tk, sizeof tk, nm);
+    lu_run_id(r, run);
+    uint64_t now = lu_server_time_us(r);
+    lu_cmd_ok(r, "HSET %s n %" PRIu64 " run %s t %" PRIu64, tk, now + 5000000, run,
+              now + 5000000);
+    fence_lease *l = lu_acquire_ok(c, nm, 5000, 0);
+    ck_assert_uint_eq(fence_lease_token(l), now + 5000001);
+    int64_t b = fence_lease_clock_behind_us(l);
+    ck_assert_msg(b > 4000000 && b <= 5000000, "behind %" PRId64 " us, want about 5 s", b);
+    fence_metrics m = lu_metrics(c);
+    ck_assert_uint_eq(m.clock_behind, 1);
+    ck_assert_int_eq(m.clock_behind_max_us, b);
+    char text[8192];
+    ck_assert_int_lt(fence_metrics_prometheus(&m, text, sizeof text), (int)sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, "\nfence_clock_behind_total 1\n"));
+    ck_assert(strstr(text, "\nfence_clock_behind_max_seconds 4.") != NULL ||
+              strstr(text, "\nfence_clock_behind_max_seconds 5.") != NULL);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    /* The counter now records this server's clock: the next is not behind. */
+    l = lu_acquire_ok(c, nm, 5000, 0);
+    ck_assert_int_eq(fence_lease_clock_behind_us(l), 0);
+    ck_assert_int_eq(fence_lease_clock_behind_us(NULL), 0);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    ck_assert_uint_eq(lu_metrics(c).clock_behind, 1);
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
+/* clock_behind_limit_ms: behind by more than the limit, acquire refuses
+ * with FENCE_ECLOCK and writes nothing (no owner key, counter untouched);
+ * within it, the token is issued. */
+START_TEST(clock_behind_limit_refuses)
+{
+    redisContext *r = tu_redis();
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = tu_env("FENCE_TEST_REDIS_URL");
+    o.clock_behind_limit_ms = 1000;
+    fence_client *c = lu_open_opts(&o);
+    const char *nm = tu_name("limit");
+    char tk[600], ok[600], run[41];
+    lu_token_key(tk, sizeof tk, nm);
+    lu_owner_key(ok, sizeof ok, nm);
+    lu_run_id(r, run);
+    uint64_t now = lu_server_time_us(r);
+    lu_cmd_ok(r, "HSET %s n 77 run %s t %" PRIu64, tk, run, now + 5000000);
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_try_acquire(c, nm, 5000, &l), FENCE_ECLOCK, c);
+    ck_assert_ptr_null(l);
+    ck_assert_msg(strstr(fence_client_errmsg(c), "behind") != NULL &&
+                  strstr(fence_client_errmsg(c), "nothing was written") != NULL,
+                  "message: %s", fence_client_errmsg(c));
+    ck_assert_int_eq(lu_rexists(r, ok), 0);
+    lu_expect_counter(r, tk, "77");
+    char *t = NULL;
+    redisReply *h = redisCommand(r, "HGET %s t", tk);
+    ck_assert(h != NULL && h->type == REDIS_REPLY_STRING);
+    t = strdup(h->str);
+    freeReplyObject(h);
+    char want[32];
+    snprintf(want, sizeof want, "%" PRIu64, now + 5000000);
+    ck_assert_str_eq(t, want);
+    free(t);
+    ck_assert_uint_eq(lu_metrics(c).clock_behind, 1);
+    /* Within the limit: issued, and reported. */
+    lu_cmd_ok(r, "HSET %s t %" PRIu64, tk, lu_server_time_us(r) + 500000);
+    l = lu_acquire_ok(c, nm, 5000, 0);
+    ck_assert_int_gt(fence_lease_clock_behind_us(l), 0);
+    ck_assert_int_le(fence_lease_clock_behind_us(l), 500000);
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    redisFree(r);
+    fence_client_close(c);
+}
+END_TEST
+
 START_TEST(holder_id)
 {
     fence_client *c = lu_open_client();
@@ -290,15 +398,19 @@ START_TEST(bad_options)
         int evict, minr;
         int64_t rto;
         const char *says;
+        int64_t limit;
     } bad[] = {
-        {2, 0, 0, 0, 0, "token_mode"},        {-1, 0, 0, 0, 0, "token_mode"},
-        {0, -1, 0, 0, 0, "token_jump_ms"},    {0, FENCE_TOKEN_JUMP_MAX_MS + 1, 0, 0, 0, "token_jump_ms"},
-        {1, 5000, 0, 0, 0, "token_jump_ms"},  {0, 0, 2, 0, 0, "allow_eviction"},
-        {0, 0, -1, 0, 0, "allow_eviction"},   {0, 0, 0, -1, 0, "min_replicas"},
-        {0, 0, 0, FENCE_MIN_REPLICAS_MAX + 1, 0, "min_replicas"},
-        {0, 0, 0, 1, -1, "replica_timeout_ms"},
-        {0, 0, 0, 1, FENCE_REPLICA_TIMEOUT_MAX_MS + 1, "replica_timeout_ms"},
-        {0, 0, 0, 0, 100, "replica_timeout_ms"},
+        {0, 0, 0, 0, 0, "clock_behind_limit_ms", -1},
+        {0, 0, 0, 0, 0, "clock_behind_limit_ms", FENCE_TOKEN_JUMP_MAX_MS + 1},
+        {1, 0, 0, 0, 0, "clock_behind_limit_ms", 1000},
+        {2, 0, 0, 0, 0, "token_mode", 0},        {-1, 0, 0, 0, 0, "token_mode", 0},
+        {0, -1, 0, 0, 0, "token_jump_ms", 0},    {0, FENCE_TOKEN_JUMP_MAX_MS + 1, 0, 0, 0, "token_jump_ms", 0},
+        {1, 5000, 0, 0, 0, "token_jump_ms", 0},  {0, 0, 2, 0, 0, "allow_eviction", 0},
+        {0, 0, -1, 0, 0, "allow_eviction", 0},   {0, 0, 0, -1, 0, "min_replicas", 0},
+        {0, 0, 0, FENCE_MIN_REPLICAS_MAX + 1, 0, "min_replicas", 0},
+        {0, 0, 0, 1, -1, "replica_timeout_ms", 0},
+        {0, 0, 0, 1, FENCE_REPLICA_TIMEOUT_MAX_MS + 1, "replica_timeout_ms", 0},
+        {0, 0, 0, 0, 100, "replica_timeout_ms", 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         fence_client_options o;
@@ -309,6 +421,7 @@ START_TEST(bad_options)
         o.allow_eviction = bad[i].evict;
         o.min_replicas = bad[i].minr;
         o.replica_timeout_ms = bad[i].rto;
+        o.clock_behind_limit_ms = bad[i].limit;
         fence_client *c = NULL;
         EXPECT_RC(fence_client_open(&c, &o), FENCE_EINVAL, c);
         ck_assert_msg(strstr(fence_client_errmsg(c), bad[i].says) != NULL, "case %zu: \"%s\"",
@@ -365,6 +478,9 @@ static Suite *tokens_suite(void)
     tcase_add_test(tc, eviction_policy);
     tcase_add_test(tc, migrate_string_counter);
     tcase_add_test(tc, raise_with_clock_tokens);
+    tcase_add_test(tc, jump_on_top_of_the_counter);
+    tcase_add_test(tc, clock_behind_reported);
+    tcase_add_test(tc, clock_behind_limit_refuses);
     tcase_add_test(tc, holder_id);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, server_info_and_metrics);
