@@ -7,7 +7,8 @@
 #   FENCE_SUITES=test_torture scripts/run-suites build
 # TORTURE_QUICK_SECONDS changes the length (20).  Prints "ok - ..." /
 # "not ok - ..." lines and the run's figures as "# torture ..." comments;
-# exits non-zero on any failure.
+# exits non-zero on any failure.  The run's history (TORTURE_HISTORY) must
+# pass tests/torture/histcheck.py, run here on it again.
 set -u
 cd "$(dirname "$0")/../.."
 
@@ -24,9 +25,9 @@ for x in "$B/fence" "$B/fence_sqlite_ext.so"; do
 done
 
 out=$(mktemp "${TMPDIR:-/tmp}/fence-torture-test.XXXXXX")
-trap 'rm -f "$out" "$out.err"' EXIT
+trap 'rm -f "$out" "$out.err" "$out.hist" "$out.chk"' EXIT
 secs=${TORTURE_QUICK_SECONDS:-20}
-TORTURE_SECONDS=$secs scripts/torture "$B" >"$out" 2>"$out.err"
+TORTURE_HISTORY=$out.hist TORTURE_SECONDS=$secs scripts/torture "$B" >"$out" 2>"$out.err"
 rc=$?
 sed 's/^/# /' "$out.err"
 sed 's/^/# /' "$out"
@@ -70,6 +71,22 @@ if [ -z "$missing" ]; then
 else
   nok "torture: fault kinds not injected:$missing"
 fi
+
+# The history: every attempt and each store's commits, through the checker.
+/usr/bin/python3 tests/torture/histcheck.py "$out.hist" >"$out.chk" 2>&1
+hrc=$?
+hsum=$(grep '^histcheck: ' "$out.chk")
+ncommit=$(grep -c '^commit	' "$out.hist" 2>/dev/null)
+natt=$(grep -c '^attempt	' "$out.hist" 2>/dev/null)
+if [ $hrc -eq 0 ] && [ "${ncommit:-0}" -eq $(( ${ip:-0} + ${is:-0} )) ] && [ "${natt:-0}" -gt "${ncommit:-0}" ]; then
+  ok "torture: the run's history passes histcheck.py ($natt attempts, $ncommit commits; $hsum)"
+else
+  nok "torture: history check exit $hrc ($natt attempts, $ncommit commits for $ip + $is increments): $(grep -E '^(violation|histcheck)' "$out.chk" | head -5 | tr '\n' ' ')"
+  grep -E '^(violation|  line)' "$out.chk" | head -40 | sed 's/^/# /'
+fi
+hv=$(fig history_violations)
+if [ "${hv:-x}" = 0 ]; then ok "torture: the run counted the checker's verdict (history_violations 0)"
+else nok "torture: history_violations ${hv:-missing}"; fi
 
 e=$(fig store_errors)
 if [ "${e:-1}" = 0 ]; then
