@@ -35,7 +35,8 @@ Checked per store and resource (each violation is printed with its lines):
                   naming a higher mark (real-time order)
   repeat_holder   a token admitted from more than one holder
   refusal_mark    a refusal naming no mark, a mark below the offered token,
-                  or the offered token from the mark's own holder
+                  the offered token from the mark's own holder, or a reason
+                  other than older (mark above) / repeat (mark equal)
   lost            a value of 1..counter never written, a value above the
                   counter, an admitted write missing from the commits
   doubled         a value written by more than one commit, or one attempt
@@ -162,6 +163,8 @@ def check_store(sr, att, com, counter, bad):
             bad("refusal_mark", sr, f"refusal of token {r['token']} names the lower mark {r['mark']}", r)
         elif r["mark"] == r["token"] and r["mark_holder"] == r["holder"]:
             bad("refusal_mark", sr, f"token {r['token']} refused although the mark is its own holder's", r)
+        elif r["reason"] != ("repeat" if r["mark"] == r["token"] else "older"):
+            bad("refusal_mark", sr, f"refusal of token {r['token']} at mark {r['mark']} gives reason {r['reason']}", r)
 
     # Values: exactly 1..counter in commit order, each admitted write once.
     first, top = {}, 0
