@@ -7,7 +7,7 @@
 #   FENCE_SUITES=test_histcheck scripts/run-suites build
 # Needs nothing but Debian's /usr/bin/python3.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 PY=/usr/bin/python3
 CHK=tests/torture/histcheck.py
 H=tests/torture/histories
