@@ -18,9 +18,9 @@
 -- holds it ('r'), {2, behind} when the clock is behind by more than the
 -- limit (nothing written).
 --
--- The counter is a hash: n = the last token issued, run = the run_id of
--- the server that wrote it, t = that server's TIME when it did (clock
--- tokens).  Clock tokens: max(n + 1, now in microseconds from TIME), plus
+-- The counter is a hash: n = the last token issued, run = the incarnation
+-- of the server that wrote it (its run_id and master_replid), t = that
+-- server's TIME when it did (clock tokens).  Clock tokens: max(n + 1, now in microseconds from TIME), plus
 -- the jump when the counter is missing or was written by another server
 -- incarnation (failover, restart, flush, eviction): a replica promoted
 -- with a counter that missed the last tokens still issues above them while
@@ -52,6 +52,20 @@ local function read_counter(key)
   return h[1] or '0', h[2], h[3]
 end
 
+-- This server incarnation, "<run_id>:<master_replid>": run_id is new at
+-- every start; master_replid at every promotion (a master cut off, resynced
+-- as a replica and promoted again keeps its run_id, and its copy of a
+-- counter it wrote before would get no jump: docs/model.md).  One INFO call
+-- for both sections (Redis 7); two before that.
+local function incarnation()
+  local s = redis.pcall('INFO', 'server', 'replication')
+  if type(s) ~= 'string' then
+    s = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
+  end
+  return (string.match(s, 'run_id:(%x+)') or '') .. ':' ..
+         (string.match(s, 'master_replid:(%x+)') or '')
+end
+
 -- The next token for counter key: its decimal string and how far behind
 -- the clock was (0 when not), or nil and behind when over the limit.
 local function issue(key, mode, jump_us, limit_us, floor)
@@ -63,7 +77,7 @@ local function issue(key, mode, jump_us, limit_us, floor)
   local inc = 1 -- the token is n + inc
   local id, now, behind = nil, 0, 0
   if mode == 'clock' then
-    id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+    id = incarnation()
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     local lt = last_t and tonumber(last_t)

@@ -93,6 +93,18 @@ void lu_run_id(redisContext *r, char *out)
     freeReplyObject(rep);
 }
 
+void lu_incarnation(redisContext *r, char *out)
+{
+    char run[41];
+    lu_run_id(r, run);
+    redisReply *rep = redisCommand(r, "INFO replication");
+    ck_assert_msg(rep != NULL && rep->type == REDIS_REPLY_STRING, "INFO replication");
+    const char *p = strstr(rep->str, "master_replid:");
+    ck_assert_ptr_nonnull(p);
+    snprintf(out, LU_INCARNATION_LEN + 1, "%s:%.40s", run, p + 14);
+    freeReplyObject(rep);
+}
+
 int lu_wait_master(int port, int64_t timeout_ms)
 {
     for (int64_t waited = 0; waited <= timeout_ms; waited += 50) {

@@ -29,6 +29,10 @@ void lu_cmd_ok(redisContext *r, const char *fmt, ...);
 uint64_t lu_server_time_us(redisContext *r);
 /* The server's run_id, into out (41 bytes). */
 void lu_run_id(redisContext *r, char *out);
+/* The server's incarnation as acquire.lua records it in a counter's run
+ * field, "<run_id>:<master_replid>", into out (LU_INCARNATION_LEN + 1). */
+#define LU_INCARNATION_LEN 81
+void lu_incarnation(redisContext *r, char *out);
 /* Poll ROLE on port until it says master, at most timeout_ms; 1 if so. */
 int lu_wait_master(int port, int64_t timeout_ms);
 #endif

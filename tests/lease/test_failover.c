@@ -109,6 +109,74 @@ START_TEST(failover_dense_repeats)
 }
 END_TEST
 
+/* A master cut off, resynced as a replica of the server promoted in its
+ * place, and promoted again keeps its run_id (Redis does not change it on
+ * REPLICAOF); only its master_replid is new.  Its copy of the counter came
+ * from the other server, which lacked the last tokens, and carries the
+ * incarnation of this very process: with run_id alone as the incarnation
+ * there was no jump, and the counter, ahead of the clock (its first token
+ * was a jump), issued last + 1: tokens it had already issued (the model's
+ * configurations 11 and 12, docs/model.md).  The incarnation includes
+ * master_replid: the next token is above every one issued. */
+START_TEST(repromoted_master_jumps)
+{
+    lu_set s;
+    lu_set_start(&s, "replica", NULL);
+    fence_client *c = lu_open_url(s.master_url);
+    uint64_t t1 = take(c, "job"); /* a new counter: clock + jump, ahead of the clock */
+    redisContext *a = lu_connect(s.master);
+    lu_cmd_ok(a, "SET fence-test-sync 1");
+    redisReply *w = redisCommand(a, "WAIT 1 2000");
+    ck_assert_msg(w != NULL && w->type == REDIS_REPLY_INTEGER && w->integer == 1,
+                  "token %" PRIu64 " was not replicated", t1);
+    freeReplyObject(w);
+    lu_set_ctl(&s, "replica", "pause");
+    lu_cmd_ok(a, "CLIENT KILL TYPE replica");
+    uint64_t last = 0;
+    for (int i = 0; i < 3; i++) {
+        last = take(c, "job"); /* t1 + 1 .. t1 + 3: the replica never gets them */
+    }
+    ck_assert_uint_eq(last, t1 + 3);
+    char run_before[41];
+    lu_run_id(a, run_before);
+    /* The old master frozen while the replica comes back and is promoted,
+     * so the replica cannot fetch the last tokens first. */
+    lu_set_ctl(&s, "master", "pause");
+    lu_set_ctl(&s, "replica", "resume");
+    redisContext *b = lu_connect(s.replica);
+    lu_cmd_ok(b, "REPLICAOF NO ONE");
+    lu_set_ctl(&s, "master", "resume");
+    char buf[64];
+    snprintf(buf, sizeof buf, "REPLICAOF 127.0.0.1 %d", s.replica);
+    lu_cmd_ok(a, buf);
+    /* Wait until the old master has loaded the other server's data. */
+    char *n = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(n);
+        n = lu_counter(a, "fence:{job}:token");
+        if (n != NULL && strtoull(n, NULL, 10) == t1) {
+            break;
+        }
+        tu_sleep_ms(25);
+    }
+    ck_assert_msg(n != NULL && strtoull(n, NULL, 10) == t1,
+                  "the resynced old master should hold the copy without the last 3 tokens "
+                  "(n = %s)", n ? n : "-");
+    free(n);
+    lu_cmd_ok(a, "REPLICAOF NO ONE");
+    char run_after[41];
+    lu_run_id(a, run_after);
+    ck_assert_str_eq(run_after, run_before); /* the same process, promoted again */
+    uint64_t next = take(c, "job");
+    ck_assert_msg(next > last, "promoted again: %" PRIu64 " <= %" PRIu64 " (issued before)",
+                  next, last);
+    redisFree(a);
+    redisFree(b);
+    fence_client_close(c);
+    lu_set_stop(&s);
+}
+END_TEST
+
 /* min_replicas: acknowledged while the replica runs; with the replica
  * frozen, FENCE_EREPLICAS "0 of 1" and the lease is left free. */
 START_TEST(wait_gate_frozen_replica)
@@ -201,6 +269,7 @@ static Suite *failover_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sentinel_failover_clock);
     tcase_add_test(tc, failover_dense_repeats);
+    tcase_add_test(tc, repromoted_master_jumps);
     tcase_add_test(tc, wait_gate_frozen_replica);
     suite_add_tcase(s, tc);
     tc = tcase_create("self-heal");

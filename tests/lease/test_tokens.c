@@ -42,9 +42,9 @@ START_TEST(clock_tokens_from_server_clock)
     redisContext *r = tu_redis();
     fence_client *c = open_on(tu_env("FENCE_TEST_REDIS_URL"), FENCE_TOKENS_CLOCK, 3000, 0);
     const char *nm = tu_name("clock");
-    char tk[600], run[41];
+    char tk[600], run[LU_INCARNATION_LEN + 1];
     lu_token_key(tk, sizeof tk, nm);
-    lu_run_id(r, run);
+    lu_incarnation(r, run);
     uint64_t before = lu_server_time_us(r);
     uint64_t t1 = take(c, nm);
     uint64_t after = lu_server_time_us(r);
@@ -54,7 +54,7 @@ START_TEST(clock_tokens_from_server_clock)
     ck_assert_uint_lt(t1, TWO53);
     redisReply *h = redisCommand(r, "HGET %s run", tk);
     ck_assert_msg(h != NULL && h->type == REDIS_REPLY_STRING && strcmp(h->str, run) == 0,
-                  "counter's run is not the server's run_id %s", run);
+                  "counter's run is not the server's run_id:master_replid %s", run);
     freeReplyObject(h);
     ck_assert_uint_eq(take(c, nm), t1 + 1); /* ahead of the clock: last + 1, no jump */
     redisFree(r);
@@ -293,9 +293,9 @@ START_TEST(clock_behind_reported)
     redisContext *r = tu_redis();
     fence_client *c = lu_open_client();
     const char *nm = tu_name("behind");
-    char tk[600], run[41];
+    char tk[600], run[LU_INCARNATION_LEN + 1];
     lu_token_key(tk, sizeof tk, nm);
-    lu_run_id(r, run);
+    lu_incarnation(r, run);
     uint64_t now = lu_server_time_us(r);
     lu_cmd_ok(r, "HSET %s n %" PRIu64 " run %s t %" PRIu64, tk, now + 5000000, run,
               now + 5000000);
@@ -335,10 +335,10 @@ START_TEST(clock_behind_limit_refuses)
     o.clock_behind_limit_ms = 1000;
     fence_client *c = lu_open_opts(&o);
     const char *nm = tu_name("limit");
-    char tk[600], ok[600], run[41];
+    char tk[600], ok[600], run[LU_INCARNATION_LEN + 1];
     lu_token_key(tk, sizeof tk, nm);
     lu_owner_key(ok, sizeof ok, nm);
-    lu_run_id(r, run);
+    lu_incarnation(r, run);
     uint64_t now = lu_server_time_us(r);
     lu_cmd_ok(r, "HSET %s n 77 run %s t %" PRIu64, tk, run, now + 5000000);
     fence_lease *l = NULL;
