@@ -44,7 +44,8 @@ run() {
   local rc=$?
   secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')
   echo "# $name ($*): $(grep -o '[0-9]* states, stored' "$dir/pan.out" 2>/dev/null || echo 'no states'),"\
-       "$(grep -o 'depth reached [0-9]*' "$dir/pan.out" 2>/dev/null), ${secs}s (spin + gcc + pan)"
+       "$(grep -o 'depth reached [0-9]*' "$dir/pan.out" 2>/dev/null),"\
+       "search $(grep -o 'elapsed time [0-9.e+-]*' "$dir/pan.out" 2>/dev/null | grep -o '[0-9.e+-]*$')s, ${secs}s in all (spin + gcc + pan)"
   return $rc
 }
 
@@ -96,7 +97,7 @@ violates() {
   fi
   (cd "$dir" && spin "$@" -t fence.pml > replay.out 2>&1)
   local steps=$dir/steps
-  grep -E '^[[:space:]]*(acquire|write|replication|raise|failover|the lease):? ' "$dir/replay.out" |
+  grep -E '^[[:space:]]*(acquire|write|replication|raise|failover|rejoin|the lease):? ' "$dir/replay.out" |
     sed 's/^[[:space:]]*//' > "$steps"
   # The replay's own text must show it: for "newest", an admitted write of
   # holder k after an admitted write of a holder above k; for "strict", a
