@@ -50,6 +50,14 @@
  *           is at most LAGMAX below the highest token issued (255: no
  *           bound).
  *   NOREPL  1: the replica never receives the counter (it stays missing).
+ *   LIMIT   L > 0: clock_behind_limit_ms, in ticks: the counter records t,
+ *           the issuing server's clock, and an acquisition on a server
+ *           whose clock reads more than L earlier than the counter's t is
+ *           refused, writing nothing (FENCE_ECLOCK).  0: no limit (the
+ *           default; the lag is then only reported, which changes nothing
+ *           here, so t is not modelled).
+ *   HASCOPY 1: the first failover happens only once the replica's copy
+ *           holds a token issued in the model (and so its t).
  *   REJOIN  1: the old master rejoins as a replica and is promoted again
  *           (above).
  *   FRESHID 1 (with REJOIN): the second promotion gives server 0 a new
@@ -89,6 +97,12 @@
 #ifndef FRESHID
 #define FRESHID 0
 #endif
+#ifndef HASCOPY
+#define HASCOPY 0
+#endif
+#ifndef LIMIT
+#define LIMIT 0
+#endif
 #ifndef RAISE
 #define RAISE 0
 #endif
@@ -112,6 +126,15 @@ byte off[2];         /* each server's clock offset: TIME = now + off */
 byte runid[2];       /* each server's run_id (INFO server) */
 byte cn[2];          /* each server's copy of the counter's n */
 byte crun[2];        /* ... and of its run (NONE: missing) */
+#if LIMIT
+byte ct[2];          /* ... and of its t (0: none) */
+#define COPY_T(to, from) ct[to] = ct[from]
+/* acquire.lua: refused when t - now > the limit (no t: never) */
+#define CLOCK_OK (ct[master] <= now + off[master] + LIMIT)
+#else
+#define COPY_T(to, from) skip
+#define CLOCK_OK true
+#endif
 byte master;         /* the server that issues tokens */
 byte phase;          /* 0: server 0 master, 1 its replica; 1: after the
                       * failover, server 1 master (server 0 cut off);
@@ -152,6 +175,9 @@ inline issue(m, t) {
 #endif
   fi;
   crun[m] = runid[m];
+#if LIMIT
+  ct[m] = clk;
+#endif
 #endif
   cn[m] = t
 }
@@ -162,7 +188,7 @@ proctype holder(byte k) {
   byte clk, t;
 end_idle:              /* never acquiring (time ran out) is a valid end */
   atomic {
-    nacq == k - 1 && !held && !issued ->
+    nacq == k - 1 && !held && !issued && CLOCK_OK ->
     issue(master, t);
     tok[k] = t; held = 1; issued = 1; nacq = k;
     printf("acquire: holder %d gets token %d from server %d (clock %d)\n",
@@ -234,7 +260,7 @@ end_world:             /* nothing left to do is a valid end */
 #if !NOREPL
   :: atomic {
        phase == 0 && (cn[1] != cn[0] || crun[1] != crun[0]) ->
-       cn[1] = cn[0]; crun[1] = crun[0];
+       cn[1] = cn[0]; crun[1] = crun[0]; COPY_T(1, 0);
        printf("replication: the replica's counter is n=%d run=%d\n", cn[1], crun[1])
      }
 #endif
@@ -249,20 +275,25 @@ end_world:             /* nothing left to do is a valid end */
      }
 #endif
   :: atomic {
-       phase == 0 && top <= cn[1] + LAGMAX ->
+       phase == 0 && top <= cn[1] + LAGMAX && (!HASCOPY || cn[1] > 0) ->
        phase = 1; master = 1;
+#if LIMIT
+       printf("failover: server 1 (clock offset %d from the master's) is the master, its counter n=%d run=%d t=%d\n",
+              off[1] - off[0], cn[1], crun[1], ct[1])
+#else
        printf("failover: server 1 (clock offset %d from the master's) is the master, its counter n=%d run=%d\n",
               off[1] - off[0], cn[1], crun[1])
+#endif
      }
 #if REJOIN
   :: atomic {
        phase == 1 ->
-       phase = 2; cn[0] = cn[1]; crun[0] = crun[1];
+       phase = 2; cn[0] = cn[1]; crun[0] = crun[1]; COPY_T(0, 1);
        printf("rejoin: server 0 resyncs from server 1: its counter is n=%d run=%d\n", cn[0], crun[0])
      }
   :: atomic {
        phase == 2 && (cn[0] != cn[1] || crun[0] != crun[1]) ->
-       cn[0] = cn[1]; crun[0] = crun[1];
+       cn[0] = cn[1]; crun[0] = crun[1]; COPY_T(0, 1);
        printf("replication: server 0's counter is n=%d run=%d\n", cn[0], crun[0])
      }
   :: atomic {
@@ -271,8 +302,13 @@ end_world:             /* nothing left to do is a valid end */
 #if FRESHID
        runid[0] = 3;
 #endif
+#if LIMIT
+       printf("failover: server 0 (run_id %d) is the master again, its counter n=%d run=%d t=%d\n",
+              runid[0], cn[0], crun[0], ct[0])
+#else
        printf("failover: server 0 (run_id %d) is the master again, its counter n=%d run=%d\n",
               runid[0], cn[0], crun[0])
+#endif
      }
 #endif
   od

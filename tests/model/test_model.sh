@@ -158,12 +158,20 @@ holds old_skew_J "old rule, clock behind by up to J, no raise: tokens strictly i
 # changes at every promotion, such as master_replid).
 violates rejoin_clock newest "two failovers, the old master back with its run_id: no skew, no raise, yet a token goes back" \
   -DRULE=1 -DREJOIN=1
-violates rejoin_lag_J newest "two failovers, the old master back with its run_id: replica lag within J, a raised counter" \
-  -DRULE=1 -DREJOIN=1 -DRAISE=5 -DLAGMAX=2
+violates rejoin_lag_J newest "two failovers, the old master back with its run_id: replica lag 2 < J = 3, a raised counter, no skew" \
+  -DRULE=1 -DREJOIN=1 -DJ=3 -DRAISE=6 -DLAGMAX=2
 holds rejoin_fresh_clock "two failovers, a new identity at every promotion: no skew, tokens strictly increase" \
   -DRULE=1 -DREJOIN=1 -DFRESHID=1 -DSTRICT=1
 holds rejoin_fresh_lag_J "two failovers, a new identity at every promotion: lag within J, raise, clock behind by up to J + 3" \
   -DRULE=1 -DREJOIN=1 -DFRESHID=1 -DRAISE=5 -DLAGMAX=2 -DBEHIND=5 -DAHEAD=2 -DSTRICT=1
+
+# (f) clock_behind_limit_ms: the check compares the clock with the t of
+# the counter the new master has, not with the lost tokens' times, so it
+# is no guarantee.
+violates limit_has_t newest "new rule, clock_behind_limit of 1 tick, clock behind by J + 2, the replica has a token of the old master's (and its t), 6 ticks" \
+  -DRULE=1 -DBEHIND=4 -DLIMIT=1 -DHASCOPY=1 -DTMAX=6
+violates limit_rejoin newest "new rule, clock_behind_limit of 1 tick, the two failovers of rejoin_clock" \
+  -DRULE=1 -DREJOIN=1 -DLIMIT=1
 
 echo "1..$n"
 [ "$fails" -eq 0 ]
