@@ -3,8 +3,8 @@
  * What it checks: the store never admits a write of holder k once it has
  * admitted a write of a holder acquired later (k' > k), whatever the
  * interleaving of acquisitions, paused holders writing late with their old
- * tokens, TTL expiries, lost replication and one failover to a replica whose
- * clock is skewed.  docs/model.md has the mapping to the code, the
+ * tokens, TTL expiries, lost replication and a failover to a replica whose
+ * clock is skewed (and back, with REJOIN).  docs/model.md has the mapping to the code, the
  * assumptions, the counterexamples and how to run it
  * (tests/model/test_model.sh runs every configuration).
  *
@@ -19,7 +19,7 @@
  *   BEHIND ticks behind the master's to AHEAD ticks ahead (chosen at the
  *   start, so every skew in that range is checked).
  * - Server 0 is the master, server 1 its replica.  Each keeps its own copy
- *   of the counter hash (n, run); the replica's copy catches up with the
+ *   of the counter hash (n, run; and t with LIMIT); the replica's copy catches up with the
  *   master's at any moment the model chooses (async replication), so at the
  *   failover it may hold any earlier state of it: the writes after that are
  *   lost.  One failover: server 1 becomes the master, with its own run_id
@@ -35,8 +35,11 @@
  *   expiry, the failover, or the next holders' writes (a paused holder).
  * - Holder k is the k-th acquisition (holders are numbered in the order
  *   the acquisitions happened); each has its own holder id (k) and writes at
- *   most once (a second write of the same holder cannot be admitted in a
- *   state where the first one could not: see docs/model.md).
+ *   most once.  That loses no violation: the first write admitted after a
+ *   newer holder's finds the mark's holder is not its own, so it needs a
+ *   token above the mark, which an earlier admitted write of its own would
+ *   have made impossible (the mark never goes down); and a refused write
+ *   changes nothing.
  *
  * Parameters (spin -DNAME=VALUE; defaults below):
  *   RULE    1 clock tokens, the new rule: max(n + 1, now) + J on a new
