@@ -154,11 +154,11 @@ holds old_skew_J "old rule, clock behind by up to J, no raise: tokens strictly i
 # (e) two failovers: the old master (cut off, not restarted) comes back as
 # the new master's replica, resyncs, and is promoted again with its run_id
 # unchanged, so the counter's run can match it although its data came from
-# another incarnation: no jump.  FRESHID models a fix (an identity that
-# changes at every promotion, such as master_replid).
-violates rejoin_clock newest "two failovers, the old master back with its run_id: no skew, no raise, yet a token goes back" \
+# another incarnation: no jump.  FRESHID is the fix acquire.lua has made
+# (the identity "<run_id>:<master_replid>", new at every promotion).
+violates rejoin_clock newest "previous identity (run_id alone): two failovers, the old master back with its run_id: no skew, no raise, yet a token goes back" \
   -DRULE=1 -DREJOIN=1
-violates rejoin_lag_J newest "two failovers, the old master back with its run_id: replica lag 2 < J = 3, a raised counter, no skew" \
+violates rejoin_lag_J newest "previous identity (run_id alone): two failovers, the old master back with its run_id: replica lag 2 < J = 3, a raised counter, no skew" \
   -DRULE=1 -DREJOIN=1 -DJ=3 -DRAISE=6 -DLAGMAX=2
 holds rejoin_fresh_clock "two failovers, a new identity at every promotion: no skew, tokens strictly increase" \
   -DRULE=1 -DREJOIN=1 -DFRESHID=1 -DSTRICT=1
