@@ -392,6 +392,7 @@ START_TEST(behind_more_than_jump)
     ck_assert_uint_eq(ml.clock_behind, 1); /* the refusal counts */
     ck_assert_int_gt(ml.clock_behind_max_us, 25 * S);
     fence_client_close(cl);
+    redisFree(r);
 
     /* The default (no limit) issues above every old token and reports it. */
     fence_client *c2 = lu_open_url(k.s.replica_url);
