@@ -2,6 +2,7 @@
 LEASE_TESTS := lease client heartbeat badinput tokens failover
 LEASE_TESTS += holderinfo
 LEASE_TESTS += tls sentinel cluster
+LEASE_TESTS += skew
 LEASE_TEST_BINS := $(LEASE_TESTS:%=$(B)/tests/lease/test_%)
 TEST_BINS += $(LEASE_TEST_BINS) $(B)/tests/lease/holder
 $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease
@@ -9,7 +10,24 @@ $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease
 $(LEASE_TEST_BINS): $(B)/tests/lease/test_%: $(B)/tests/lease/test_%.o $(LEASEUTIL_OBJ) \
 		$(B)/tests/lease/setutil.o \
 		$(TESTUTIL_OBJ) $(LIBFENCE) | $(B)/tests/lease/holder
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS) $(LDLIBS_EXTRA)
+# test_skew: skewed clocks, provoked with the tests' own LD_PRELOAD shim
+# (tests/common/clockshim.c, preloaded into the servers and the skewed
+# client it starts) and its control-file writer.
+CLOCKSHIM_SO := $(B)/tests/common/clockshim.so
+TEST_BINS += $(CLOCKSHIM_SO) $(B)/tests/lease/skewclient
+$(B)/tests/lease/test_skew: $(B)/tests/common/clockshim_ctl.o $(LIBFENCE_GATE) \
+		| $(CLOCKSHIM_SO) $(B)/tests/lease/skewclient
+$(B)/tests/lease/test_skew: LDLIBS_EXTRA = $(SQLITE_LIBS)
+$(B)/tests/lease/test_skew.o: MOD_CFLAGS += -Ilib/gate
+# Without the sanitizer flags: it is preloaded into redis-server, which is
+# not built with them.
+$(CLOCKSHIM_SO): tests/common/clockshim.c tests/common/clockshim.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Itests/common -o $@ $<
+# skewclient: a lease holder whose CLOCK_MONOTONIC the shim scales.
+$(B)/tests/lease/skewclient: $(B)/tests/lease/skewclient.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
 # holder: a lease holder in a process of its own, spawned by the lease
 # suites for the multi-process cases (kill -9, cross-process exclusion).
 $(B)/tests/lease/holder: $(B)/tests/lease/holder.o $(LIBFENCE)
