@@ -183,13 +183,14 @@ fuzz:
 
 # make torture: a bounded fault run (scripts/torture): workers under
 # `fence run` advance a counter on PostgreSQL and SQLite while holders are
-# stopped and killed, Redis is restarted and failed over (Sentinel) and
+# stopped and killed, Redis is restarted and failed over (Sentinel; also to
+# a replica whose clock is skewed, by the tests' clock shim) and
 # PostgreSQL restarted; any lost or doubled update is a violation (exit 1).
 # TORTURE_SECONDS sets its length (150).  Not part of make test (which runs
 # a 20-second one, tests/torture/test_torture.sh).
 torture:
 	@scripts/install-deps --if-missing
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(CLOCKSHIM_SO) $(CLOCKSHIM_CTL)
 	@TORTURE_SECONDS=$(or $(TORTURE_SECONDS),150) scripts/torture $(B)
 
 demo:

@@ -25,6 +25,11 @@ $(B)/tests/lease/test_skew.o: MOD_CFLAGS += -Ilib/gate
 $(CLOCKSHIM_SO): tests/common/clockshim.c tests/common/clockshim.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Itests/common -o $@ $<
+# clockshim-ctl: the control-file writer for scripts (make torture).
+CLOCKSHIM_CTL := $(B)/tests/common/clockshim-ctl
+TEST_BINS += $(CLOCKSHIM_CTL)
+$(CLOCKSHIM_CTL): $(B)/tests/common/clockshim_tool.o $(B)/tests/common/clockshim_ctl.o
+	$(CC) -o $@ $^ $(REAL_LDFLAGS)
 # skewclient: a lease holder whose CLOCK_MONOTONIC the shim scales.
 $(B)/tests/lease/skewclient: $(B)/tests/lease/skewclient.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)

@@ -4,6 +4,8 @@
 #   two redis-server nodes (node 0 starts as master, node 1 as its replica),
 #   with AOF on (appendfsync everysec: a killed process loses nothing it
 #   acknowledged, since the kernel keeps what was written);
+#   each node running under the tests' clock shim ($TC_CLOCKSHIM, preloaded;
+#   control file DIR/clock, offset 0 until a fault steps it: tc_clock_step);
 #   one Sentinel (`redis-server --sentinel`) watching them as master "m";
 #   one PostgreSQL cluster (run as the postgres user when we are root).
 # Nothing here touches scripts/servers.sh's servers.  tc_stop_all stops
@@ -18,6 +20,23 @@ TC_PG_PORT=''
 TC_PG_BINDIR=''
 
 tc_die() { echo "torture: $*" >&2; exit 2; }
+
+# The clock shim and its writer (tests/common/clockshim.c, clockshim-ctl),
+# from the build folder the caller gives as TC_BUILD.
+TC_CLOCKSHIM=$TC_BUILD/tests/common/clockshim.so
+TC_CLOCKCTL=$TC_BUILD/tests/common/clockshim-ctl
+[ -f "$TC_CLOCKSHIM" ] && [ -x "$TC_CLOCKCTL" ] ||
+  tc_die "no clock shim in $TC_BUILD/tests/common (make $TC_CLOCKSHIM $TC_CLOCKCTL)"
+
+# tc_redis DIR ARGS...: redis-server ARGS with DIR's clock.
+tc_redis() {
+  local dir=$1; shift
+  LD_PRELOAD=$TC_CLOCKSHIM FENCE_CLOCKSHIM=$dir/clock redis-server "$@"
+}
+# tc_clock_step I US: step node I's wall clock by US microseconds, now.
+tc_clock_step() { "$TC_CLOCKCTL" step "${TC_NODES[$1]}/clock" "$2"; }
+# tc_clock_offset I: node I's wall clock offset (us).
+tc_clock_offset() { "$TC_CLOCKCTL" offset "${TC_NODES[$1]}/clock"; }
 
 # A port nobody is listening on: scripts/servers.sh's choice (below the
 # kernel's ephemeral range).
@@ -84,7 +103,8 @@ tc_node_new() {
       [ -n "${1:-}" ] && echo "replicaof 127.0.0.1 $1"
     } > "$dir/redis.conf"
     echo "$port" > "$dir/port"
-    if redis-server "$dir/redis.conf" >/dev/null 2>&1 && tc_wait_ping "$port"; then
+    [ -f "$dir/clock" ] || "$TC_CLOCKCTL" create "$dir/clock" 0 || tc_die "no clock file in $dir"
+    if tc_redis "$dir" "$dir/redis.conf" >/dev/null 2>&1 && tc_wait_ping "$port"; then
       TC_NODES+=("$dir")
       return 0
     fi
@@ -109,7 +129,7 @@ tc_kill_pidfile() { # SIGKILL (and SIGCONT) the redis-server of a pid file
 # config; its data comes back from its AOF, if it still has one.
 tc_node_start() {
   local dir=${TC_NODES[$1]}
-  redis-server "$dir/redis.conf" >/dev/null 2>&1 || return 1
+  tc_redis "$dir" "$dir/redis.conf" >/dev/null 2>&1 || return 1
   tc_wait_ping "$(tc_node_port "$1")"
 }
 
