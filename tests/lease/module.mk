@@ -45,6 +45,14 @@ $(B)/tests/bench/bench_lease.o: MOD_CFLAGS += -Ilib/lease
 $(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) -lm
 
+# Issue 20: what one fenced acquire+release costs the Redis server
+# (redis_usec_per_cycle_vs_floor_ratio, goal <= 1.5), where that time goes,
+# 8 threads on one client vs 1, and (node + npm present) ioredis beside it.
+BENCH_BINS += $(B)/tests/bench/bench_redis_cost
+$(B)/tests/bench/bench_redis_cost.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_redis_cost: $(B)/tests/bench/bench_redis_cost.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
+
 # Issue 9: acquire_release_tls_vs_plain_ratio (goal <= 1.3), a program of its
 # own (it starts a TLS Redis through scripts/redis-set): run it with
 #   scripts/with-servers -- $(B)/tests/bench/bench_tls
