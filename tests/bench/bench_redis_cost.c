@@ -28,7 +28,9 @@
  *     scripts call, redis_usec_per_cycle_lua (EVALSHA time not spent in
  *     an inner command: the script machinery), and in isolation
  *     redis_usec_script_<what>: the server time of one EVALSHA of a tiny
- *     script doing just that (return1: the script floor).
+ *     script doing just that (return1: the script floor), and
+ *     redis_usec_script_acquire_lua / _release_lua: the library's two
+ *     scripts apart, by raw EVALSHA with the library's arguments.
  *  3. acquire_release_1thread_per_s vs acquire_release_8threads_per_s:
  *     threads sharing one fence_client, distinct names, try_acquire +
  *     release for a fixed time; the ratio (the issue's goal: >= 5).
@@ -566,6 +568,13 @@ static tiny g_tiny[] = {
     {"info_and_match", "local s = redis.pcall('INFO', 'server', 'replication') "
                        "local id = (string.match(s, 'run_id:(%x+)') or '') .. ':' .. "
                        "(string.match(s, 'master_replid:(%x+)') or '') return #id", 0, "", {0}},
+    /* The same two fields found by plain string.find (each is 40 hex
+     * digits): what the patterns' scan costs. */
+    {"info_and_plain_find", "local s = redis.pcall('INFO', 'server', 'replication') "
+                            "local a = string.find(s, 'run_id:', 1, true) "
+                            "local b = string.find(s, 'master_replid:', 1, true) "
+                            "local id = (a and string.sub(s, a + 7, a + 46) or '') .. ':' .. "
+                            "(b and string.sub(s, b + 14, b + 53) or '') return #id", 0, "", {0}},
     {"time", "redis.call('TIME') return 1", 0, "", {0}},
     {"publish_no_subscriber", "redis.call('PUBLISH', KEYS[1], '1') return 1", 0, "", {0}},
     {"hmget3", "redis.call('HMGET', KEYS[1], 'n', 'run', 't') return 1", 0, "", {0}},
@@ -638,6 +647,85 @@ static void bench_tiny(void)
         printf("redis_usec_script_%s %.3f us\n", g_tiny[k].what,
                median(g_tiny[k].us, SCRIPT_ROUNDS));
     }
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+/* 2c. the library's two scripts apart                                  */
+/* ------------------------------------------------------------------ */
+
+/* acquire.lua and release.lua (read from the source tree: make bench runs
+ * there) by EVALSHA on the raw connection with the arguments the library
+ * sends (MONITOR: clock tokens, the default 10 s jump, no clock limit),
+ * on one name whose counter exists, as in part 1.  acquire.lua's owner key
+ * is deleted by a top-level DEL, release.lua's is set by a top-level SET:
+ * the EVALSHA usec is one script's alone. */
+enum { SPLIT_ROUNDS = 5, SPLIT_CALLS = 2000 };
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fail("cannot read %s (run from the source tree, as make bench does)", path);
+    }
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+typedef struct split_arg {
+    char acq[41], rel[41];
+    int release; /* 0: time acquire.lua, 1: release.lua */
+} split_arg;
+
+static void split_calls(void *arg)
+{
+    split_arg *a = arg;
+    const char *k = "fence:{bench-split}", *tk = "fence:{bench-split}:token";
+    const char *owner = "0123456789abcdef0123456789abcdef";
+    for (int i = 0; i < SPLIT_CALLS; i++) {
+        if (!a->release) {
+            freeReplyObject(cmd_ok(redisCommand(g_r, "EVALSHA %s 2 %s %s a %s 60000 clock "
+                                                "10000000 0", a->acq, k, tk, owner),
+                                   REDIS_REPLY_ARRAY, "EVALSHA acquire.lua"));
+            freeReplyObject(cmd_ok(redisCommand(g_r, "DEL %s", k), REDIS_REPLY_INTEGER, "DEL"));
+        } else {
+            freeReplyObject(cmd_ok(redisCommand(g_r, "SET %s %s:1 PX 60000", k, owner),
+                                   REDIS_REPLY_STATUS, "SET"));
+            redisReply *d = cmd_ok(redisCommand(g_r, "EVALSHA %s 1 %s %s:1 %s:released", a->rel,
+                                                k, owner, k),
+                                   REDIS_REPLY_INTEGER, "EVALSHA release.lua");
+            if (d->integer != 1) {
+                fail("%s", "release.lua did not delete its key");
+            }
+            freeReplyObject(d);
+        }
+    }
+}
+
+static void bench_split(void)
+{
+    split_arg a;
+    script_load(g_r, slurp("lib/lease/acquire.lua"), a.acq);
+    script_load(g_r, slurp("lib/lease/release.lua"), a.rel);
+    double us[2][SPLIT_ROUNDS];
+    for (int round = 0; round < SPLIT_ROUNDS; round++) {
+        for (a.release = 0; a.release < 2; a.release++) {
+            cstats d;
+            measure(g_r, split_calls, &a, &d);
+            const cstat *e = find(&d, "evalsha");
+            if (e == NULL || e->calls != SPLIT_CALLS) {
+                fail("%s", "unexpected EVALSHA count (library scripts)");
+            }
+            us[a.release][round] = (double)e->usec / SPLIT_CALLS;
+        }
+    }
+    printf("# the library's scripts apart, raw EVALSHA with its arguments, one name: %d rounds "
+           "of %d calls, medians\n", SPLIT_ROUNDS, SPLIT_CALLS);
+    printf("redis_usec_script_acquire_lua %.3f us\n", median(us[0], SPLIT_ROUNDS));
+    printf("redis_usec_script_release_lua %.3f us\n", median(us[1], SPLIT_ROUNDS));
     fflush(stdout);
 }
 
@@ -778,6 +866,7 @@ int main(void)
     check_inner_counted();
     bench_cost();
     bench_tiny();
+    bench_split();
     bench_threads();
     bench_ioredis();
     printf("bench_redis_cost_total_s %.1f s\n", (double)(now_ns() - t0) / 1e9);
