@@ -23,7 +23,7 @@
 # port a holder that is to see the latency connects to (in A).  Then
 # net_delay MS sets the one-way delay, each way.
 #
-# Also: ok/nok (TAP lines), net_in NS CMD..., net_redis DIR PORT [conf
+# Also: ok/nok (TAP lines), net_in NS CMD..., net_bg NS OUT CMD..., net_redis DIR PORT [conf
 # lines], net_sentinel DIR PORT MASTER_PORT, rcli PORT ARGS..., now (the
 # monotonic clock in ms, as tests/net/netholder prints it), gone_at PID
 # SECONDS, expiry PORT KEY (a key's expiry on Redis), wait_for FILE
@@ -73,6 +73,13 @@ trap net_teardown EXIT
 trap 'exit 1' INT TERM HUP
 
 net_in() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+# net_bg NS OUT CMD...: CMD in NS in the background, its output to OUT;
+# BG_PID is CMD's own pid (ip netns exec execs it), so a kill reaches it.
+net_bg() {
+  local ns=$1 o=$2; shift 2
+  ip netns exec "$ns" "$@" > "$o" 2>&1 &
+  BG_PID=$!
+}
 now() { "$NH" now; }
 calc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
 # is EXPR: awk's truth of a comparison.
@@ -125,8 +132,8 @@ net_up() {
 IPT=
 net_probe_iptables() {
   local ipt lfile="$T/probe.out" lpid
-  net_in "$NS_R" "$RELAY" "$RIP" 9 "$RIP" 9 /dev/null > "$lfile" 2>&1 &
-  lpid=$!
+  net_bg "$NS_R" "$lfile" "$RELAY" "$RIP" 9 "$RIP" 9 /dev/null
+  lpid=$BG_PID
   wait_for "$lfile" '^ready' 5 || setup_fail "the probe listener did not start: $(cat "$lfile")"
   connects() { net_in "$NS_A" timeout 0.5 bash -c "exec 3<>/dev/tcp/$RIP/9" 2>/dev/null; }
   connects || setup_fail "A cannot reach $RIP (the veth link does not work)"
@@ -226,7 +233,7 @@ net_latency_setup() {
   NET_DELAY=relay
   DELAY_PORT=$((port + 1000))
   echo 0 > "$T/delay_ms"
-  net_in "$NS_R" "$RELAY" "$RIP" "$DELAY_PORT" "$RIP" "$port" "$T/delay_ms" > "$T/relay.out" 2>&1 &
+  net_bg "$NS_R" "$T/relay.out" "$RELAY" "$RIP" "$DELAY_PORT" "$RIP" "$port" "$T/delay_ms"
   wait_for "$T/relay.out" '^ready' 5 || setup_fail "the delay relay did not start: $(cat "$T/relay.out")"
   echo "# latency: this kernel has no tc netem; a delaying TCP relay (tests/net/delay_relay) in R, $RIP:$DELAY_PORT -> :$port, delays each chunk each way"
 }

@@ -23,10 +23,11 @@ URL=redis://$RIP:6379
 cut_case() {
   local kind=$1 lib=cut-$1-lib run=cut-$1-run
   local out=$T/$kind.lib tick=$T/$kind.tick
-  net_in "$NS_A" "$NH" hold "$URL" "$lib" "$TTL" "$RENEW" > "$out" 2>&1 &
-  local hpid=$!
-  net_in "$NS_A" sh -c "'$F' run --ttl ${TTL}ms --redis '$URL' $run -- '$NH' tick '$tick'; \
-    echo \$? > '$T/$kind.rc'; '$NH' now > '$T/$kind.end'" > "$T/$kind.run" 2>&1 &
+  net_bg "$NS_A" "$out" "$NH" hold "$URL" "$lib" "$TTL" "$RENEW"
+  local hpid=$BG_PID
+  net_bg "$NS_A" "$T/$kind.run" sh -c "'$F' run --ttl ${TTL}ms --redis '$URL' $run -- '$NH' tick '$tick'; \
+    echo \$? > '$T/$kind.rc'; '$NH' now > '$T/$kind.end'"
+  local rpid=$BG_PID
   # Held, the command running, and a renewal or two accepted.
   if ! wait_for "$out" '^acquired' 5 || ! wait_for "$tick" . 5; then
     nok "$kind: the holders did not start: $(cat "$out" "$T/$kind.run")"
@@ -39,6 +40,7 @@ cut_case() {
   "net_$kind" "$NS_A" || { nok "$kind: iptables refused the cut"; return; }
   t1=$(now)
   gone_at "$cpid" $((TTL / 1000 + 3)) > "$T/$kind.gone" &
+  local gpid=$!
   # The keys' expiry on Redis as the cut began (R still reaches Redis).
   # Only later renewals could move it, and a cut stops them.
   e_lib=$(expiry 6379 "fence:{$lib}")
@@ -88,7 +90,7 @@ cut_case() {
   else
     nok "$kind: fence run exited ${rc:-<not yet>}, not 76: $(tail -3 "$T/$kind.run" | tr '\n' ' ')"
   fi
-  wait
+  wait "$hpid" "$rpid" "$gpid"
   sed 's/^/# fence run said: /' "$T/$kind.run"
   gone=$(cat "$T/$kind.gone")
   echo "# $kind: fence run: the command's last sign of life $(calc "$last - $t0") ms after the cut, exited $(calc "${gone:-0} - $t0") ms after it (TTL $TTL ms), $(calc "$e_run - ${gone:-0}") ms before the key's expiry on Redis; fence itself ended $(calc "${end:-0} - $t0") ms after the cut"
