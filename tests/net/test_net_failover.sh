@@ -41,7 +41,6 @@ net_cut "$NS_A"
 t1=$(now)
 rcli 26379 sentinel failover fence-m > "$T/failover.out"
 e=$(expiry 6379 "fence:{$NAME}")
-wait_for "$out" '^lost' $((TTL / 1000 + 3))
 # The failover: the Sentinel names the replica, and it says it is a master.
 for _ in $(seq 1 400); do
   rcli 26379 sentinel get-master-addr-by-name fence-m | grep -qx 6380 &&
@@ -49,6 +48,7 @@ for _ in $(seq 1 400); do
   sleep 0.02
 done
 tf=$(now)
+wait_for "$out" '^lost' $((TTL / 1000 + 3))
 echo "# failover: $(cat "$T/failover.out"); the replica is master $(calc "$tf - $t1") ms after the cut"
 
 lost_t=$(field "$out" lost 2); reason=$(field "$out" lost 3); until=$(field "$out" lost 4)
@@ -82,6 +82,13 @@ if [ -n "$tok2" ] && [ "$tok2" -gt "$tok1" ] && [ "$on_new" = 1 ]; then
   ok "failover: after the heal the next holder got the lease on the promoted replica, token $tok2 > $tok1 (+$((tok2 - tok1)))"
 else
   nok "failover: the next holder: token ${tok2:-none} (old $tok1), key on the promoted replica: $on_new; $(cat "$out2")"
+fi
+# The promoted replica is a new server incarnation: the rule adds the
+# jump (10 s, in microseconds) on top of the counter it holds.
+if [ -n "$tok2" ] && [ $((tok2 - tok1)) -gt 10000000 ]; then
+  ok "failover: the promoted replica's token jumped: $tok2 - $tok1 = $((tok2 - tok1)) us > the 10 s jump"
+else
+  nok "failover: no jump on the promoted replica: $tok2 - $tok1 = $((${tok2:-0} - tok1)) us"
 fi
 kill "$h2" 2>/dev/null; wait "$h2"
 net_done
