@@ -23,11 +23,16 @@
 # port a holder that is to see the latency connects to (in A).  Then
 # net_delay MS sets the one-way delay, each way.
 #
-# Also: ok/nok (TAP lines), net_in NS CMD..., net_bg NS OUT CMD..., net_redis DIR PORT [conf
-# lines], net_sentinel DIR PORT MASTER_PORT, rcli PORT ARGS..., now (the
-# monotonic clock in ms, as tests/net/netholder prints it), gone_at PID
-# SECONDS, expiry PORT KEY (a key's expiry on Redis), wait_for FILE
-# REGEX SECONDS, calc EXPR (awk), and SLACK_MS: what the suites allow a
+# (The netem branch is not exercised on the kernel this was written on,
+# which has no sch_netem; CI's is the same kind.)
+#
+# Also: ok/nok (TAP lines), net_done (the exit status), net_in NS CMD...,
+# net_bg NS OUT CMD... (in the background, BG_PID), net_redis DIR PORT
+# [conf lines], net_sentinel DIR PORT MASTER_PORT, rcli PORT ARGS..., now
+# (the monotonic clock in ms, as tests/net/netholder prints it), gone_at
+# PID SECONDS (when it exits), expiry PORT KEY (a key's expiry on Redis),
+# wait_for FILE REGEX SECONDS, calc EXPR and is EXPR (awk), field (of a
+# holder's output), and SLACK_MS: what the suites allow a
 # loaded machine for scheduling on top of every bound (50 ms;
 # FENCE_NET_SLACK_MS changes it).
 set -u
@@ -135,7 +140,7 @@ net_probe_iptables() {
   net_bg "$NS_R" "$lfile" "$RELAY" "$RIP" 9 "$RIP" 9 /dev/null
   lpid=$BG_PID
   wait_for "$lfile" '^ready' 5 || setup_fail "the probe listener did not start: $(cat "$lfile")"
-  connects() { net_in "$NS_A" timeout 0.5 bash -c "exec 3<>/dev/tcp/$RIP/9" 2>/dev/null; }
+  connects() { net_in "$NS_A" timeout 0.3 bash -c "exec 3<>/dev/tcp/$RIP/9" 2>/dev/null; }
   connects || setup_fail "A cannot reach $RIP (the veth link does not work)"
   for ipt in iptables iptables-legacy; do
     command -v "$ipt" >/dev/null || continue
@@ -234,6 +239,7 @@ net_latency_setup() {
   DELAY_PORT=$((port + 1000))
   echo 0 > "$T/delay_ms"
   net_bg "$NS_R" "$T/relay.out" "$RELAY" "$RIP" "$DELAY_PORT" "$RIP" "$port" "$T/delay_ms"
+  disown "$BG_PID" # it lives until the teardown: no "Killed" line then
   wait_for "$T/relay.out" '^ready' 5 || setup_fail "the delay relay did not start: $(cat "$T/relay.out")"
   echo "# latency: this kernel has no tc netem; a delaying TCP relay (tests/net/delay_relay) in R, $RIP:$DELAY_PORT -> :$port, delays each chunk each way"
 }
@@ -254,9 +260,6 @@ net_delay() {
 # Fields of a holder's output (tests/net/netholder hold).
 field() { # FILE WORD N: field N of the first line starting with WORD
   awk -v w="$2" -v n="$3" '$1 == w { print $n; exit }' "$1"
-}
-last_field() { # FILE WORD N: of the last such line
-  awk -v w="$2" -v n="$3" '$1 == w { v = $n } END { print v }' "$1"
 }
 
 # gone_at PID SECONDS: print the time PID exits (exactly: a pidfd, see

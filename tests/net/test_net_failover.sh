@@ -14,12 +14,15 @@ TTL=1000
 RENEW=333
 MARGIN=$(calc "$TTL * 0.01 + 2")
 net_up
-net_redis "$T/master" 6379
+# No 5 s wait for more replicas before the first sync.
+net_redis "$T/master" 6379 "repl-diskless-sync-delay 0"
 net_redis "$T/replica" 6380 "replicaof $RIP 6379"
 for _ in $(seq 1 200); do
   rcli 6380 info replication | grep -q '^master_link_status:up' && break
   sleep 0.02
 done
+rcli 6380 info replication | grep -q '^master_link_status:up' ||
+  setup_fail "the replica's link to the master is not up"
 net_sentinel "$T/sentinel" 26379 6379
 # The Sentinel learns of the replica from the master's INFO.
 for _ in $(seq 1 300); do
