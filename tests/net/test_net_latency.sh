@@ -58,9 +58,11 @@ latency_start() {
 D=110
 if latency_start lat-survive $D; then
   sleep 2.5
+  t2=$(now)
   net_delay 0
-  # Renewals sent under the delay: their sending is UNTIL - V.
-  stats=$(awk -v t1="$t1" -v v="$V" '$1 == "valid" && $3 - v >= t1 {
+  # Renewals sent under the delay, both ways (their sending is UNTIL - V,
+  # from t1 until 2D before it was taken away at t2).
+  stats=$(awk -v t1="$t1" -v t2="$t2" -v d="$D" -v v="$V" '$1 == "valid" && $3 - v >= t1 && $3 - v + 2 * d <= t2 {
       rtt = $2 - ($3 - v); n++
       if (min == "" || rtt < min) min = rtt; if (rtt > max) max = rtt
     } END { printf "%d %.1f %.1f", n, min, max }' "$out")
