@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # netns.sh -- what the network fault suites (tests/net/test_*.sh) share;
 # sourced, not a suite itself.  Needs root (network namespaces, iptables).
 #
@@ -36,7 +37,7 @@
 # loaded machine for scheduling on top of every bound (50 ms;
 # FENCE_NET_SLACK_MS changes it).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 B=${FENCE_BUILD:-build}
 case "$B" in /*) ;; *) B=$PWD/$B ;; esac

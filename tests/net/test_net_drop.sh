@@ -32,7 +32,6 @@ sleep 4
 net_heal "$NS_A"; net_heal "$NS_B"
 d1=$(now)
 wait "${pids[@]}"
-# shellcheck disable=SC2012
 for f in "$T"/cycle.*; do sed 's/^/# holder: /' "$f"; done
 
 # One line per belief interval: IN OUT PID TOKEN HOW, in order of IN.
