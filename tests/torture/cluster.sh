@@ -1,6 +1,10 @@
-# cluster.sh -- sourced by scripts/torture: the torture run's own servers, all
-# on 127.0.0.1 free ports in folders under $TC_DIR (which the caller made and
-# removes):
+# cluster.sh -- sourced by scripts/torture: the torture run's own servers, on
+# free ports in folders under $TC_DIR (which the caller made and removes).
+# The Redis nodes and the Sentinel run in the network namespace
+# $TORTURE_NS_R on address $TORTURE_RIP (scripts/torture makes it, with a
+# veth pair to the namespace the rest of the run is in; without it, both are
+# "" and 127.0.0.1, on the loopback of the caller's namespace); the
+# PostgreSQL cluster listens on 127.0.0.1 where the caller runs:
 #   two redis-server nodes (node 0 starts as master, node 1 as its replica),
 #   with AOF on (appendfsync everysec: a killed process loses nothing it
 #   acknowledged, since the kernel keeps what was written);
@@ -31,7 +35,7 @@ TC_CLOCKCTL=$TC_BUILD/tests/common/clockshim-ctl
 # tc_redis DIR ARGS...: redis-server ARGS with DIR's clock.
 tc_redis() {
   local dir=$1; shift
-  LD_PRELOAD=$TC_CLOCKSHIM FENCE_CLOCKSHIM=$dir/clock redis-server "$@"
+  tc_inr env LD_PRELOAD="$TC_CLOCKSHIM" FENCE_CLOCKSHIM="$dir/clock" redis-server "$@"
 }
 # tc_clock_step I US: step node I's wall clock by US microseconds, now.
 tc_clock_step() { "$TC_CLOCKCTL" step "${TC_NODES[$1]}/clock" "$2"; }
@@ -56,9 +60,18 @@ tc_alive() {
   return 0
 }
 
+TC_NS_R=${TORTURE_NS_R:-}
+TC_RIP=${TORTURE_RIP:-127.0.0.1}
+# tc_inr CMD...: CMD in the Redis namespace: the controls of the run (its
+# redis-cli calls, its token reads) reach Redis whatever a partition cuts
+# between the holders and it.
+tc_inr() {
+  if [ -n "$TC_NS_R" ]; then ip netns exec "$TC_NS_R" "$@"; else "$@"; fi
+}
+
 tc_rcli() { # tc_rcli PORT ARGS...
   local port=$1; shift
-  redis-cli -h 127.0.0.1 -p "$port" "$@" 2>/dev/null
+  tc_inr redis-cli -h "$TC_RIP" -p "$port" "$@" 2>/dev/null
 }
 
 tc_node_port() { cat "${TC_NODES[$1]}/port"; }
@@ -89,18 +102,20 @@ tc_node_new() {
   for try in 1 2 3 4 5; do
     port=$(tc_free_port) || tc_die "no free port"
     {
-      echo "bind 127.0.0.1"
+      echo "bind $TC_RIP"
       echo "port $port"
       echo "dir $dir"
       echo "daemonize yes"
       echo "pidfile $dir/redis.pid"
       echo "logfile $dir/redis.log"
-      echo "protected-mode yes"
+      # No password: protected mode would refuse all but loopback clients
+      # (the namespace is the run's own, reachable from its other one only).
+      echo "protected-mode $([ "$TC_RIP" = 127.0.0.1 ] && echo yes || echo no)"
       echo "save \"\""
       echo "appendonly yes"
       echo "appendfsync everysec"
       echo "repl-diskless-sync-delay 0"
-      [ -n "${1:-}" ] && echo "replicaof 127.0.0.1 $1"
+      [ -n "${1:-}" ] && echo "replicaof $TC_RIP $1"
     } > "$dir/redis.conf"
     echo "$port" > "$dir/port"
     [ -f "$dir/clock" ] || "$TC_CLOCKCTL" create "$dir/clock" 0 || tc_die "no clock file in $dir"
@@ -161,14 +176,14 @@ tc_sentinel_start() { # tc_sentinel_start MASTER_PORT
   for try in 1 2 3 4 5; do
     port=$(tc_free_port) || tc_die "no free port"
     {
-      echo "bind 127.0.0.1"
+      echo "bind $TC_RIP"
       echo "port $port"
       echo "dir $dir"
       echo "daemonize yes"
       echo "pidfile $dir/sentinel.pid"
       echo "logfile $dir/sentinel.log"
-      echo "protected-mode yes"
-      echo "sentinel monitor m 127.0.0.1 $1 1"
+      echo "protected-mode $([ "$TC_RIP" = 127.0.0.1 ] && echo yes || echo no)"
+      echo "sentinel monitor m $TC_RIP $1 1"
       # 3 s: the Sentinel reconnects a dropped link only once a second, so
       # with 1 s every restart of the master would turn into a failover.
       # The planned failovers are started with SENTINEL FAILOVER.
@@ -176,7 +191,7 @@ tc_sentinel_start() { # tc_sentinel_start MASTER_PORT
       echo "sentinel failover-timeout m 5000"
       echo "sentinel parallel-syncs m 1"
     } > "$dir/sentinel.conf"
-    if redis-server "$dir/sentinel.conf" --sentinel >/dev/null 2>&1 && tc_wait_ping "$port"; then
+    if tc_inr redis-server "$dir/sentinel.conf" --sentinel >/dev/null 2>&1 && tc_wait_ping "$port"; then
       TC_SENT_DIR=$dir; TC_SENT_PORT=$port
       return 0
     fi
@@ -231,7 +246,7 @@ tc_wait_healthy() {
     if [ $((i % 10)) = 9 ] && m=$(tc_master_port) && [ -n "$m" ]; then
       for j in "${!TC_NODES[@]}"; do
         p=$(tc_node_port "$j")
-        [ "$p" != "$m" ] && [ "$(tc_role "$p")" = master ] && tc_rcli "$p" REPLICAOF 127.0.0.1 "$m" >/dev/null
+        [ "$p" != "$m" ] && [ "$(tc_role "$p")" = master ] && tc_rcli "$p" REPLICAOF "$TC_RIP" "$m" >/dev/null
       done
     fi
     sleep 0.1

@@ -62,12 +62,12 @@ else
 fi
 
 missing=''
-for k in sigstop sigkill redis_restart_persist redis_restart_nopersist failover failover_skewed pg_restart; do
+for k in sigstop sigkill redis_restart_persist redis_restart_nopersist failover failover_skewed partition pg_restart; do
   n=$(fig "faults_$k")
   [ "${n:-0}" -ge 1 ] || missing="$missing $k"
 done
 if [ -z "$missing" ]; then
-  ok "torture: every fault kind was injected (sigstop $(fig faults_sigstop), sigkill $(fig faults_sigkill), redis_restart $(fig faults_redis_restart), failover $(fig faults_failover), failover_skewed $(fig faults_failover_skewed), pg_restart $(fig faults_pg_restart))"
+  ok "torture: every fault kind was injected (sigstop $(fig faults_sigstop), sigkill $(fig faults_sigkill), redis_restart $(fig faults_redis_restart), failover $(fig faults_failover), failover_skewed $(fig faults_failover_skewed), partition $(fig faults_partition), pg_restart $(fig faults_pg_restart))"
 else
   nok "torture: fault kinds not injected:$missing"
 fi
