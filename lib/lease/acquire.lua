@@ -1,14 +1,15 @@
 -- acquire.lua: issue fencing tokens.  One issuance rule, two operations:
 --   ARGV[1] 'a' (acquire): take the lease if it is free, with a new token.
 --   ARGV[1] 'r' (reissue): while ARGV[3] (an owner value) still holds the
---   lease, raise the counter to at least ARGV[7] and give the lease a new
+--   lease, raise the counter to at least ARGV[8] and give the lease a new
 --   token (the owner value becomes "<owner id>:<new token>", TTL kept).
 -- KEYS[1] owner key "<prefix>{NAME}", KEYS[2] counter "<prefix>{NAME}:token"
 -- ARGV[2] owner id (32 hex), ARGV[3] ttl ms ('a') or owner value ('r'),
 -- ARGV[4] 'clock' or 'dense', ARGV[5] the jump in microseconds (clock),
 -- ARGV[6] the clock-behind limit in microseconds (clock; '0': none),
--- ARGV[7] floor ('r'; decimal).
--- 'a' with ARGV[7], a holder description: KEYS[3] "<owner key>:info" (the
+-- ARGV[7] the counter's idle time in milliseconds (clock; '-1': never
+-- expires), ARGV[8] floor ('r'; decimal).
+-- 'a' with ARGV[8], a holder description: KEYS[3] "<owner key>:info" (the
 -- same {NAME} hash slot; declared: Redis Cluster checks every key a script
 -- touches before running it) is set
 -- to "<owner id>:<description>" with the owner key's TTL, in this same
@@ -32,6 +33,18 @@
 -- 2^53 (where Lua's doubles stop being exact) the token comes from
 -- HINCRBY and is read back as text.  A fence 0.1 string counter is turned
 -- into the hash first (run '' so the jump applies).
+--
+-- Expiry (clock tokens): a clock token is an instant (microseconds since
+-- 1970), so the counter expires at the instant its last token names plus
+-- the idle time (PEXPIREAT, by this server's clock): a server whose clock
+-- has passed that instant issues at least that instant plus the jump, above
+-- every token issued from the counter or within the jump of it.  Only a
+-- counter whose token leads this server's clock by at most the jump gets an
+-- expiry, so losing it any earlier (volatile-* eviction) costs no more than
+-- the jump covers: the next token, clock + jump, is still above it.  A
+-- counter further ahead (raised, several jumps in a row), dense counters,
+-- counters past 2^53 and an idle time of -1: no expiry (PERSIST: one
+-- another client gave an expiry is kept too).
 local TWO53 = 9007199254740992
 
 local function gt(a, b) -- digit strings, exact at any length
@@ -57,18 +70,25 @@ end
 -- as a replica and promoted again keeps its run_id, and its copy of a
 -- counter it wrote before would get no jump: docs/model.md).  One INFO call
 -- for both sections (Redis 7); two before that.
+-- The fields are found with a plain search and an anchored match of the
+-- hex digits only: a pattern scan over the whole reply cost about 7 µs
+-- (tests/bench/bench_redis_cost.c).
+local function info_field(s, name)
+  local i = string.find(s, '\n' .. name .. ':', 1, true)
+  return i and string.match(s, '^%x+', i + #name + 2) or ''
+end
+
 local function incarnation()
   local s = redis.pcall('INFO', 'server', 'replication')
   if type(s) ~= 'string' then
     s = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
   end
-  return (string.match(s, 'run_id:(%x+)') or '') .. ':' ..
-         (string.match(s, 'master_replid:(%x+)') or '')
+  return info_field(s, 'run_id') .. ':' .. info_field(s, 'master_replid')
 end
 
 -- The next token for counter key: its decimal string and how far behind
 -- the clock was (0 when not), or nil and behind when over the limit.
-local function issue(key, mode, jump_us, limit_us, floor)
+local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
   local n, run, last_t = read_counter(key)
   local raised = floor and gt(floor, n)
   if raised then
@@ -95,17 +115,25 @@ local function issue(key, mode, jump_us, limit_us, floor)
     end
   end
   local s
-  if tonumber(n) + inc >= TWO53 then
+  local token = tonumber(n) + inc
+  if token >= TWO53 then
     if raised then redis.call('HSET', key, 'n', n) end
     redis.call('HINCRBY', key, 'n', inc) -- fails past 2^63-1: n stays
     s = redis.call('HGET', key, 'n')
     if id then redis.call('HSET', key, 'run', id, 't', string.format('%.0f', now)) end
+    redis.call('PERSIST', key)
   elseif id then
-    s = string.format('%.0f', tonumber(n) + inc)
+    s = string.format('%.0f', token)
     redis.call('HSET', key, 'n', s, 'run', id, 't', string.format('%.0f', now))
+    if idle_ms >= 0 and token - now <= jump_us then
+      redis.call('PEXPIREAT', key, string.format('%.0f', math.floor(token / 1000) + 1 + idle_ms))
+    else
+      redis.call('PERSIST', key)
+    end
   else
-    s = string.format('%.0f', tonumber(n) + inc)
+    s = string.format('%.0f', token)
     redis.call('HSET', key, 'n', s)
+    redis.call('PERSIST', key)
   end
   return s, behind
 end
@@ -122,7 +150,8 @@ if ARGV[1] == 'r' then
   if v ~= ARGV[3] then
     return {0}
   end
-  local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7])
+  local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]),
+                              tonumber(ARGV[7]), ARGV[8])
   if not token then
     return {2, string.format('%.0f', behind)}
   end
@@ -136,12 +165,13 @@ if v then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), nil)
+local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]),
+                            tonumber(ARGV[7]), nil)
 if not token then
   return {2, string.format('%.0f', behind)}
 end
 redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])
-if ARGV[7] then
-  redis.call('SET', KEYS[3] or (KEYS[1] .. ':info'), ARGV[2] .. ':' .. ARGV[7], 'PX', ARGV[3])
+if ARGV[8] then
+  redis.call('SET', KEYS[3] or (KEYS[1] .. ':info'), ARGV[2] .. ':' .. ARGV[8], 'PX', ARGV[3])
 end
 return granted(token, behind)

@@ -49,6 +49,15 @@ static fence_status check_token_opts(fence_client *c, const fence_client_options
         return fence__fail(c, FENCE_EINVAL, "clock_behind_limit_ms applies to clock tokens only "
                            "(token_mode is FENCE_TOKENS_DENSE)");
     }
+    if (o->counter_idle_ms < -1 || o->counter_idle_ms > FENCE_COUNTER_IDLE_MAX_MS) {
+        return fence__fail(c, FENCE_EINVAL, "counter_idle_ms must be -1 (never), 0 (default "
+                           "%lld) or 1 to %lld ms", (long long)FENCE_COUNTER_IDLE_DEFAULT_MS,
+                           (long long)FENCE_COUNTER_IDLE_MAX_MS);
+    }
+    if (o->counter_idle_ms != 0 && o->token_mode == FENCE_TOKENS_DENSE) {
+        return fence__fail(c, FENCE_EINVAL, "counter_idle_ms applies to clock tokens only "
+                           "(dense counters never expire)");
+    }
     if (o->allow_eviction != 0 && o->allow_eviction != 1) {
         return fence__fail(c, FENCE_EINVAL, "allow_eviction must be 0 or 1");
     }
@@ -66,6 +75,7 @@ static fence_status check_token_opts(fence_client *c, const fence_client_options
     c->token_mode = o->token_mode;
     c->token_jump_ms = o->token_jump_ms ? o->token_jump_ms : FENCE_TOKEN_JUMP_DEFAULT_MS;
     c->clock_behind_limit_ms = o->clock_behind_limit_ms;
+    c->counter_idle_ms = o->counter_idle_ms ? o->counter_idle_ms : FENCE_COUNTER_IDLE_DEFAULT_MS;
     c->allow_eviction = o->allow_eviction;
     c->min_replicas = o->min_replicas;
     c->replica_timeout_ms = o->replica_timeout_ms ? o->replica_timeout_ms

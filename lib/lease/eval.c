@@ -92,7 +92,7 @@ fence_status fence__eval(fence_client *c, fence__conn **rcp, int script, int nke
     if (timed_out != NULL) {
         *timed_out = 0;
     }
-    enum { MAXARGV = 3 + 10 }; /* acquire with a holder description: 3 keys, 7 arguments */
+    enum { MAXARGV = 3 + 11 }; /* acquire with a holder description: 3 keys, 8 arguments */
     const char *argv[MAXARGV];
     size_t argvlen[MAXARGV];
     char nk[16];

@@ -59,6 +59,8 @@ enum fence_token_mode {
 };
 
 #define FENCE_TOKEN_JUMP_DEFAULT_MS 10000       /* 10 s */
+#define FENCE_COUNTER_IDLE_DEFAULT_MS 86400000LL /* 1 day */
+#define FENCE_COUNTER_IDLE_MAX_MS (365LL * 86400000) /* 1 year */
 #define FENCE_TOKEN_JUMP_MAX_MS (86400000LL)    /* 1 day */
 #define FENCE_MIN_REPLICAS_MAX 64
 #define FENCE_REPLICA_TIMEOUT_DEFAULT_MS 100
@@ -127,6 +129,14 @@ typedef struct fence_client_options {
      * the clock_behind metrics).  1..FENCE_TOKEN_JUMP_MAX_MS: refuse to issue
      * when behind by more than this (FENCE_ECLOCK, nothing written). */
     int64_t clock_behind_limit_ms;
+    /* CLOCK only.  A clock token is an instant (microseconds since 1970):
+     * each issue sets the counter to expire this long after the instant its
+     * token names, so an idle name's counter leaves Redis and the next token
+     * (clock + jump) is still above every one issued (docs/redis.md, "The
+     * Redis key contract").  0: FENCE_COUNTER_IDLE_DEFAULT_MS; -1: never
+     * (counters are kept forever, as dense ones always are);
+     * 1..FENCE_COUNTER_IDLE_MAX_MS. */
+    int64_t counter_idle_ms;
 } fence_client_options;
 
 FENCE_API void fence_client_options_init(fence_client_options *opts);

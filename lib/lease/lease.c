@@ -110,10 +110,12 @@ void fence__issue_init(const fence_client *c, fence__issue *io)
     io->acked = -1;
 }
 
-const char *fence__mode_args(const fence_client *c, char *jump_us, char *limit_us)
+const char *fence__mode_args(const fence_client *c, char *jump_us, char *limit_us,
+                             char *idle_ms)
 {
     snprintf(jump_us, 24, "%" PRId64, c->token_jump_ms * 1000);
     snprintf(limit_us, 24, "%" PRId64, c->clock_behind_limit_ms * 1000);
+    snprintf(idle_ms, 24, "%" PRId64, c->counter_idle_ms);
     return c->token_mode == FENCE_TOKENS_DENSE ? "dense" : "clock";
 }
 
@@ -218,13 +220,13 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     if (st != FENCE_OK) {
         return st;
     }
-    char ttl[24], jump[24], limit[24];
+    char ttl[24], jump[24], limit[24], idle[24];
     snprintf(ttl, sizeof ttl, "%" PRId64, o->ttl_ms);
-    const char *mode = fence__mode_args(c, jump, limit);
-    /* A holder description goes as ARGV[7], its key declared as KEYS[3]
+    const char *mode = fence__mode_args(c, jump, limit, idle);
+    /* A holder description goes as ARGV[8], its key declared as KEYS[3]
      * (a script declares every key it touches: Redis Cluster). */
     int has_info = l->has_info;
-    const char *args[10];
+    const char *args[11];
     int na = 0;
     args[na++] = l->owner_key;
     args[na++] = counter;
@@ -238,6 +240,7 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     args[na++] = mode;
     args[na++] = jump;
     args[na++] = limit;
+    args[na++] = idle;
     if (has_info) {
         args[na++] = o->holder_info;
     }

@@ -219,6 +219,7 @@ struct fence_client {
     int token_mode;       /* enum fence_token_mode */
     int64_t token_jump_ms;
     int64_t clock_behind_limit_ms; /* 0: none */
+    int64_t counter_idle_ms;       /* -1: never expires */
     int allow_eviction;
     int min_replicas;     /* 0: no WAIT */
     int64_t replica_timeout_ms;
@@ -530,9 +531,11 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
 
 /* Fill the token-issuing extras of a script call from c's options. */
 void fence__issue_init(const fence_client *c, fence__issue *io);
-/* The token mode, jump and clock-behind limit as script arguments: mode
- * "clock"/"dense", jump_us and limit_us (room for 24 bytes each). */
-const char *fence__mode_args(const fence_client *c, char *jump_us, char *limit_us);
+/* The token mode, jump, clock-behind limit and counter idle time as script
+ * arguments: mode "clock"/"dense", jump_us, limit_us and idle_ms (room for
+ * 24 bytes each). */
+const char *fence__mode_args(const fence_client *c, char *jump_us, char *limit_us,
+                             char *idle_ms);
 /* acquire.lua's answer when it issued ({1, token[, behind]}) or refused
  * under the clock-behind limit ({2, behind}): FENCE_OK with *token and
  * *behind_us, FENCE_ECLOCK, or FENCE_EPROTO; counts the clock_behind

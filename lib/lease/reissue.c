@@ -53,15 +53,16 @@ static fence_status reissue_send(fence_lease *l, uint64_t floor, uint64_t *token
     if (counter == NULL) {
         return fence__fail(c, FENCE_ENOMEM, "out of memory");
     }
-    char f[24], jump[24], limit[24];
+    char f[24], jump[24], limit[24], idle[24];
     snprintf(f, sizeof f, "%" PRIu64, floor);
-    const char *mode = fence__mode_args(c, jump, limit);
-    const char *args[9] = {l->owner_key, counter, "r", l->holder, l->value, mode, jump, limit, f};
+    const char *mode = fence__mode_args(c, jump, limit, idle);
+    const char *args[10] = {l->owner_key, counter, "r",  l->holder, l->value,
+                            mode,         jump,    limit, idle,      f};
     fence__issue io;
     fence__issue_init(c, &io);
     io.min_replicas = 0; /* the gate is acquire's */
     redisReply *r = NULL;
-    fence_status st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 9, args, 0, NULL, &io, (void **)&r);
+    fence_status st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 10, args, 0, NULL, &io, (void **)&r);
     free(counter);
     if (st == FENCE_OK) {
         st = reissue_reply(l, r, token, behind_us);

@@ -18,6 +18,9 @@ local cur = h[1] or '0'
 local f = ARGV[1]
 if #f > #cur or (#f == #cur and f > cur) then
   redis.call('HSET', KEYS[1], 'n', f)
+  -- An expiry set for the lower n would come before the clock reaches f:
+  -- kept until the next clock token sets one from its own value.
+  redis.call('PERSIST', KEYS[1])
   return f
 end
 return cur

@@ -40,6 +40,8 @@
  *     (tests/bench/ioredis_callers.js; ioredis installed by npm into
  *     build/bench/ioredis, never committed).  Skipped with one comment line
  *     when node or npm is missing.
+ *  5. redis_bytes_per_idle_name: what an idle name still costs Redis once
+ *     its counter expired (below).
  */
 #include "fence.h"
 
@@ -688,7 +690,7 @@ static void split_calls(void *arg)
     for (int i = 0; i < SPLIT_CALLS; i++) {
         if (!a->release) {
             freeReplyObject(cmd_ok(redisCommand(g_r, "EVALSHA %s 2 %s %s a %s 60000 clock "
-                                                "10000000 0", a->acq, k, tk, owner),
+                                                "10000000 0 86400000", a->acq, k, tk, owner),
                                    REDIS_REPLY_ARRAY, "EVALSHA acquire.lua"));
             freeReplyObject(cmd_ok(redisCommand(g_r, "DEL %s", k), REDIS_REPLY_INTEGER, "DEL"));
         } else {
@@ -823,6 +825,80 @@ static void bench_threads(void)
 /* 4. ioredis, 8 concurrent callers on one connection                   */
 /* ------------------------------------------------------------------ */
 
+/* 5. redis_bytes_per_idle_name: 20,000 distinct names acquired and
+ * released by a client whose counters expire 8 s after their token's
+ * instant (jump 1 ms: long enough for all to be there when the loop ends),
+ * then left idle: what each still costs Redis once
+ * they expired (INFO memory used_memory and DBSIZE, before and after);
+ * redis_bytes_per_name_held: the same right after the loop (the counters
+ * still there).  Goal: 0 bytes. */
+enum { IDLE_NAMES = 20000 };
+
+static long long used_memory(void)
+{
+    redisReply *rep = cmd_ok(redisCommand(g_r, "INFO memory"), REDIS_REPLY_STRING, "INFO memory");
+    const char *p = strstr(rep->str, "used_memory:");
+    long long v = p != NULL ? atoll(p + strlen("used_memory:")) : -1;
+    freeReplyObject(rep);
+    if (v < 0) {
+        fail("%s", "no used_memory in INFO memory");
+    }
+    return v;
+}
+
+static long long dbsize(void)
+{
+    redisReply *rep = cmd_ok(redisCommand(g_r, "DBSIZE"), REDIS_REPLY_INTEGER, "DBSIZE");
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static void bench_idle_names(void)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = g_url;
+    o.token_jump_ms = 1;
+    o.counter_idle_ms = 8000;
+    o.heartbeat_mode = FENCE_HEARTBEAT_MANUAL;
+    fence_client *c = NULL;
+    int rc = fence_client_open(&c, &o);
+    if (rc != FENCE_OK) {
+        die_fence("fence_client_open", rc, c);
+    }
+    long long keys0 = dbsize(), mem0 = used_memory();
+    char name[64];
+    for (int i = 0; i < IDLE_NAMES; i++) {
+        snprintf(name, sizeof name, "bench-idle-%d", i);
+        fence_lease *l = NULL;
+        if ((rc = fence_try_acquire(c, name, 60000, &l)) != FENCE_OK) {
+            die_fence("fence_try_acquire", rc, c);
+        }
+        if ((rc = fence_release(l)) != FENCE_OK) {
+            die_fence("fence_release", rc, c);
+        }
+    }
+    long long keys1 = dbsize(), mem1 = used_memory();
+    if (keys1 - keys0 < IDLE_NAMES) {
+        fail("%lld keys for %d names: the counters are not there", keys1 - keys0, IDLE_NAMES);
+    }
+    /* Redis's active expiry removes them within a few of its cycles. */
+    int64_t t0 = now_ns();
+    while (dbsize() > keys0 && now_ns() - t0 < 30000000000LL) {
+        usleep(100000);
+    }
+    long long keys2 = dbsize(), mem2 = used_memory();
+    printf("# %d names: %lld keys and %lld bytes after the loop; %lld keys and %lld bytes "
+           "%.1f s later\n", IDLE_NAMES, keys1 - keys0, mem1 - mem0, keys2 - keys0, mem2 - mem0,
+           (double)(now_ns() - t0) / 1e9);
+    printf("redis_bytes_per_name_held %.1f bytes\n", (double)(mem1 - mem0) / IDLE_NAMES);
+    printf("redis_keys_per_idle_name %.4f keys\n", (double)(keys2 - keys0) / IDLE_NAMES);
+    printf("redis_bytes_per_idle_name %.1f bytes\n", (double)(mem2 - mem0) / IDLE_NAMES);
+    fflush(stdout);
+    fence_client_close(c);
+}
+
 static int have(const char *prog)
 {
     char cmd[128];
@@ -868,6 +944,7 @@ int main(void)
     bench_tiny();
     bench_split();
     bench_threads();
+    bench_idle_names();
     bench_ioredis();
     printf("bench_redis_cost_total_s %.1f s\n", (double)(now_ns() - t0) / 1e9);
     redisFree(g_r);

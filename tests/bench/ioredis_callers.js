@@ -1,6 +1,7 @@
 // ioredis_callers.js PORT MS -- the fenced cycle of bench_redis_cost part 4
 // from node: the library's own acquire.lua and release.lua, with the
-// arguments libfence sends (MONITOR: clock tokens, jump 10 s, no limit),
+// arguments libfence sends (MONITOR: clock tokens, jump 10 s, no limit,
+// counters idle a day),
 // by 1 and then 8 concurrent callers sharing ONE ioredis connection
 // (ioredis pipelines the callers' commands on it), distinct names, for MS
 // milliseconds each; 3 rounds ABAB, medians.  Prints
@@ -28,7 +29,7 @@ async function main() {
     while (Date.now() < deadline) {
       const owner = crypto.randomBytes(16).toString('hex');
       const a = await r.fenceAcquire(key, `${key}:token`, 'a', owner, '60000', 'clock',
-                                     '10000000', '0');
+                                     '10000000', '0', '86400000');
       if (!Array.isArray(a) || a[0] !== 1) throw new Error(`acquire refused: ${a}`);
       const d = await r.fenceRelease(key, `${owner}:${a[1]}`, `${key}:released`);
       if (d !== 1) throw new Error('release did not delete');

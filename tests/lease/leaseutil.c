@@ -213,6 +213,13 @@ long long lu_rpttl(redisContext *r, const char *key)
     return lu_rint(r, "PTTL", key);
 }
 
+void lu_expect_counter_kept(redisContext *r, const char *key)
+{
+    long long pttl = lu_rpttl(r, key);
+    ck_assert_msg(pttl == -1 || pttl > FENCE_COUNTER_IDLE_DEFAULT_MS - 60000,
+                  "counter %s: PTTL %lld, want none (dense) or about a day (clock)", key, pttl);
+}
+
 long long lu_rexists(redisContext *r, const char *key)
 {
     return lu_rint(r, "EXISTS", key);

@@ -87,6 +87,9 @@ long long lu_rpttl(redisContext *r, const char *key);
 
 /* EXISTS KEY: 1 or 0. */
 long long lu_rexists(redisContext *r, const char *key);
+/* The counter at key is kept: no expiry (dense tokens) or one about a day
+ * (FENCE_COUNTER_IDLE_DEFAULT_MS) past its last clock token. */
+void lu_expect_counter_kept(redisContext *r, const char *key);
 
 /* DEL KEY behind the library's back; returns how many keys went (0 or 1). */
 long long lu_rdel(redisContext *r, const char *key);

@@ -370,6 +370,75 @@ START_TEST(clock_behind_limit_refuses)
 }
 END_TEST
 
+/* Issue 20: a counter expires at the instant its last clock token names
+ * plus counter_idle_ms; once it has gone the next token (clock + jump) is
+ * still above it.  Default: a day past the token; -1, dense tokens, a raise:
+ * kept (no expiry). */
+START_TEST(counter_expires_when_idle)
+{
+    redisContext *r = tu_redis();
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = tu_env("FENCE_TEST_REDIS_URL");
+    o.token_jump_ms = 1;
+    o.counter_idle_ms = 200;
+    fence_client *c = lu_open_opts(&o);
+    const char *nm = tu_name("idle");
+    char tk[600];
+    lu_token_key(tk, sizeof tk, nm);
+    uint64_t t1 = take(c, nm);
+    long long pttl = lu_rpttl(r, tk);
+    /* t1 is about now + 1 ms: the counter lives about 202 ms. */
+    ck_assert_msg(pttl > 100 && pttl <= 202, "counter PTTL %lld, want about 202 ms", pttl);
+    int64_t t0 = tu_now_ms();
+    while (lu_rexists(r, tk) && tu_now_ms() - t0 < 3000) {
+        tu_sleep_ms(20);
+    }
+    ck_assert_msg(lu_rexists(r, tk) == 0, "the idle counter is still there after 3 s");
+    uint64_t now = lu_server_time_us(r);
+    uint64_t t2 = take(c, nm);
+    ck_assert_uint_gt(t2, t1);
+    ck_assert_uint_ge(t2, now + 1000); /* a new counter: clock + jump */
+    fence_client_close(c);
+
+    /* The default: a day after the token's instant. */
+    c = lu_open_client();
+    take(c, nm);
+    pttl = lu_rpttl(r, tk);
+    ck_assert_msg(pttl > FENCE_COUNTER_IDLE_DEFAULT_MS &&
+                      pttl <= FENCE_COUNTER_IDLE_DEFAULT_MS + FENCE_TOKEN_JUMP_DEFAULT_MS + 1000,
+                  "default counter PTTL %lld", pttl);
+    /* A raise keeps it (an expiry from the lower n would come too early),
+     * and so does a token leading the clock by more than the jump: were it
+     * evicted (volatile-*) before the clock caught up, clock + jump would be
+     * below it. */
+    EXPECT_RC(fence_token_raise(c, nm, lu_server_time_us(r) + 3600000000ULL, NULL), FENCE_OK, c);
+    ck_assert_int_eq(lu_rpttl(r, tk), -1);
+    take(c, nm);
+    ck_assert_int_eq(lu_rpttl(r, tk), -1);
+    fence_client_close(c);
+
+    /* -1: never; and dense tokens remove an expiry another client set. */
+    nm = tu_name("idle2");
+    lu_token_key(tk, sizeof tk, nm);
+    o.token_jump_ms = 0;
+    o.counter_idle_ms = -1;
+    c = lu_open_opts(&o);
+    take(c, nm);
+    ck_assert_int_eq(lu_rpttl(r, tk), -1);
+    fence_client_close(c);
+    c = lu_open_client();
+    take(c, nm);
+    ck_assert_int_gt(lu_rpttl(r, tk), 0);
+    fence_client_close(c);
+    c = lu_open_dense();
+    take(c, nm);
+    ck_assert_int_eq(lu_rpttl(r, tk), -1);
+    fence_client_close(c);
+    redisFree(r);
+}
+END_TEST
+
 START_TEST(holder_id)
 {
     fence_client *c = lu_open_client();
@@ -399,18 +468,22 @@ START_TEST(bad_options)
         int64_t rto;
         const char *says;
         int64_t limit;
+        int64_t idle;
     } bad[] = {
-        {0, 0, 0, 0, 0, "clock_behind_limit_ms", -1},
-        {0, 0, 0, 0, 0, "clock_behind_limit_ms", FENCE_TOKEN_JUMP_MAX_MS + 1},
-        {1, 0, 0, 0, 0, "clock_behind_limit_ms", 1000},
-        {2, 0, 0, 0, 0, "token_mode", 0},        {-1, 0, 0, 0, 0, "token_mode", 0},
-        {0, -1, 0, 0, 0, "token_jump_ms", 0},    {0, FENCE_TOKEN_JUMP_MAX_MS + 1, 0, 0, 0, "token_jump_ms", 0},
-        {1, 5000, 0, 0, 0, "token_jump_ms", 0},  {0, 0, 2, 0, 0, "allow_eviction", 0},
-        {0, 0, -1, 0, 0, "allow_eviction", 0},   {0, 0, 0, -1, 0, "min_replicas", 0},
-        {0, 0, 0, FENCE_MIN_REPLICAS_MAX + 1, 0, "min_replicas", 0},
-        {0, 0, 0, 1, -1, "replica_timeout_ms", 0},
-        {0, 0, 0, 1, FENCE_REPLICA_TIMEOUT_MAX_MS + 1, "replica_timeout_ms", 0},
-        {0, 0, 0, 0, 100, "replica_timeout_ms", 0},
+        {0, 0, 0, 0, 0, "counter_idle_ms", 0, -2},
+        {0, 0, 0, 0, 0, "counter_idle_ms", 0, FENCE_COUNTER_IDLE_MAX_MS + 1},
+        {1, 0, 0, 0, 0, "counter_idle_ms", 0, 200},
+        {0, 0, 0, 0, 0, "clock_behind_limit_ms", -1, 0},
+        {0, 0, 0, 0, 0, "clock_behind_limit_ms", FENCE_TOKEN_JUMP_MAX_MS + 1, 0},
+        {1, 0, 0, 0, 0, "clock_behind_limit_ms", 1000, 0},
+        {2, 0, 0, 0, 0, "token_mode", 0, 0},        {-1, 0, 0, 0, 0, "token_mode", 0, 0},
+        {0, -1, 0, 0, 0, "token_jump_ms", 0, 0},    {0, FENCE_TOKEN_JUMP_MAX_MS + 1, 0, 0, 0, "token_jump_ms", 0, 0},
+        {1, 5000, 0, 0, 0, "token_jump_ms", 0, 0},  {0, 0, 2, 0, 0, "allow_eviction", 0, 0},
+        {0, 0, -1, 0, 0, "allow_eviction", 0, 0},   {0, 0, 0, -1, 0, "min_replicas", 0, 0},
+        {0, 0, 0, FENCE_MIN_REPLICAS_MAX + 1, 0, "min_replicas", 0, 0},
+        {0, 0, 0, 1, -1, "replica_timeout_ms", 0, 0},
+        {0, 0, 0, 1, FENCE_REPLICA_TIMEOUT_MAX_MS + 1, "replica_timeout_ms", 0, 0},
+        {0, 0, 0, 0, 100, "replica_timeout_ms", 0, 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         fence_client_options o;
@@ -422,6 +495,7 @@ START_TEST(bad_options)
         o.min_replicas = bad[i].minr;
         o.replica_timeout_ms = bad[i].rto;
         o.clock_behind_limit_ms = bad[i].limit;
+        o.counter_idle_ms = bad[i].idle;
         fence_client *c = NULL;
         EXPECT_RC(fence_client_open(&c, &o), FENCE_EINVAL, c);
         ck_assert_msg(strstr(fence_client_errmsg(c), bad[i].says) != NULL, "case %zu: \"%s\"",
@@ -481,6 +555,7 @@ static Suite *tokens_suite(void)
     tcase_add_test(tc, jump_on_top_of_the_counter);
     tcase_add_test(tc, clock_behind_reported);
     tcase_add_test(tc, clock_behind_limit_refuses);
+    tcase_add_test(tc, counter_expires_when_idle);
     tcase_add_test(tc, holder_id);
     tcase_add_test(tc, bad_options);
     tcase_add_test(tc, server_info_and_metrics);
