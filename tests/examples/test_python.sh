@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# test_python.sh -- the Python examples (examples/python/) and the shell
+# jobs of docs/languages.md, run under the real `fence run` against the
+# real Redis and PostgreSQL of scripts/with-servers, with Debian's
+# /usr/bin/python3 (psycopg2, psycopg 3, sqlite3) and the SQLite extension.
+# For each job: it writes under fence run; a straggler of an older lease,
+# whose token a newer holder has overtaken, is refused (by SQLSTATE 23Q01 /
+# "fence:stale") and exits 3; a malformed holder is refused (exit 4).  The
+# PostgreSQL jobs survive being a deadlock victim (40P01) by retrying; after
+# a refused SQLite write the job's rollback releases the write lock (and
+# without it another writer gets "database is locked").
+# Prints TAP-style lines; exits non-zero on any failure.  Needs
+# FENCE_BUILD, FENCE_TEST_REDIS_URL, FENCE_TEST_PG_CONNINFO.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${FENCE_BUILD:-build}
+PY=/usr/bin/python3            # Debian's: its python3-psycopg2 / python3-psycopg
+fails=0
+ok() { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; fails=$((fails + 1)); }
+check() { # check DESCRIPTION COMMAND...
+  local what=$1; shift
+  if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+# COND; expect $? DESCRIPTION -- for conditions of several commands ($?
+# first: it is expanded before any $(...) in the description).
+expect() {
+  if [ "$1" -eq 0 ]; then ok "$2"; else not_ok "$2"; fi
+}
+
+# ---- environment: fail loudly, never skip -----------------------------
+missing=0
+for v in FENCE_TEST_REDIS_URL FENCE_TEST_PG_CONNINFO; do
+  [ -n "${!v:-}" ] || { not_ok "environment: $v is set (run under scripts/with-servers --redis --pg)"; missing=1; }
+done
+for f in "$B/fence" "$B/fence_sqlite_ext.so" "$B/sql/postgres/fence.sql"; do
+  [ -e "$f" ] || { not_ok "$f exists (make -j2 all)"; missing=1; }
+done
+[ -x "$PY" ] || { not_ok "$PY exists (scripts/install-deps)"; missing=1; }
+for m in psycopg2 psycopg sqlite3; do
+  [ -x "$PY" ] && { "$PY" -c "import $m" 2>/dev/null || { not_ok "$PY imports $m (scripts/install-deps)"; missing=1; }; }
+done
+command -v psql >/dev/null || { not_ok "psql is installed"; missing=1; }
+command -v sqlite3 >/dev/null || { not_ok "sqlite3 is installed"; missing=1; }
+[ $missing -eq 0 ] || { echo "test_python: cannot run" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fence-test-python.XXXXXX")
+db=fence_py_$$
+bg_pids=()
+cleanup() {
+  local p
+  for p in "${bg_pids[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; done
+  psql "$FENCE_TEST_PG_CONNINFO" -X -q -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+CONN="$FENCE_TEST_PG_CONNINFO dbname=$db"     # the last dbname wins
+pg() { psql "$CONN" -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+fence_run() { "$B/fence" run --ttl 2s --redis "$FENCE_TEST_REDIS_URL" "$@"; }
+flat() { printf '%s' "${1//$'\n'/ | }"; }   # output, on one TAP line
+balances() { pg -c "SELECT string_agg(balance::text, ' ' ORDER BY id) FROM accounts WHERE id IN ($1)"; }
+EXT=$PWD/$B/fence_sqlite_ext
+sq() { sqlite3 -bail -cmd ".load $EXT" "$tmp/app.db" "$@"; }   # no output from .load
+sq_balances() { sq "SELECT group_concat(balance, ' ') FROM (SELECT balance FROM accounts WHERE id IN ($1) ORDER BY id)"; }
+
+# wait_for SECONDS COMMAND...: poll until COMMAND succeeds
+wait_for() {
+  local n=$(( $1 * 50 )); shift
+  while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.02; n=$((n - 1)); done
+  return 1
+}
+
+psql "$FENCE_TEST_PG_CONNINFO" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" \
+  && pg -f "$B/sql/postgres/fence.sql" >/dev/null \
+  && pg -c "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL)" \
+        -c "INSERT INTO accounts SELECT g, 100 FROM generate_series(1, 40) g" \
+        -c "SELECT fence.protect('accounts')" >/dev/null
+check "fence.sql installed into a database of its own ($db), accounts protected" [ $? -eq 0 ]
+
+# straggler JOB RC_FILE ARGS...: start JOB under fence run, in the
+# background of a shell that exits at once -- the lease is released while
+# JOB (holding that lease's token) waits for $tmp/go before writing.
+straggler() {
+  local job=$1 rcf=$2; shift 2
+  rm -f "$tmp/go" "$rcf"
+  fence_run "py-$job-$$" -- sh -c '( "$@"; echo $? >"'"$rcf"'" ) 2>"'"$rcf.err"'" &' sh "$@"
+}
+
+# ---- PostgreSQL: psycopg2 and psycopg 3 -------------------------------
+a=1   # each job uses accounts a..a+3 of its own
+for job in pg_job pg_job3; do
+  J=examples/python/$job.py
+  name=py-$job-$$
+  out=$(fence_run "$name" -- "$PY" "$J" --db "$CONN" --from $a --to $((a + 1)) --amount 10 2>&1); rc=$?
+  tok=$(sed -n "s/^$job: wrote with token \([0-9]*\)$/\1/p" <<<"$out")
+  [ $rc -eq 0 ] && [ -n "$tok" ]; expect $? "$job under fence run writes (exit $rc: $(flat "$out"))"
+  check "$job: the transfer landed ($(balances $a,$((a + 1))))" [ "$(balances $a,$((a + 1)))" = "90 110" ]
+  [ "$(pg -c "SELECT count(*) FROM accounts WHERE id IN ($a, $((a + 1))) AND fence_token = $tok")" = 2 ] \
+    && [ "$(pg -c "SELECT fence.mark('$name')")" = "$tok" ]
+  expect $? "$job: rows stamped and resource advanced with its token $tok"
+
+  # A straggler of an older lease, then a newer holder writes, then the straggler.
+  straggler "$job" "$tmp/rc" "$PY" "$J" --wait-for "$tmp/go" --db "$CONN" --from $a --to $((a + 1)) --amount 1000
+  out=$(fence_run "$name" -- "$PY" "$J" --db "$CONN" --from $a --to $((a + 1)) --amount 5 2>&1); rc=$?
+  check "$job: a newer holder writes meanwhile (exit $rc)" [ $rc -eq 0 ]
+  touch "$tmp/go"
+  wait_for 15 test -s "$tmp/rc"
+  rc=$(cat "$tmp/rc" 2>/dev/null); err=$(cat "$tmp/rc.err" 2>/dev/null)
+  check "$job: the straggler's write is refused as stale, exit 3 (got ${rc:-none}: $(flat "$err"))" [ "$rc" = 3 ]
+  check "$job: ... reported by SQLSTATE 23Q01 with the reason" \
+    grep -q "refused as stale (SQLSTATE 23Q01): fence: stale token .* reason=older" "$tmp/rc.err"
+  check "$job: ... and changed nothing ($(balances $a,$((a + 1))))" [ "$(balances $a,$((a + 1)))" = "85 115" ]
+
+  out=$(FENCE_HOLDER=XYZ FENCE_TOKEN=9 "$PY" "$J" --db "$CONN" --from $a --to $((a + 1)) --amount 1 2>&1); rc=$?
+  [ $rc -eq 4 ] && grep -q "refused, no valid token (SQLSTATE 23Q02): fence: use_token: malformed holder 'XYZ'" <<<"$out"
+  expect $? "$job: a malformed holder is refused by use_token, SQLSTATE 23Q02, exit 4 (got $rc: $(flat "$out"))"
+  out=$(env -u FENCE_TOKEN "$PY" "$J" --db "$CONN" --from $a --to $((a + 1)) --amount 1 2>&1); rc=$?
+  [ $rc -eq 64 ] && grep -q "run me under fence run" <<<"$out"
+  expect $? "$job: without FENCE_TOKEN it refuses to run, exit 64 (got $rc)"
+
+  # Deadlock: S holds row a+3 and, once the job waits for it, takes row
+  # a+2, which the job holds.  S's deadlock_timeout is 10 s, the job's
+  # the default 1 s: the job's backend finds the cycle first and is the
+  # victim (40P01); it retries the whole transaction and lands after S.
+  s_app=py-s-$$-$job; j_app=py-j-$$-$job
+  psql "$CONN" -X -q -At -v ON_ERROR_STOP=1 >"$tmp/s.out" 2>&1 <<EOF &
+SET application_name = '$s_app';
+SET deadlock_timeout = '10s';
+BEGIN;
+SELECT fence.use_token(1);
+UPDATE accounts SET balance = balance - 1 WHERE id = $((a + 3));
+DO \$\$ DECLARE t timestamptz := clock_timestamp(); BEGIN
+  WHILE NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = '$j_app' AND wait_event_type = 'Lock')
+        AND clock_timestamp() < t + interval '15 s' LOOP
+    PERFORM pg_sleep(0.02);
+    PERFORM pg_stat_clear_snapshot();   -- else the loop sees its first snapshot forever
+  END LOOP; END \$\$;
+UPDATE accounts SET balance = balance + 1 WHERE id = $((a + 2));
+COMMIT;
+EOF
+  s_pid=$!; bg_pids+=("$s_pid")
+  s_waiting() { [ "$(pg -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$s_app' AND wait_event = 'PgSleep'")" = 1 ]; }
+  wait_for 10 s_waiting
+  check "$job deadlock: the other writer holds row $((a + 3)) and waits" [ $? -eq 0 ]
+  out=$(PGAPPNAME=$j_app fence_run "$name" -- "$PY" "$J" --db "$CONN" --from $((a + 2)) --to $((a + 3)) --amount 10 2>&1); rc=$?
+  wait "$s_pid"; s_rc=$?
+  [ $rc -eq 0 ] && grep -q "^$job: SQLSTATE 40P01, retrying (attempt 2 of 5): deadlock detected" <<<"$out" \
+    && grep -q "^$job: wrote with token" <<<"$out"
+  expect $? "$job deadlock: the job was the victim, retried and wrote (exit $rc: $(flat "$out"))"
+  check "$job deadlock: the other writer committed (exit $s_rc: $(flat "$(cat "$tmp/s.out")"))" [ $s_rc -eq 0 ]
+  check "$job deadlock: both transfers landed once ($(balances $((a + 2)),$((a + 3))))" \
+    [ "$(balances $((a + 2)),$((a + 3)))" = "91 109" ]
+  a=$((a + 4))
+done
+
+# ---- SQLite: the standard sqlite3 module ------------------------------
+J=examples/python/sqlite_job.py
+name=py-sqlite-$$
+sq "SELECT fence_init();" \
+   "CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL);" \
+   "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < 10) INSERT INTO accounts SELECT i, 100 FROM g;" \
+   "SELECT fence_protect('accounts');" >/dev/null
+check "SQLite database created, accounts protected" [ $? -eq 0 ]
+out=$(fence_run "$name" -- "$PY" "$J" --db "$tmp/app.db" --ext "$EXT" --from 1 --to 2 --amount 10 2>&1); rc=$?
+tok=$(sed -n 's/^sqlite_job: wrote with token \([0-9]*\)$/\1/p' <<<"$out")
+[ $rc -eq 0 ] && [ -n "$tok" ]; expect $? "sqlite_job under fence run writes (exit $rc: $(flat "$out"))"
+check "sqlite_job: the transfer landed ($(sq_balances 1,2))" [ "$(sq_balances 1,2)" = "90 110" ]
+check "sqlite_job: resource advanced with its token" \
+  [ "$(sq "SELECT high_water FROM fence_resource WHERE name = '$name'")" = "$tok" ]
+straggler sqlite "$tmp/rc" "$PY" "$J" --wait-for "$tmp/go" --db "$tmp/app.db" --ext "$EXT" --from 1 --to 2 --amount 1000
+out=$(fence_run "$name" -- "$PY" "$J" --db "$tmp/app.db" --ext "$EXT" --from 1 --to 2 --amount 5 2>&1); rc=$?
+check "sqlite_job: a newer holder writes meanwhile (exit $rc)" [ $rc -eq 0 ]
+touch "$tmp/go"
+wait_for 15 test -s "$tmp/rc"
+rc=$(cat "$tmp/rc" 2>/dev/null); err=$(cat "$tmp/rc.err" 2>/dev/null)
+check "sqlite_job: the straggler's write is refused as stale, exit 3 (got ${rc:-none}: $(flat "$err"))" [ "$rc" = 3 ]
+check "sqlite_job: ... with fence's message" \
+  grep -q "refused as stale: fence:stale resource \"$name\": token [0-9]* is older than [0-9]* (write rejected) reason=older holder=" "$tmp/rc.err"
+check "sqlite_job: ... and changed nothing ($(sq_balances 1,2))" [ "$(sq_balances 1,2)" = "85 115" ]
+out=$(FENCE_HOLDER=XYZ FENCE_TOKEN=9 "$PY" "$J" --db "$tmp/app.db" --ext "$EXT" --from 1 --to 2 --amount 1 2>&1); rc=$?
+[ $rc -eq 4 ] && grep -q "refused, no valid token: fence:notoken fence_set_token: the holder" <<<"$out"
+expect $? "sqlite_job: a malformed holder is refused (fence:notoken), exit 4 (got $rc: $(flat "$out"))"
+
+# The lock after a refusal, in one process with two connections: the
+# job's transfer() rolls back, so another writer gets in while the refused
+# connection stays open; the default sqlite3 pattern without a rollback
+# keeps the transaction, and the other writer gets "database is locked".
+out=$("$PY" - "$tmp/app.db" "$EXT" "$tok" <<'EOF' 2>&1
+import sqlite3, sys
+sys.path.insert(0, 'examples/python')
+import sqlite_job
+path, ext, tok = sys.argv[1], sys.argv[2], int(sys.argv[3])
+H = '0123456789abcdef0123456789abcdef'
+def other_writer():
+    c = sqlite3.connect(path, timeout=0.3)
+    c.enable_load_extension(True); c.load_extension(ext)
+    try:
+        c.execute('SELECT fence_set_token(?, ?)', (tok + 10**6, H))
+        c.execute('UPDATE accounts SET balance = balance + 0 WHERE id = 3')
+        c.commit()
+        return 'wrote'
+    except sqlite3.Error as e:
+        c.rollback()
+        return 'failed: %s' % e
+    finally:
+        c.close()
+job = sqlite_job.connect(path, ext)
+try:
+    sqlite_job.transfer(job, 1, None, "lock-test", 1, 2, 1)
+    print('job: wrote (unexpected)')
+except sqlite3.IntegrityError as e:
+    print('job: refused: %s; in transaction: %s' % (e, job.in_transaction))
+print('with rollback, other writer: %s' % other_writer())
+naive = sqlite3.connect(path, timeout=0.3)        # the default isolation_level
+naive.enable_load_extension(True); naive.load_extension(ext)
+naive.execute('SELECT fence_set_token(1)')
+try:
+    naive.execute('UPDATE accounts SET balance = 0 WHERE id = 3')
+except sqlite3.IntegrityError as e:
+    print('naive: refused: %s; in transaction: %s' % (e, naive.in_transaction))
+print('without rollback, other writer: %s' % other_writer())
+naive.rollback()
+print('after naive.rollback(), other writer: %s' % other_writer())
+EOF
+)
+echo "$out" | sed 's/^/# /'
+check "SQLite refusal: the job's connection is left with no open transaction" \
+  grep -q "^job: refused: fence:stale table \"accounts\": token 1 is older than .*; in transaction: False$" <<<"$out"
+check "SQLite refusal: after the job's rollback another writer succeeds" grep -qx "with rollback, other writer: wrote" <<<"$out"
+check "SQLite refusal: without a rollback the transaction stays open" grep -q "^naive: refused: fence:stale .*; in transaction: True$" <<<"$out"
+check "SQLite refusal: ... and another writer gets \"database is locked\"" \
+  grep -qx "without rollback, other writer: failed: database is locked" <<<"$out"
+check "SQLite refusal: ... until it rolls back" grep -qx "after naive.rollback(), other writer: wrote" <<<"$out"
+
+[ $fails -eq 0 ]
