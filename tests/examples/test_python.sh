@@ -232,4 +232,50 @@ check "SQLite refusal: ... and another writer gets \"database is locked\"" \
   grep -qx "without rollback, other writer: failed: database is locked" <<<"$out"
 check "SQLite refusal: ... until it rolls back" grep -qx "after naive.rollback(), other writer: wrote" <<<"$out"
 
+# ---- the shell jobs (examples/shell): psql and sqlite3 ------------------
+# A holder whose lease is over writes again with its old token (an old
+# token and holder, taken from a lease of the same name first).
+for store in pg sqlite; do
+  J=examples/shell/${store}_job.sh
+  name=py-sh-$store-$$
+  if [ $store = pg ]; then target=$CONN; a=21; bal() { balances "$1"; }
+  else target=$tmp/app.db; a=5; bal() { sq_balances "$1"; }; fi
+  old=$(fence_run "$name" -- sh -c 'echo "$FENCE_TOKEN $FENCE_HOLDER"')
+  before=$(bal $a,$((a + 1)))
+  out=$(FENCE_SQLITE_EXT=$EXT fence_run "$name" -- "$J" "$target" $a $((a + 1)) 10 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "^${store}_job.sh: wrote with token [0-9]*$" <<<"$out"
+  expect $? "${store}_job.sh under fence run writes (exit $rc: $(flat "$out"))"
+  after=$(bal $a,$((a + 1)))
+  check "${store}_job.sh: the transfer landed ($before -> $after)" [ "$after" = "90 110" ]
+  out=$(FENCE_SQLITE_EXT=$EXT FENCE_TOKEN=${old% *} FENCE_HOLDER=${old#* } FENCE_NAME=$name \
+        "$J" "$target" $a $((a + 1)) 1000 2>&1); rc=$?
+  if [ $store = pg ]; then want="ERROR:  23Q01: fence: stale token ${old% *} for resource \"$name\""
+  else want="fence:stale resource \"$name\": token ${old% *} is older than"; fi
+  [ $rc -eq 3 ] && grep -qF "$want" <<<"$out"
+  expect $? "${store}_job.sh: the old holder's token is refused as stale, exit 3 (got $rc: $(flat "$out"))"
+  check "${store}_job.sh: ... and changed nothing" [ "$(bal $a,$((a + 1)))" = "$after" ]
+  out=$(env -u FENCE_TOKEN "$J" "$target" $a $((a + 1)) 1 2>&1); rc=$?
+  check "${store}_job.sh: without FENCE_TOKEN it refuses to run, exit 64 (got $rc)" [ $rc -eq 64 ]
+done
+
+# ---- docs/languages.md shows these files, not copies that drift --------
+out=$("$PY" - docs/languages.md examples/python/*.py examples/shell/*.sh <<'EOF'
+import re, sys
+doc = open(sys.argv[1]).read()
+files = {p: open(p).read() for p in sys.argv[2:]}
+n = 0
+for lang, body in re.findall(r'^```(python|sh)\n(.*?)^```$', doc, re.S | re.M):
+    n += 1
+    where = [p for p, text in files.items() if body in text]
+    print('%s block %d (%s): %s' % (lang, n, body.split('\n')[0][:40],
+                                    ', '.join(where) if where else 'NOT FOUND'))
+EOF
+)
+echo "$out" | sed 's/^/# /'
+[ -n "$out" ] && ! grep -q "NOT FOUND" <<<"$out" && [ "$(grep -c . <<<"$out")" -ge 7 ]
+expect $? "docs/languages.md: each python and sh block is copied from examples/ ($(grep -c . <<<"$out") blocks)"
+check "docs/languages.md: the shell scripts are shown whole" \
+  "$PY" -c 'import sys; d = open("docs/languages.md").read(); sys.exit(not all("```sh\n" + open(p).read() + "```" in d for p in sys.argv[1:]))' \
+  examples/shell/pg_job.sh examples/shell/sqlite_job.sh
+
 [ $fails -eq 0 ]
