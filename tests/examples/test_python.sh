@@ -49,7 +49,9 @@ db=fence_py_$$
 bg_pids=()
 cleanup() {
   local p
-  for p in "${bg_pids[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; done
+  for p in "${bg_pids[@]:-}" "$(cat "$tmp/straggler.pid" 2>/dev/null)"; do
+    [ -n "$p" ] && kill -KILL "$p" 2>/dev/null
+  done
   psql "$FENCE_TEST_PG_CONNINFO" -X -q -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1
   rm -rf "$tmp"
 }
@@ -80,10 +82,15 @@ check "fence.sql installed into a database of its own ($db), accounts protected"
 # straggler JOB RC_FILE ARGS...: start JOB under fence run, in the
 # background of a shell that exits at once -- the lease is released while
 # JOB (holding that lease's token) waits for $tmp/go before writing.
+# JOB's pid goes to $tmp/straggler.pid (cleanup kills it: it is no child
+# of ours), its exit status to RC_FILE, its stderr to RC_FILE.err.
 straggler() {
   local job=$1 rcf=$2; shift 2
-  rm -f "$tmp/go" "$rcf"
-  fence_run "py-$job-$$" -- sh -c '( "$@"; echo $? >"'"$rcf"'" ) 2>"'"$rcf.err"'" &' sh "$@"
+  rm -f "$tmp/go" "$rcf" "$tmp/straggler.pid"
+  fence_run "py-$job-$$" -- sh -c '(
+      "$@" 2>"$0.err" & echo $! >"${0%/*}/straggler.pid"
+      wait $!; echo $? >"$0"
+    ) &' "$rcf" "$@"
 }
 
 # ---- PostgreSQL: psycopg2 and psycopg 3 -------------------------------
