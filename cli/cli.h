@@ -38,7 +38,8 @@ enum {
     "                       rediss://... (TLS), unix:///path[?db=N] or\n"                   \
     "                       redis-sentinel://[[user:]password@]host[:port][,host...][/db]#master\n" \
     "                       (default $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ")\n"         \
-    "  --password-file FILE the Redis password, the one line in FILE (default\n"               \
+    "  --password-file FILE the Redis password, the one line in FILE, a regular\n"             \
+    "                       file (not a FIFO, pipe or device; default\n"                     \
     "                       $FENCE_REDIS_PASSWORD, else the URL's; a password in a\n"      \
     "                       URL on the command line is blanked from fence's argv,\n"       \
     "                       with a warning: others may have seen it)\n"                     \
@@ -128,9 +129,10 @@ char *cli__url_strip(const char *url);
  * overwrites the password's bytes in val (so /proc/PID/cmdline no longer
  * shows it), warning once on stderr.  Otherwise returns val. */
 const char *cli__url_from_argv(char *val);
-/* Read a one-line password file (one trailing newline cut; at most 4096
- * bytes; not empty) into *out (kept until cli__secrets_free).  0, or the
- * exit status after a message (64). */
+/* Read a one-line password file (a regular file: a FIFO, device or
+ * directory is refused without blocking; one trailing newline cut; at most
+ * 4096 bytes; not empty) into *out (kept until cli__secrets_free).  0, or
+ * the exit status after a message (64). */
 int cli__read_secret(const char *cmd, const char *opt, const char *path, const char **out);
 
 /* ---- client.c: opening a client and mapping errors -------------------- */
