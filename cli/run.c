@@ -111,6 +111,11 @@ const char cli__run_help[] =
     "fence is a child subreaper while the command runs: orphans of the command\n"
     "are reaped by fence, and go to init when fence exits.\n";
 
+/* The library's I/O timeout (fence_client_options.io_timeout_ms 0), and
+ * the least one fence run sets on its client (see cli__cmd_run). */
+#define LIB_IO_TIMEOUT_MS 2000
+#define IO_TIMEOUT_FLOOR_MS 500
+
 typedef struct {
     cli__conn conn;
     const char *name;
@@ -437,11 +442,20 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
      * whatever the reason, and still means the command ran unleased. */
     int reason = cli__lost_reason();
     if ((rc == FENCE_LOST || reason != 0) && !was_lost) {
-        fprintf(stderr, "fence run: lease '%s' was lost before the command ended (%s)\n",
-                ra->name, reason != 0 ? cli__lost_why(reason) : fence_client_errmsg(c));
+        fprintf(stderr, "fence run: lease '%s' was lost before the command ended (%s); it may "
+                "have run unleased for a moment\n", ra->name,
+                reason != 0 ? cli__lost_why(reason)
+                            : "at release its key had expired or had another owner");
         ex = CLI_EX_LOST;
     }
-    if (rc != FENCE_OK && rc != FENCE_LOST) {
+    if (rc != FENCE_OK && rc != FENCE_LOST && reason == FENCE_ECONN) {
+        /* Lost because Redis did not answer: its validity, and so (but for
+         * the clock-drift margin) the key's TTL, had run out before the
+         * command was stopped. */
+        fprintf(stderr, "fence run: Redis still did not answer, so the key of lease '%s' was "
+                "not deleted; it has expired by its TTL, or does so within moments (%s)\n",
+                ra->name, fence_client_errmsg(c));
+    } else if (rc != FENCE_OK && rc != FENCE_LOST) {
         fprintf(stderr, "fence run: could not release lease '%s' (%s: %s); it expires "
                 "within %" PRId64 "ms\n", ra->name, fence_strerror(rc), fence_client_errmsg(c),
                 ra->ttl_ms);
@@ -489,6 +503,15 @@ int cli__cmd_run(int argc, char **argv)
     co.min_replicas = ra.min_replicas;
     co.replica_timeout_ms = ra.replica_timeout_ms;
     co.token_mode = ra.token_mode;
+    /* A reply that takes longer than the TTL is worthless: an acquire
+     * answered then gives a lease already expired, and a release after a
+     * loss to an unanswering Redis (the key's TTL has run out) would only
+     * delay fence's exit.  So no call waits longer than the TTL (never
+     * below IO_TIMEOUT_FLOOR_MS, for a busy machine; the heartbeat is
+     * bounded by the lease's validity anyway). */
+    if (ra.ttl_ms < LIB_IO_TIMEOUT_MS) {
+        co.io_timeout_ms = ra.ttl_ms > IO_TIMEOUT_FLOOR_MS ? (int)ra.ttl_ms : IO_TIMEOUT_FLOOR_MS;
+    }
     ex = cli__conn_open("run", &ra.conn, &co, &c);
     fence_lease *lease = NULL;
     if (ex == CLI_EX_OK) {

@@ -79,7 +79,8 @@ const char *cli__lost_why(int reason)
 {
     return reason == FENCE_ECONN
                ? "Redis could not be reached before the lease ran out"
-               : "the renewal was refused (the key expired, was deleted or has another owner)";
+               : "its renewal was refused: the key had expired, been deleted or taken by another "
+                 "owner";
 }
 
 static void on_signal(int sig)
@@ -224,8 +225,8 @@ static void take_lost(sup *s)
         return;
     }
     s->lost = 1;
-    fprintf(stderr, "fence run: lease '%s' lost: %s; stopping the command "
-            "(SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name,
+    fprintf(stderr, "fence run: lease '%s' was lost while the command ran (%s); stopping "
+            "the command (SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name,
             cli__lost_why(cli__lost_reason()), s->kill_after_ms);
     kill(-s->pid, SIGTERM);
     kill(-s->pid, SIGCONT); /* a stopped command must see the SIGTERM */

@@ -5,9 +5,12 @@
 #   FENCE_SUITES=test_cli scripts/with-servers --redis --pg -- scripts/run-suites build
 # Prints "ok - ..." / "not ok - ..." lines; exits non-zero on any failure.
 . "$(dirname "$0")/cli_common.sh"
+# shellcheck source=tests/cli/redis_sets.sh
+. tests/cli/redis_sets.sh   # servers of the suite's own (the one it freezes)
 
 redis_up() { [ "$(rcli ping 2>/dev/null)" = PONG ]; }
 cleanup_suite() { # called by cli_common.sh's cleanup
+  redis_sets_stop
   # Leave the shared Redis as we found it.
   redis_up && rcli config set maxmemory-policy noeviction > /dev/null 2>&1
   redis_up && rcli config set appendonly no > /dev/null 2>&1
@@ -18,6 +21,9 @@ not_alive() { ! alive "$1"; }
 now() { date +%s.%N; }
 elapsed_ge() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a >= m)}'; }
 elapsed_lt() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a < m)}'; }
+key_gone_at() { # key_gone_at URL NAME: the lease's key is not in that Redis
+  [ "$(redis-cli -u "$1" exists "fence:{$2}")" = 0 ]
+}
 json_field() { # json_field FILE FIELD
   python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v))' "$1" "$2"
 }
@@ -258,9 +264,20 @@ cpid=$(cat "$T/lost_a")
 rcli del "fence:{$n}" > /dev/null
 s=$(now); wait "$fp"; rc=$?; e=$(now)
 check "owner key deleted mid-run: exit 76" test "$rc" = 76
-check "... with a clear message" grep -q "lease '$n' lost" "$T/err"
+want="fence run: lease '$n' was lost while the command ran (its renewal was refused: the key had expired, been deleted or taken by another owner); stopping the command (SIGTERM, SIGKILL after 5000ms)"
+check "... with one clear line: lost while the command ran, why, what fence does ($(head -c 300 "$T/err"))" \
+  test "$(cat "$T/err")" = "$want"
 check "... the command is gone" not_alive "$cpid"
 check "... within a second" elapsed_lt "$s" "$e" 1
+
+# Lost just as the command ends: the command itself deletes the key (TTL 5s:
+# no renewal comes first), so the release finds it gone and no on_lost came.
+n=$(name)
+"$F" run --ttl 5s "$n" -- $FENCE_TEST_REDIS_CTL cli del "fence:{$n}" > /dev/null 2> "$T/err"; rc=$?
+check "lease lost by the time of release (no callback): exit 76" test "$rc" = 76
+want="fence run: lease '$n' was lost before the command ended (at release its key had expired or had another owner); it may have run unleased for a moment"
+check "... one line that says so, naming the lease once ($(head -c 300 "$T/err"))" \
+  test "$(cat "$T/err")" = "$want"
 
 # The whole group: a grandchild dies too.
 n=$(name)
@@ -365,6 +382,36 @@ check "... the message says Redis could not be reached" grep -q "could not be re
 check "... the command is gone" not_alive "$cpid"
 check "... within a couple of seconds" elapsed_lt "$s" "$e" 2.5
 check "Redis is back for what follows" redis_up
+
+# ---- (c) Redis frozen mid-run (SIGSTOP): nothing answers, not even the release ------------
+# On a server of the suite's own.  After the loss fence's release waits for
+# an answer at most max(TTL, 500ms) (not the library's 2 s), and says
+# truthfully that the key was not deleted and has expired by its TTL.
+if [ -z "${FENCE_TEST_SPAWN_DIR:-}" ] || [ -z "${FENCE_TEST_REDIS_SET:-}" ]; then
+  nok "setup: FENCE_TEST_SPAWN_DIR / FENCE_TEST_REDIS_SET not set (run under scripts/with-servers)"
+elif ! redis_set_start PS solo 2> "$T/ps.err"; then
+  nok "setup: a Redis of the suite's own would not start: $(head -c 300 "$T/ps.err")"
+else
+  PU=redis://127.0.0.1:$(sed -n 's/^MASTER_PORT=//p' "$PS/env")
+  n=$(name)
+  "$F" run --redis "$PU" --ttl 300ms --kill-after 200ms "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/lost_c" 2> "$T/err" &
+  fp=$!; BG+=("$fp")
+  wait_until 5 file_has "$T/lost_c"
+  cpid=$(cat "$T/lost_c")
+  scripts/redis-ctl "$PS/master" pause
+  s=$(now); wait "$fp"; rc=$?; e=$(now)
+  scripts/redis-ctl "$PS/master" resume
+  check "Redis frozen mid-run: exit 76, the command is gone" bash -c "[ $rc = 76 ] && ! kill -0 $cpid 2>/dev/null"
+  # Loss within the TTL (300ms), SIGTERM kills sleep at once, the release
+  # gives up after 500ms: about 0.8 s; the library's 2 s would make it 2.3.
+  check "... fence exits within 1.6 s of the freeze ($(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.2f", b - a}') s), not after a 2 s timeout" \
+    elapsed_lt "$s" "$e" 1.6
+  check "... it says the key was not deleted and has expired by its TTL ($(tail -n 1 "$T/err" | head -c 200))" \
+    bash -c "grep -q \"lease '$n' was lost while the command ran (Redis could not be reached\" '$T/err' &&
+             grep -q \"the key of lease '$n' was not deleted; it has expired by its TTL\" '$T/err' &&
+             ! grep -q 'expires within' '$T/err'"
+  check "... and the key is indeed gone once Redis answers again" key_gone_at "$PU" "$n"
+fi
 
 # ---- psql: the token protects a real write ------------------------------------------------
 SQL=${FENCE_BUILD:-build}/sql/postgres/fence.sql   # built by make from sql/postgres/
