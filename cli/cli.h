@@ -21,6 +21,7 @@ enum {
     CLI_EX_OSERR = 71,       /* fork, pipe or another system call failed */
     CLI_EX_TEMPFAIL = 75,    /* the lease is held by someone else (after --wait) */
     CLI_EX_LOST = 76,        /* the lease was lost while the command ran */
+    CLI_EX_MAXHOLD = 77,     /* the command outlived --max-hold and was stopped */
     CLI_EX_CONFIG = 78,      /* Redis's configuration can lose fencing state (allkeys-*) */
     CLI_EX_NOEXEC = 126,     /* the command was found but could not be executed */
     CLI_EX_NOTFOUND = 127    /* the command was not found */
@@ -30,6 +31,7 @@ enum {
 #define CLI_DEFAULT_TTL_MS 10000
 #define CLI_DEFAULT_KILL_AFTER_MS 5000
 #define CLI_KILL_AFTER_MAX_MS (86400000LL) /* one day */
+#define CLI_MAX_HOLD_MAX_MS FENCE_WAIT_MAX_MS /* --max-hold: 7 days, as --wait */
 
 /* The connection options' help (every subcommand takes them). */
 #define CLI_CONN_HELP                                                                         \
@@ -185,10 +187,13 @@ const char *cli__lost_why(int reason);
 /* Install the handlers that feed the signal pipe (not for signals ignored
  * at start), and SIGCHLD's. */
 void cli__install_handlers(void);
-/* Wait for the command pid; pass signals on to its group; stop it if the
- * lease is lost (SIGTERM, SIGKILL after kill_after_ms).  Returns the exit
- * status (CLI_EX_LOST when lost), and *was_lost. */
-int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_lost);
+/* Wait for the command pid; pass signals on to its group; stop it
+ * (SIGTERM, SIGKILL after kill_after_ms) if the lease is lost or, with
+ * max_hold_ms > 0, once it has run that long.  Returns the exit status
+ * (CLI_EX_LOST when lost, else CLI_EX_MAXHOLD when held out), and
+ * *was_lost. */
+int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int64_t max_hold_ms,
+                   int *was_lost);
 
 /* ---- metrics.c: --metrics-file ------------------------------------------- */
 

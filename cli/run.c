@@ -39,12 +39,16 @@ const char cli__run_help[] =
     "                       (default 10s; 10ms to 7d)\n"
     "  -w, --wait DUR       wait up to DUR while the lease is held by another\n"
     "                       owner (default 0: try once)\n"
+    "  --max-hold DUR       stop the command once it has held the lease for DUR\n"
+    "                       (SIGTERM, SIGKILL after --kill-after), release the\n"
+    "                       lease, exit 77 (default: no limit; 1ms to 7d)\n"
     "  -q, --quiet          no message when the lease is held by another owner\n"
     "                       (for cron: an overlap is not news)\n"
     "  -E, --conflict-exit-code N  exit N (0-255) instead of 75 when the lease is\n"
     "                       held by another owner (flock's -E)\n"
-    "  --kill-after DUR     when the lease is lost: SIGKILL the command this long\n"
-    "                       after SIGTERM (default 5s; 0: at once; at most 1d)\n"
+    "  --kill-after DUR     when the lease is lost (or --max-hold ran out): SIGKILL\n"
+    "                       the command this long after SIGTERM (default 5s; 0: at\n"
+    "                       once; at most 1d)\n"
     "  --metrics-file PATH  when the command ends, write this run's lease metrics\n"
     "                       (Prometheus text format, e.g. for node_exporter's\n"
     "                       textfile collector) to PATH, replacing it atomically;\n"
@@ -78,6 +82,7 @@ const char cli__run_help[] =
     "   70  internal error     71  a system call (fork, pipe) failed\n"
     "   75  the lease is held by another owner (still, after --wait; see -E)\n"
     "   76  the lease was lost while the command ran: the command was stopped\n"
+    "   77  the command ran longer than --max-hold: it was stopped, the lease released\n"
     "   78  Redis's maxmemory-policy is allkeys-* (see --allow-eviction)\n"
     "  126  the command could not be executed   127  the command was not found\n"
     "\n"
@@ -123,6 +128,7 @@ typedef struct {
     int64_t ttl_ms;
     int64_t wait_ms;
     int64_t kill_after_ms;
+    int64_t max_hold_ms; /* 0: no limit */
     int allow_eviction;
     int min_replicas;
     int64_t replica_timeout_ms; /* 0: the library's default */
@@ -279,6 +285,11 @@ static int parse(int argc, char **argv, run_args *ra)
             }
         } else if (cli__is_opt(arg, "--kill-after")) {
             ex = dur_opt(&a, arg, "--kill-after", CLI_KILL_AFTER_MAX_MS, &ra->kill_after_ms);
+        } else if (cli__is_opt(arg, "--max-hold")) {
+            ex = dur_opt(&a, arg, "--max-hold", CLI_MAX_HOLD_MAX_MS, &ra->max_hold_ms);
+            if (ex == CLI_EX_OK && ra->max_hold_ms < 1) {
+                ex = cli__usage_error("run", "--max-hold must be at least 1ms");
+            }
         } else if (cli__is_opt(arg, "--metrics-file")) {
             ra->metrics_file = cli__optval(&a, arg, "--metrics-file");
             if (ra->metrics_file == NULL) {
@@ -432,7 +443,7 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
     }
     pthread_sigmask(SIG_UNBLOCK, sigs, NULL);
     int was_lost = 0;
-    int ex = cli__supervise(pid, ra->name, ra->kill_after_ms, &was_lost);
+    int ex = cli__supervise(pid, ra->name, ra->kill_after_ms, ra->max_hold_ms, &was_lost);
     pthread_sigmask(SIG_BLOCK, sigs, NULL);
 
     int rc = fence_release(lease);

@@ -123,7 +123,12 @@ typedef struct {
     pid_t pid;
     const char *name;
     int64_t kill_after_ms;
-    int reaped, lost, killed, st;
+    int64_t hold_end; /* --max-hold: when to stop the command (0: never) */
+    int reaped, st;
+    int lost;         /* the lease was lost */
+    int held_out;     /* the command outlived --max-hold */
+    int stopping;     /* SIGTERM sent (lost or held out) */
+    int killed;       /* SIGKILL sent */
     int64_t kill_at;
 } sup;
 
@@ -159,14 +164,14 @@ static void reap(sup *s)
     }
 }
 
-/* Whether the loop is over: the command is gone (and, once the lease is
- * lost, its whole group, or the grace ended and SIGKILL was sent). */
+/* Whether the loop is over: the command is gone (and, once it is being
+ * stopped, its whole group, or the grace ended and SIGKILL was sent). */
 static int finished(const sup *s)
 {
     if (!s->reaped) {
         return 0;
     }
-    if (!s->lost || s->killed) {
+    if (!s->stopping || s->killed) {
         return 1;
     }
     return kill(-s->pid, 0) < 0 && errno == ESRCH;
@@ -175,7 +180,11 @@ static int finished(const sup *s)
 /* How long poll() may wait (ms; -1: until something happens). */
 static int poll_timeout(const sup *s)
 {
-    if (!s->lost || s->killed) {
+    if (!s->stopping && s->hold_end > 0 && !s->reaped) {
+        int64_t left = s->hold_end - now_ms();
+        return left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
+    }
+    if (!s->stopping || s->killed) {
         return -1;
     }
     int64_t left = s->kill_at - now_ms();
@@ -213,6 +222,22 @@ static void take_signals(const sup *s)
     }
 }
 
+/* Stop the command's group: SIGTERM now, SIGKILL after the grace (once). */
+static void stop_group(sup *s)
+{
+    if (s->stopping) {
+        return; /* already under way (a loss during --max-hold's grace) */
+    }
+    s->stopping = 1;
+    kill(-s->pid, SIGTERM);
+    kill(-s->pid, SIGCONT); /* a stopped command must see the SIGTERM */
+    s->kill_at = now_ms() + s->kill_after_ms;
+    if (s->kill_after_ms == 0) {
+        kill(-s->pid, SIGKILL);
+        s->killed = 1;
+    }
+}
+
 /* The lease was lost (on_lost wrote into lost_pipe): stop the command. */
 static void take_lost(sup *s)
 {
@@ -225,24 +250,41 @@ static void take_lost(sup *s)
         return;
     }
     s->lost = 1;
-    fprintf(stderr, "fence run: lease '%s' was lost while the command ran (%s); stopping "
-            "the command (SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name,
-            cli__lost_why(cli__lost_reason()), s->kill_after_ms);
-    kill(-s->pid, SIGTERM);
-    kill(-s->pid, SIGCONT); /* a stopped command must see the SIGTERM */
-    s->kill_at = now_ms() + s->kill_after_ms;
-    if (s->kill_after_ms == 0) {
-        kill(-s->pid, SIGKILL);
-        s->killed = 1;
+    if (s->stopping) {
+        fprintf(stderr, "fence run: lease '%s' was lost while the command was being stopped "
+                "(%s)\n", s->name, cli__lost_why(cli__lost_reason()));
+    } else {
+        fprintf(stderr, "fence run: lease '%s' was lost while the command ran (%s); stopping "
+                "the command (SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name,
+                cli__lost_why(cli__lost_reason()), s->kill_after_ms);
     }
+    stop_group(s);
 }
 
-int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_lost)
+/* --max-hold ran out with the command still running: stop it. */
+static void check_hold(sup *s, int64_t max_hold_ms)
+{
+    if (s->hold_end == 0 || s->stopping || s->reaped || now_ms() < s->hold_end) {
+        return;
+    }
+    s->held_out = 1;
+    fprintf(stderr, "fence run: the command has held lease '%s' for its --max-hold of %" PRId64
+            "ms; stopping it (SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name, max_hold_ms,
+            s->kill_after_ms);
+    stop_group(s);
+}
+
+int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int64_t max_hold_ms,
+                   int *was_lost)
 {
     sup s = {.pid = pid, .name = name, .kill_after_ms = kill_after_ms};
+    if (max_hold_ms > 0) {
+        s.hold_end = now_ms() + max_hold_ms;
+    }
     for (;;) {
         reap(&s);
-        if (s.lost && !s.killed && now_ms() >= s.kill_at) {
+        check_hold(&s, max_hold_ms);
+        if (s.stopping && !s.killed && now_ms() >= s.kill_at) {
             fprintf(stderr, "fence run: the command is still running %" PRId64
                     "ms after SIGTERM: sending SIGKILL\n", s.kill_after_ms);
             kill(-pid, SIGKILL);
@@ -263,5 +305,5 @@ int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_
         take_lost(&s);
     }
     *was_lost = s.lost;
-    return s.lost ? CLI_EX_LOST : command_status(s.st);
+    return s.lost ? CLI_EX_LOST : s.held_out ? CLI_EX_MAXHOLD : command_status(s.st);
 }

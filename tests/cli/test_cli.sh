@@ -127,6 +127,12 @@ usage_case "--replica-timeout without --min-replicas" run --replica-timeout 1s x
 usage_case "--replica-timeout 0" run --min-replicas 1 --replica-timeout 0 x -- true
 usage_case "--replica-timeout junk" run --min-replicas 1 --replica-timeout soon x -- true
 usage_case "--replica-timeout 2m (above the maximum)" run --min-replicas 1 --replica-timeout 2m x -- true
+usage_case "--max-hold 0" run --max-hold 0 x -- true
+usage_case "--max-hold -1s" run --max-hold -1s x -- true
+usage_case "--max-hold soon (malformed)" run --max-hold soon x -- true
+usage_case "--max-hold 8d (above the 7d maximum)" run --max-hold 8d x -- true
+usage_case "--max-hold 0.0001s (finer than 1ms)" run --max-hold 0.0001s x -- true
+usage_case "--max-hold without a value" run x --max-hold
 usage_case "--token-mode bogus" run --token-mode fast x -- true
 usage_case "--token-mode without a value" run x --token-mode
 # Durations that are fine: none of these may be a usage error.
@@ -316,6 +322,35 @@ check "... SIGKILLed only after the 400ms grace" elapsed_ge "$s" "$e" 0.4
 check "... but soon after it" elapsed_lt "$s" "$e" 2
 check "... and is gone" not_alive "$cpid"
 check "... the message says SIGKILL" grep -q SIGKILL "$T/err"
+
+# ---- --max-hold: the command is stopped once it has held the lease that long ------------
+n=$(name)
+s=$(now); "$F" run --ttl 5s --max-hold 300ms "$n" -- sleep 5 2> "$T/err"; rc=$?; e=$(now)
+check "--max-hold 300ms -- sleep 5: exit 77 ($rc)" test "$rc" = 77
+check "... after 300ms ($(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}') s)" elapsed_ge "$s" "$e" 0.3
+check "... and soon after it (sleep dies of the SIGTERM: well within the 5s grace)" elapsed_lt "$s" "$e" 1.5
+check "... with one line that says why ($(head -c 200 "$T/err"))" \
+  test "$(cat "$T/err")" = "fence run: the command has held lease '$n' for its --max-hold of 300ms; stopping it (SIGTERM, SIGKILL after 5000ms)"
+check "... the lease was released (key gone)" key_gone "$n"
+s=$(now); "$F" run "$n" -- true; rc=$?; e=$(now)
+check "... a second fence run takes it at once (exit $rc, $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}') s)" \
+  bash -c "[ $rc = 0 ] && awk -v a=$s -v b=$e 'BEGIN{exit !(b - a < 1)}'"
+# A command that ignores SIGTERM gets SIGKILL after --kill-after; the lease
+# (TTL 300ms) is renewed meanwhile, so it is 77, not 76.
+n=$(name)
+"$F" run --ttl 300ms --max-hold 700ms --kill-after 300ms "$n" -- sh -c 'trap "" TERM; echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; while :; do sleep 0.05; done' sh "$T/mh" 2> "$T/err" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/mh"
+s=$(now); wait "$fp"; rc=$?; e=$(now)
+check "--max-hold 700ms (TTL 300ms), SIGTERM ignored: exit 77 ($rc), the lease held throughout" test "$rc" = 77
+check "... SIGKILLed after the 300ms grace (fence ended $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}') s after the command began; >= 0.9)" \
+  elapsed_ge "$s" "$e" 0.9
+check "... but soon after it" elapsed_lt "$s" "$e" 3
+check "... the command is gone, the message says SIGKILL" \
+  bash -c "! kill -0 $(cat "$T/mh") 2>/dev/null && grep -q SIGKILL '$T/err'"
+check "... and the lease was released" key_gone "$n"
+"$F" run --max-hold 10s "$(name)" -- sh -c 'exit 3'; rc=$?
+check "a command that ends within --max-hold: its own exit status (3)" test "$rc" = 3
 
 # ---- job control: Ctrl-Z stops the command too -------------------------------------
 # The command is in its own process group, so SIGTSTP to fence must stop the
