@@ -187,13 +187,40 @@ const char *cli__lost_why(int reason);
 /* Install the handlers that feed the signal pipe (not for signals ignored
  * at start), and SIGCHLD's. */
 void cli__install_handlers(void);
-/* Wait for the command pid; pass signals on to its group; stop it
- * (SIGTERM, SIGKILL after kill_after_ms) if the lease is lost or, with
- * max_hold_ms > 0, once it has run that long.  Returns the exit status
+/* What cli__supervise() watches. */
+typedef struct cli__sup_args {
+    pid_t pid;            /* the command (leader of its own process group) */
+    fence_lease *lease;   /* its lease (read for the watchdog's deadline) */
+    const char *name;
+    int64_t ttl_ms, kill_after_ms;
+    int64_t max_hold_ms;  /* 0: no limit */
+} cli__sup_args;
+/* Wait for the command; pass signals on to its group; stop it (SIGTERM,
+ * SIGKILL after kill_after_ms) if the lease is lost or, with max_hold_ms >
+ * 0, once it has run that long; keep the watchdog's deadline up to date
+ * (watchdog.c) and stop the watchdog at the end.  Returns the exit status
  * (CLI_EX_LOST when lost, else CLI_EX_MAXHOLD when held out), and
  * *was_lost. */
-int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int64_t max_hold_ms,
-                   int *was_lost);
+int cli__supervise(const cli__sup_args *a, int *was_lost);
+
+/* ---- watchdog.c: SIGKILL the command when the lease's validity ends ------- */
+
+/* How long after the lease's validity end the watchdog strikes, so that
+ * fence, when it is running, takes the loss first (its SIGTERM and
+ * --kill-after grace). */
+#define CLI_WATCHDOG_SLACK_MS 100
+/* Fork the watchdog for the command's process group, with its first
+ * deadline (CLOCK_MONOTONIC ms).  0, or -1 with errno. */
+int cli__watchdog_start(pid_t group, int64_t deadline_ms);
+/* Move the deadline (only fence's main thread). */
+void cli__watchdog_set(int64_t deadline_ms);
+/* CLOCK_MONOTONIC in milliseconds, the watchdog's clock. */
+int64_t cli__watchdog_now_ms(void);
+/* Tell the watchdog module that waitpid() returned pid w (it may be the
+ * watchdog's). */
+void cli__watchdog_reaped(pid_t w);
+/* Stop and reap the watchdog; returns whether it had SIGKILLed the group. */
+int cli__watchdog_stop(void);
 
 /* ---- metrics.c: --metrics-file ------------------------------------------- */
 

@@ -97,9 +97,10 @@ const char cli__run_help[] =
     "signals act on fence as usual.  Job control: SIGTSTP (Ctrl-Z), SIGTTIN and\n"
     "SIGTTOU stop the command's group and then fence; SIGCONT continues both.\n"
     "A stopped fence renews nothing: stopped longer than the lease's validity,\n"
-    "the lease is lost, and when continued fence stops the command and exits 76.\n"
-    "SIGSTOP sent to fence itself cannot be caught: the command runs on\n"
-    "meanwhile, unleased, until fence is continued and stops it.\n"
+    "the lease is lost.  A watchdog process, in a process group of its own and\n"
+    "not stopped with fence (not even by a SIGSTOP sent to fence alone), then\n"
+    "SIGKILLs the command's group 100ms after the validity ran out; continued,\n"
+    "fence exits 76.\n"
     "\n"
     "Limits.  The command runs in a process group of its own, with\n"
     "PR_SET_PDEATHSIG=SIGKILL, so it dies with fence even when fence is killed\n"
@@ -443,7 +444,9 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
     }
     pthread_sigmask(SIG_UNBLOCK, sigs, NULL);
     int was_lost = 0;
-    int ex = cli__supervise(pid, ra->name, ra->kill_after_ms, ra->max_hold_ms, &was_lost);
+    cli__sup_args sa = {.pid = pid, .lease = lease, .name = ra->name, .ttl_ms = ra->ttl_ms,
+                        .kill_after_ms = ra->kill_after_ms, .max_hold_ms = ra->max_hold_ms};
+    int ex = cli__supervise(&sa, &was_lost);
     pthread_sigmask(SIG_BLOCK, sigs, NULL);
 
     int rc = fence_release(lease);

@@ -122,6 +122,9 @@ void cli__install_handlers(void)
 typedef struct {
     pid_t pid;
     const char *name;
+    fence_lease *lease;
+    int watchdog;     /* the watchdog runs */
+    int64_t dog_deadline; /* the last deadline given to it (its clock) */
     int64_t kill_after_ms;
     int64_t hold_end; /* --max-hold: when to stop the command (0: never) */
     int reaped, st;
@@ -152,6 +155,7 @@ static void reap(sup *s)
     for (;;) {
         int ws = 0;
         pid_t w = waitpid(-1, &ws, WNOHANG);
+        cli__watchdog_reaped(w);
         if (w == s->pid) {
             s->st = ws;
             s->reaped = 1;
@@ -274,16 +278,55 @@ static void check_hold(sup *s, int64_t max_hold_ms)
     stop_group(s);
 }
 
-int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int64_t max_hold_ms,
-                   int *was_lost)
+/* The instant (the watchdog's clock) after which the command must be gone:
+ * the lease's validity end while it is held, fence's own SIGKILL time once
+ * fence stops the command, each plus the slack.  Never moved earlier. */
+static void tell_watchdog(sup *s)
 {
-    sup s = {.pid = pid, .name = name, .kill_after_ms = kill_after_ms};
+    if (!s->watchdog || s->killed) {
+        return;
+    }
+    int64_t now = cli__watchdog_now_ms(), d;
+    if (s->stopping) {
+        d = now + (s->kill_at - now_ms()) + CLI_WATCHDOG_SLACK_MS;
+    } else {
+        int64_t valid = fence_lease_valid_ms(s->lease);
+        if (valid <= 0) {
+            return; /* lost: fence is about to take it (take_lost) */
+        }
+        d = now + valid + CLI_WATCHDOG_SLACK_MS;
+    }
+    if (d > s->dog_deadline) {
+        s->dog_deadline = d;
+        cli__watchdog_set(d);
+    }
+}
+
+int cli__supervise(const cli__sup_args *a, int *was_lost)
+{
+    pid_t pid = a->pid;
+    int64_t max_hold_ms = a->max_hold_ms;
+    sup s = {.pid = pid, .name = a->name, .lease = a->lease,
+             .kill_after_ms = a->kill_after_ms};
     if (max_hold_ms > 0) {
         s.hold_end = now_ms() + max_hold_ms;
+    }
+    /* Wake often enough to move the watchdog's deadline well before it:
+     * the validity runs about 2/3 TTL past each renewal. */
+    int64_t period = a->ttl_ms / 6;
+    period = period < 5 ? 5 : period > 1000 ? 1000 : period;
+    s.dog_deadline = cli__watchdog_now_ms() + fence_lease_valid_ms(a->lease) +
+                     CLI_WATCHDOG_SLACK_MS;
+    if (cli__watchdog_start(pid, s.dog_deadline) == 0) {
+        s.watchdog = 1;
+    } else {
+        fprintf(stderr, "fence run: warning: cannot start the watchdog (%s): while fence is "
+                "stopped the command may outlive the lease\n", strerror(errno));
     }
     for (;;) {
         reap(&s);
         check_hold(&s, max_hold_ms);
+        tell_watchdog(&s);
         if (s.stopping && !s.killed && now_ms() >= s.kill_at) {
             fprintf(stderr, "fence run: the command is still running %" PRId64
                     "ms after SIGTERM: sending SIGKILL\n", s.kill_after_ms);
@@ -295,7 +338,11 @@ int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int64_t m
         }
         struct pollfd pf[2] = {{.fd = sig_pipe[0], .events = POLLIN},
                                {.fd = lost_pipe[0], .events = POLLIN}};
-        int n = poll(pf, 2, poll_timeout(&s));
+        int timeout = poll_timeout(&s);
+        if (s.watchdog && !s.killed && (timeout < 0 || timeout > period)) {
+            timeout = (int)period;
+        }
+        int n = poll(pf, 2, timeout);
         if (n < 0 && errno != EINTR) {
             perror("fence run: poll");
             struct timespec ts = {0, 10000000L};
@@ -303,6 +350,13 @@ int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int64_t m
         }
         take_signals(&s);
         take_lost(&s);
+    }
+    if (cli__watchdog_stop()) {
+        /* The lease's validity ran out unrenewed: lost, as far as fence
+         * can tell (its key may outlive the validity by a little). */
+        fprintf(stderr, "fence run: the validity of lease '%s' ran out while fence was stopped "
+                "or stalled; the watchdog SIGKILLed the command's process group\n", s.name);
+        s.lost = 1;
     }
     *was_lost = s.lost;
     return s.lost ? CLI_EX_LOST : s.held_out ? CLI_EX_MAXHOLD : command_status(s.st);

@@ -373,6 +373,34 @@ kill -TERM "$fp"; wait "$fp"; rc=$?
 check "... which then still forwards SIGTERM (exit 143) and releases the lease" \
   bash -c "[ $rc = 143 ] && [ \"\$($FENCE_TEST_REDIS_CTL cli exists 'fence:{$n}')\" = 0 ]"
 
+# ---- the watchdog: SIGSTOP to fence alone cannot keep the command running ---------------
+# SIGSTOP stops fence and its heartbeat, not the command (in a group of its
+# own) nor the watchdog (another group): the watchdog SIGKILLs the command
+# once the lease's validity (at most the TTL, 1 s, after the last renewal)
+# plus its 100ms slack has passed.
+n=$(name)
+"$F" run --ttl 1s "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/wd" 2> "$T/err" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/wd"
+cpid=$(cat "$T/wd")
+sleep 0.5   # a renewal or two first
+kids=$(ps -o pid= --ppid "$fp" | tr -d ' ' | tr '\n' ' ')   # the command and the watchdog
+dog=$(for k in $kids; do [ "$k" != "$cpid" ] && echo "$k"; done)
+check "the watchdog runs beside the command, in a process group of its own (pids: $kids)" \
+  bash -c "[ -n '$dog' ] && [ \"\$(ps -o pgid= -p '$dog' | tr -d ' ')\" = '$dog' ]"
+kill -STOP "$fp"; s=$(now)
+wait_until 5 not_alive "$cpid"; e=$(now)
+kill -CONT "$fp"
+wait "$fp"; rc=$?
+el=$(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}')
+check "fence SIGSTOPped (TTL 1s): the command is gone ${el} s later, by the validity end + slack (< 1.6 s)" \
+  elapsed_lt "$s" "$e" 1.6
+check "... not before the lease could have run out (>= 0.5 s: the last renewal was at most TTL/3 before)" \
+  elapsed_ge "$s" "$e" 0.5
+check "... continued, fence exits 76 and says the watchdog SIGKILLed the command (rc $rc: $(tr "\n" " " < "$T/err" | head -c 400))" \
+  bash -c "[ $rc = 76 ] && grep -q \"the validity of lease '$n' ran out while fence was stopped or stalled; the watchdog SIGKILLed the command's process group\" '$T/err'"
+check "... and no watchdog is left behind" not_alive "${dog:-0}"
+
 # ---- started with stdin and stderr closed (cron, daemons) ------------------------------
 # fence's own pipes must not take fds 0-2: a message on stderr would then be
 # read back as signal numbers and sent to the command.
