@@ -21,6 +21,7 @@ enum {
     CLI_EX_OSERR = 71,       /* fork, pipe or another system call failed */
     CLI_EX_TEMPFAIL = 75,    /* the lease is held by someone else (after --wait) */
     CLI_EX_LOST = 76,        /* the lease was lost while the command ran */
+    CLI_EX_MAXHOLD = 77,     /* the command outlived --max-hold and was stopped */
     CLI_EX_CONFIG = 78,      /* Redis's configuration can lose fencing state (allkeys-*) */
     CLI_EX_NOEXEC = 126,     /* the command was found but could not be executed */
     CLI_EX_NOTFOUND = 127    /* the command was not found */
@@ -30,6 +31,7 @@ enum {
 #define CLI_DEFAULT_TTL_MS 10000
 #define CLI_DEFAULT_KILL_AFTER_MS 5000
 #define CLI_KILL_AFTER_MAX_MS (86400000LL) /* one day */
+#define CLI_MAX_HOLD_MAX_MS FENCE_WAIT_MAX_MS /* --max-hold: 7 days, as --wait */
 
 /* The connection options' help (every subcommand takes them). */
 #define CLI_CONN_HELP                                                                         \
@@ -38,7 +40,8 @@ enum {
     "                       rediss://... (TLS), unix:///path[?db=N] or\n"                   \
     "                       redis-sentinel://[[user:]password@]host[:port][,host...][/db]#master\n" \
     "                       (default $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ")\n"         \
-    "  --password-file FILE the Redis password, the one line in FILE (default\n"               \
+    "  --password-file FILE the Redis password, the one line in FILE, a regular\n"             \
+    "                       file (not a FIFO, pipe or device; default\n"                     \
     "                       $FENCE_REDIS_PASSWORD, else the URL's; a password in a\n"      \
     "                       URL on the command line is blanked from fence's argv,\n"       \
     "                       with a warning: others may have seen it)\n"                     \
@@ -128,9 +131,10 @@ char *cli__url_strip(const char *url);
  * overwrites the password's bytes in val (so /proc/PID/cmdline no longer
  * shows it), warning once on stderr.  Otherwise returns val. */
 const char *cli__url_from_argv(char *val);
-/* Read a one-line password file (one trailing newline cut; at most 4096
- * bytes; not empty) into *out (kept until cli__secrets_free).  0, or the
- * exit status after a message (64). */
+/* Read a one-line password file (a regular file: a FIFO, device or
+ * directory is refused without blocking; one trailing newline cut; at most
+ * 4096 bytes; not empty) into *out (kept until cli__secrets_free).  0, or
+ * the exit status after a message (64). */
 int cli__read_secret(const char *cmd, const char *opt, const char *path, const char **out);
 
 /* ---- client.c: opening a client and mapping errors -------------------- */
@@ -183,10 +187,40 @@ const char *cli__lost_why(int reason);
 /* Install the handlers that feed the signal pipe (not for signals ignored
  * at start), and SIGCHLD's. */
 void cli__install_handlers(void);
-/* Wait for the command pid; pass signals on to its group; stop it if the
- * lease is lost (SIGTERM, SIGKILL after kill_after_ms).  Returns the exit
- * status (CLI_EX_LOST when lost), and *was_lost. */
-int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_lost);
+/* What cli__supervise() watches. */
+typedef struct cli__sup_args {
+    pid_t pid;            /* the command (leader of its own process group) */
+    fence_lease *lease;   /* its lease (read for the watchdog's deadline) */
+    const char *name;
+    int64_t ttl_ms, kill_after_ms;
+    int64_t max_hold_ms;  /* 0: no limit */
+} cli__sup_args;
+/* Wait for the command; pass signals on to its group; stop it (SIGTERM,
+ * SIGKILL after kill_after_ms) if the lease is lost or, with max_hold_ms >
+ * 0, once it has run that long; keep the watchdog's deadline up to date
+ * (watchdog.c) and stop the watchdog at the end.  Returns the exit status
+ * (CLI_EX_LOST when lost, else CLI_EX_MAXHOLD when held out), and
+ * *was_lost. */
+int cli__supervise(const cli__sup_args *a, int *was_lost);
+
+/* ---- watchdog.c: SIGKILL the command when the lease's validity ends ------- */
+
+/* How long after the lease's validity end the watchdog strikes, so that
+ * fence, when it is running, takes the loss first (its SIGTERM and
+ * --kill-after grace). */
+#define CLI_WATCHDOG_SLACK_MS 100
+/* Fork the watchdog for the command's process group, with its first
+ * deadline (CLOCK_MONOTONIC ms).  0, or -1 with errno. */
+int cli__watchdog_start(pid_t group, int64_t deadline_ms);
+/* Move the deadline (only fence's main thread). */
+void cli__watchdog_set(int64_t deadline_ms);
+/* CLOCK_MONOTONIC in milliseconds, the watchdog's clock. */
+int64_t cli__watchdog_now_ms(void);
+/* Tell the watchdog module that waitpid() returned pid w (it may be the
+ * watchdog's). */
+void cli__watchdog_reaped(pid_t w);
+/* Stop and reap the watchdog; returns whether it had SIGKILLed the group. */
+int cli__watchdog_stop(void);
 
 /* ---- metrics.c: --metrics-file ------------------------------------------- */
 

@@ -39,12 +39,16 @@ const char cli__run_help[] =
     "                       (default 10s; 10ms to 7d)\n"
     "  -w, --wait DUR       wait up to DUR while the lease is held by another\n"
     "                       owner (default 0: try once)\n"
+    "  --max-hold DUR       stop the command once it has held the lease for DUR\n"
+    "                       (SIGTERM, SIGKILL after --kill-after), release the\n"
+    "                       lease, exit 77 (default: no limit; 1ms to 7d)\n"
     "  -q, --quiet          no message when the lease is held by another owner\n"
     "                       (for cron: an overlap is not news)\n"
     "  -E, --conflict-exit-code N  exit N (0-255) instead of 75 when the lease is\n"
     "                       held by another owner (flock's -E)\n"
-    "  --kill-after DUR     when the lease is lost: SIGKILL the command this long\n"
-    "                       after SIGTERM (default 5s; 0: at once; at most 1d)\n"
+    "  --kill-after DUR     when the lease is lost (or --max-hold ran out): SIGKILL\n"
+    "                       the command this long after SIGTERM (default 5s; 0: at\n"
+    "                       once; at most 1d)\n"
     "  --metrics-file PATH  when the command ends, write this run's lease metrics\n"
     "                       (Prometheus text format, e.g. for node_exporter's\n"
     "                       textfile collector) to PATH, replacing it atomically;\n"
@@ -78,6 +82,7 @@ const char cli__run_help[] =
     "   70  internal error     71  a system call (fork, pipe) failed\n"
     "   75  the lease is held by another owner (still, after --wait; see -E)\n"
     "   76  the lease was lost while the command ran: the command was stopped\n"
+    "   77  the command ran longer than --max-hold: it was stopped, the lease released\n"
     "   78  Redis's maxmemory-policy is allkeys-* (see --allow-eviction)\n"
     "  126  the command could not be executed   127  the command was not found\n"
     "\n"
@@ -92,9 +97,10 @@ const char cli__run_help[] =
     "signals act on fence as usual.  Job control: SIGTSTP (Ctrl-Z), SIGTTIN and\n"
     "SIGTTOU stop the command's group and then fence; SIGCONT continues both.\n"
     "A stopped fence renews nothing: stopped longer than the lease's validity,\n"
-    "the lease is lost, and when continued fence stops the command and exits 76.\n"
-    "SIGSTOP sent to fence itself cannot be caught: the command runs on\n"
-    "meanwhile, unleased, until fence is continued and stops it.\n"
+    "the lease is lost.  A watchdog process, in a process group of its own and\n"
+    "not stopped with fence (not even by a SIGSTOP sent to fence alone), then\n"
+    "SIGKILLs the command's group 100ms after the validity ran out; continued,\n"
+    "fence exits 76.\n"
     "\n"
     "Limits.  The command runs in a process group of its own, with\n"
     "PR_SET_PDEATHSIG=SIGKILL, so it dies with fence even when fence is killed\n"
@@ -111,6 +117,11 @@ const char cli__run_help[] =
     "fence is a child subreaper while the command runs: orphans of the command\n"
     "are reaped by fence, and go to init when fence exits.\n";
 
+/* The library's I/O timeout (fence_client_options.io_timeout_ms 0), and
+ * the least one fence run sets on its client (see cli__cmd_run). */
+#define LIB_IO_TIMEOUT_MS 2000
+#define IO_TIMEOUT_FLOOR_MS 500
+
 typedef struct {
     cli__conn conn;
     const char *name;
@@ -118,6 +129,7 @@ typedef struct {
     int64_t ttl_ms;
     int64_t wait_ms;
     int64_t kill_after_ms;
+    int64_t max_hold_ms; /* 0: no limit */
     int allow_eviction;
     int min_replicas;
     int64_t replica_timeout_ms; /* 0: the library's default */
@@ -274,6 +286,11 @@ static int parse(int argc, char **argv, run_args *ra)
             }
         } else if (cli__is_opt(arg, "--kill-after")) {
             ex = dur_opt(&a, arg, "--kill-after", CLI_KILL_AFTER_MAX_MS, &ra->kill_after_ms);
+        } else if (cli__is_opt(arg, "--max-hold")) {
+            ex = dur_opt(&a, arg, "--max-hold", CLI_MAX_HOLD_MAX_MS, &ra->max_hold_ms);
+            if (ex == CLI_EX_OK && ra->max_hold_ms < 1) {
+                ex = cli__usage_error("run", "--max-hold must be at least 1ms");
+            }
         } else if (cli__is_opt(arg, "--metrics-file")) {
             ra->metrics_file = cli__optval(&a, arg, "--metrics-file");
             if (ra->metrics_file == NULL) {
@@ -427,7 +444,9 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
     }
     pthread_sigmask(SIG_UNBLOCK, sigs, NULL);
     int was_lost = 0;
-    int ex = cli__supervise(pid, ra->name, ra->kill_after_ms, &was_lost);
+    cli__sup_args sa = {.pid = pid, .lease = lease, .name = ra->name, .ttl_ms = ra->ttl_ms,
+                        .kill_after_ms = ra->kill_after_ms, .max_hold_ms = ra->max_hold_ms};
+    int ex = cli__supervise(&sa, &was_lost);
     pthread_sigmask(SIG_BLOCK, sigs, NULL);
 
     int rc = fence_release(lease);
@@ -437,11 +456,20 @@ static int run_locked(fence_client *c, fence_lease **leasep, const run_args *ra,
      * whatever the reason, and still means the command ran unleased. */
     int reason = cli__lost_reason();
     if ((rc == FENCE_LOST || reason != 0) && !was_lost) {
-        fprintf(stderr, "fence run: lease '%s' was lost before the command ended (%s)\n",
-                ra->name, reason != 0 ? cli__lost_why(reason) : fence_client_errmsg(c));
+        fprintf(stderr, "fence run: lease '%s' was lost before the command ended (%s); it may "
+                "have run unleased for a moment\n", ra->name,
+                reason != 0 ? cli__lost_why(reason)
+                            : "at release its key had expired or had another owner");
         ex = CLI_EX_LOST;
     }
-    if (rc != FENCE_OK && rc != FENCE_LOST) {
+    if (rc != FENCE_OK && rc != FENCE_LOST && reason == FENCE_ECONN) {
+        /* Lost because Redis did not answer: its validity, and so (but for
+         * the clock-drift margin) the key's TTL, had run out before the
+         * command was stopped. */
+        fprintf(stderr, "fence run: Redis still did not answer, so the key of lease '%s' was "
+                "not deleted; it has expired by its TTL, or does so within moments (%s)\n",
+                ra->name, fence_client_errmsg(c));
+    } else if (rc != FENCE_OK && rc != FENCE_LOST) {
         fprintf(stderr, "fence run: could not release lease '%s' (%s: %s); it expires "
                 "within %" PRId64 "ms\n", ra->name, fence_strerror(rc), fence_client_errmsg(c),
                 ra->ttl_ms);
@@ -489,6 +517,15 @@ int cli__cmd_run(int argc, char **argv)
     co.min_replicas = ra.min_replicas;
     co.replica_timeout_ms = ra.replica_timeout_ms;
     co.token_mode = ra.token_mode;
+    /* A reply that takes longer than the TTL is worthless: an acquire
+     * answered then gives a lease already expired, and a release after a
+     * loss to an unanswering Redis (the key's TTL has run out) would only
+     * delay fence's exit.  So no call waits longer than the TTL (never
+     * below IO_TIMEOUT_FLOOR_MS, for a busy machine; the heartbeat is
+     * bounded by the lease's validity anyway). */
+    if (ra.ttl_ms < LIB_IO_TIMEOUT_MS) {
+        co.io_timeout_ms = ra.ttl_ms > IO_TIMEOUT_FLOOR_MS ? (int)ra.ttl_ms : IO_TIMEOUT_FLOOR_MS;
+    }
     ex = cli__conn_open("run", &ra.conn, &co, &c);
     fence_lease *lease = NULL;
     if (ex == CLI_EX_OK) {

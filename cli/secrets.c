@@ -9,7 +9,8 @@
  *   environment block (/proc/PID/environ), the password variables unset
  *   and FENCE_REDIS_URL replaced by the URL without credentials, so the
  *   command fence runs inherits none of them.
- * - --password-file / --sentinel-password-file: read here.
+ * - --password-file / --sentinel-password-file: read here; only a regular
+ *   file (a FIFO without a writer would block fence forever).
  * Copies are wiped when fence exits (cli__secrets_free).
  */
 #include "cli.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SECRET_FILE_MAX 4096 /* bytes in a password file */
@@ -275,6 +277,27 @@ static const char *secret_problem(const char *buf, size_t n)
     return NULL;
 }
 
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t m)
+{
+    if (S_ISDIR(m)) {
+        return "a directory";
+    }
+    if (S_ISFIFO(m)) {
+        return "a FIFO (named pipe) or pipe";
+    }
+    if (S_ISCHR(m)) {
+        return "a character device";
+    }
+    if (S_ISBLK(m)) {
+        return "a block device";
+    }
+    if (S_ISSOCK(m)) {
+        return "a socket";
+    }
+    return "a special file";
+}
+
 int cli__read_secret(const char *cmd, const char *opt, const char *path, const char **out)
 {
     char *buf = malloc(SECRET_FILE_MAX + 4);
@@ -282,7 +305,22 @@ int cli__read_secret(const char *cmd, const char *opt, const char *path, const c
         fprintf(stderr, "fence %s: %s: out of memory\n", cmd, opt);
         return CLI_EX_OSERR;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO with no writer (or a device) must not
+     * hang fence; only a regular file is read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) != 0) {
+        int fe = errno;
+        close(fd);
+        fd = -1;
+        errno = fe;
+    }
+    if (fd >= 0 && !S_ISREG(sb.st_mode)) {
+        close(fd);
+        free(buf);
+        return cli__usage_error(cmd, "%s %s: %s, not a regular file (the password must be "
+                                "in a file)", opt, path, file_kind(sb.st_mode));
+    }
     ssize_t n = fd >= 0 ? read_all(fd, buf) : -1;
     int e = errno;
     if (fd >= 0) {

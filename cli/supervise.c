@@ -79,7 +79,8 @@ const char *cli__lost_why(int reason)
 {
     return reason == FENCE_ECONN
                ? "Redis could not be reached before the lease ran out"
-               : "the renewal was refused (the key expired, was deleted or has another owner)";
+               : "its renewal was refused: the key had expired, been deleted or taken by another "
+                 "owner";
 }
 
 static void on_signal(int sig)
@@ -121,8 +122,16 @@ void cli__install_handlers(void)
 typedef struct {
     pid_t pid;
     const char *name;
+    fence_lease *lease;
+    int watchdog;     /* the watchdog runs */
+    int64_t dog_deadline; /* the last deadline given to it (its clock) */
     int64_t kill_after_ms;
-    int reaped, lost, killed, st;
+    int64_t hold_end; /* --max-hold: when to stop the command (0: never) */
+    int reaped, st;
+    int lost;         /* the lease was lost */
+    int held_out;     /* the command outlived --max-hold */
+    int stopping;     /* SIGTERM sent (lost or held out) */
+    int killed;       /* SIGKILL sent */
     int64_t kill_at;
 } sup;
 
@@ -146,6 +155,7 @@ static void reap(sup *s)
     for (;;) {
         int ws = 0;
         pid_t w = waitpid(-1, &ws, WNOHANG);
+        cli__watchdog_reaped(w);
         if (w == s->pid) {
             s->st = ws;
             s->reaped = 1;
@@ -158,14 +168,14 @@ static void reap(sup *s)
     }
 }
 
-/* Whether the loop is over: the command is gone (and, once the lease is
- * lost, its whole group, or the grace ended and SIGKILL was sent). */
+/* Whether the loop is over: the command is gone (and, once it is being
+ * stopped, its whole group, or the grace ended and SIGKILL was sent). */
 static int finished(const sup *s)
 {
     if (!s->reaped) {
         return 0;
     }
-    if (!s->lost || s->killed) {
+    if (!s->stopping || s->killed) {
         return 1;
     }
     return kill(-s->pid, 0) < 0 && errno == ESRCH;
@@ -174,7 +184,11 @@ static int finished(const sup *s)
 /* How long poll() may wait (ms; -1: until something happens). */
 static int poll_timeout(const sup *s)
 {
-    if (!s->lost || s->killed) {
+    if (!s->stopping && s->hold_end > 0 && !s->reaped) {
+        int64_t left = s->hold_end - now_ms();
+        return left < 0 ? 0 : left > 60000 ? 60000 : (int)left;
+    }
+    if (!s->stopping || s->killed) {
         return -1;
     }
     int64_t left = s->kill_at - now_ms();
@@ -212,6 +226,22 @@ static void take_signals(const sup *s)
     }
 }
 
+/* Stop the command's group: SIGTERM now, SIGKILL after the grace (once). */
+static void stop_group(sup *s)
+{
+    if (s->stopping) {
+        return; /* already under way (a loss during --max-hold's grace) */
+    }
+    s->stopping = 1;
+    kill(-s->pid, SIGTERM);
+    kill(-s->pid, SIGCONT); /* a stopped command must see the SIGTERM */
+    s->kill_at = now_ms() + s->kill_after_ms;
+    if (s->kill_after_ms == 0) {
+        kill(-s->pid, SIGKILL);
+        s->killed = 1;
+    }
+}
+
 /* The lease was lost (on_lost wrote into lost_pipe): stop the command. */
 static void take_lost(sup *s)
 {
@@ -224,24 +254,80 @@ static void take_lost(sup *s)
         return;
     }
     s->lost = 1;
-    fprintf(stderr, "fence run: lease '%s' lost: %s; stopping the command "
-            "(SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name,
-            cli__lost_why(cli__lost_reason()), s->kill_after_ms);
-    kill(-s->pid, SIGTERM);
-    kill(-s->pid, SIGCONT); /* a stopped command must see the SIGTERM */
-    s->kill_at = now_ms() + s->kill_after_ms;
-    if (s->kill_after_ms == 0) {
-        kill(-s->pid, SIGKILL);
-        s->killed = 1;
+    if (s->stopping) {
+        fprintf(stderr, "fence run: lease '%s' was lost while the command was being stopped "
+                "(%s)\n", s->name, cli__lost_why(cli__lost_reason()));
+    } else {
+        fprintf(stderr, "fence run: lease '%s' was lost while the command ran (%s); stopping "
+                "the command (SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name,
+                cli__lost_why(cli__lost_reason()), s->kill_after_ms);
+    }
+    stop_group(s);
+}
+
+/* --max-hold ran out with the command still running: stop it. */
+static void check_hold(sup *s, int64_t max_hold_ms)
+{
+    if (s->hold_end == 0 || s->stopping || s->reaped || now_ms() < s->hold_end) {
+        return;
+    }
+    s->held_out = 1;
+    fprintf(stderr, "fence run: the command has held lease '%s' for its --max-hold of %" PRId64
+            "ms; stopping it (SIGTERM, SIGKILL after %" PRId64 "ms)\n", s->name, max_hold_ms,
+            s->kill_after_ms);
+    stop_group(s);
+}
+
+/* The instant (the watchdog's clock) after which the command must be gone:
+ * the lease's validity end while it is held, fence's own SIGKILL time once
+ * fence stops the command, each plus the slack.  Never moved earlier. */
+static void tell_watchdog(sup *s)
+{
+    if (!s->watchdog || s->killed) {
+        return;
+    }
+    int64_t now = cli__watchdog_now_ms(), d;
+    if (s->stopping) {
+        d = now + (s->kill_at - now_ms()) + CLI_WATCHDOG_SLACK_MS;
+    } else {
+        int64_t valid = fence_lease_valid_ms(s->lease);
+        if (valid <= 0) {
+            return; /* lost: fence is about to take it (take_lost) */
+        }
+        d = now + valid + CLI_WATCHDOG_SLACK_MS;
+    }
+    if (d > s->dog_deadline) {
+        s->dog_deadline = d;
+        cli__watchdog_set(d);
     }
 }
 
-int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_lost)
+int cli__supervise(const cli__sup_args *a, int *was_lost)
 {
-    sup s = {.pid = pid, .name = name, .kill_after_ms = kill_after_ms};
+    pid_t pid = a->pid;
+    int64_t max_hold_ms = a->max_hold_ms;
+    sup s = {.pid = pid, .name = a->name, .lease = a->lease,
+             .kill_after_ms = a->kill_after_ms};
+    if (max_hold_ms > 0) {
+        s.hold_end = now_ms() + max_hold_ms;
+    }
+    /* Wake often enough to move the watchdog's deadline well before it:
+     * the validity runs about 2/3 TTL past each renewal. */
+    int64_t period = a->ttl_ms / 6;
+    period = period < 5 ? 5 : period > 1000 ? 1000 : period;
+    s.dog_deadline = cli__watchdog_now_ms() + fence_lease_valid_ms(a->lease) +
+                     CLI_WATCHDOG_SLACK_MS;
+    if (cli__watchdog_start(pid, s.dog_deadline) == 0) {
+        s.watchdog = 1;
+    } else {
+        fprintf(stderr, "fence run: warning: cannot start the watchdog (%s): while fence is "
+                "stopped the command may outlive the lease\n", strerror(errno));
+    }
     for (;;) {
         reap(&s);
-        if (s.lost && !s.killed && now_ms() >= s.kill_at) {
+        check_hold(&s, max_hold_ms);
+        tell_watchdog(&s);
+        if (s.stopping && !s.killed && now_ms() >= s.kill_at) {
             fprintf(stderr, "fence run: the command is still running %" PRId64
                     "ms after SIGTERM: sending SIGKILL\n", s.kill_after_ms);
             kill(-pid, SIGKILL);
@@ -252,7 +338,11 @@ int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_
         }
         struct pollfd pf[2] = {{.fd = sig_pipe[0], .events = POLLIN},
                                {.fd = lost_pipe[0], .events = POLLIN}};
-        int n = poll(pf, 2, poll_timeout(&s));
+        int timeout = poll_timeout(&s);
+        if (s.watchdog && !s.killed && (timeout < 0 || timeout > period)) {
+            timeout = (int)period;
+        }
+        int n = poll(pf, 2, timeout);
         if (n < 0 && errno != EINTR) {
             perror("fence run: poll");
             struct timespec ts = {0, 10000000L};
@@ -261,6 +351,13 @@ int cli__supervise(pid_t pid, const char *name, int64_t kill_after_ms, int *was_
         take_signals(&s);
         take_lost(&s);
     }
+    if (cli__watchdog_stop()) {
+        /* The lease's validity ran out unrenewed: lost, as far as fence
+         * can tell (its key may outlive the validity by a little). */
+        fprintf(stderr, "fence run: the validity of lease '%s' ran out while fence was stopped "
+                "or stalled; the watchdog SIGKILLed the command's process group\n", s.name);
+        s.lost = 1;
+    }
     *was_lost = s.lost;
-    return s.lost ? CLI_EX_LOST : command_status(s.st);
+    return s.lost ? CLI_EX_LOST : s.held_out ? CLI_EX_MAXHOLD : command_status(s.st);
 }

@@ -47,13 +47,13 @@ _fence()
         --redis)
             COMPREPLY=($(compgen -W "redis:// rediss:// unix:// redis-sentinel://" -- "$cur"))
             return 0 ;;
-        --ttl|--wait|-w|--kill-after|--replica-timeout|--min-replicas|--raise|--sni|-E|--conflict-exit-code)
+        --ttl|--wait|-w|--max-hold|--kill-after|--replica-timeout|--min-replicas|--raise|--sni|-E|--conflict-exit-code)
             return 0 ;;
     esac
 
     case "$cmd" in
         run)
-            [[ "$cur" == -* ]] && COMPREPLY=($(compgen -W "$conn --ttl --wait -w --kill-after
+            [[ "$cur" == -* ]] && COMPREPLY=($(compgen -W "$conn --ttl --wait -w --max-hold --kill-after
                 --metrics-file --allow-eviction --min-replicas --replica-timeout --token-mode
                 -q --quiet -E --conflict-exit-code -h --help --" -- "$cur")) ;;
         status)

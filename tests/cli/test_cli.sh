@@ -5,9 +5,12 @@
 #   FENCE_SUITES=test_cli scripts/with-servers --redis --pg -- scripts/run-suites build
 # Prints "ok - ..." / "not ok - ..." lines; exits non-zero on any failure.
 . "$(dirname "$0")/cli_common.sh"
+# shellcheck source=tests/cli/redis_sets.sh
+. tests/cli/redis_sets.sh   # servers of the suite's own (the one it freezes)
 
 redis_up() { [ "$(rcli ping 2>/dev/null)" = PONG ]; }
 cleanup_suite() { # called by cli_common.sh's cleanup
+  redis_sets_stop
   # Leave the shared Redis as we found it.
   redis_up && rcli config set maxmemory-policy noeviction > /dev/null 2>&1
   redis_up && rcli config set appendonly no > /dev/null 2>&1
@@ -18,6 +21,9 @@ not_alive() { ! alive "$1"; }
 now() { date +%s.%N; }
 elapsed_ge() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a >= m)}'; }
 elapsed_lt() { awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{exit !(b - a < m)}'; }
+key_gone_at() { # key_gone_at URL NAME: the lease's key is not in that Redis
+  [ "$(redis-cli -u "$1" exists "fence:{$2}")" = 0 ]
+}
 json_field() { # json_field FILE FIELD
   python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print(json.dumps(v))' "$1" "$2"
 }
@@ -121,6 +127,12 @@ usage_case "--replica-timeout without --min-replicas" run --replica-timeout 1s x
 usage_case "--replica-timeout 0" run --min-replicas 1 --replica-timeout 0 x -- true
 usage_case "--replica-timeout junk" run --min-replicas 1 --replica-timeout soon x -- true
 usage_case "--replica-timeout 2m (above the maximum)" run --min-replicas 1 --replica-timeout 2m x -- true
+usage_case "--max-hold 0" run --max-hold 0 x -- true
+usage_case "--max-hold -1s" run --max-hold -1s x -- true
+usage_case "--max-hold soon (malformed)" run --max-hold soon x -- true
+usage_case "--max-hold 8d (above the 7d maximum)" run --max-hold 8d x -- true
+usage_case "--max-hold 0.0001s (finer than 1ms)" run --max-hold 0.0001s x -- true
+usage_case "--max-hold without a value" run x --max-hold
 usage_case "--token-mode bogus" run --token-mode fast x -- true
 usage_case "--token-mode without a value" run x --token-mode
 # Durations that are fine: none of these may be a usage error.
@@ -258,9 +270,20 @@ cpid=$(cat "$T/lost_a")
 rcli del "fence:{$n}" > /dev/null
 s=$(now); wait "$fp"; rc=$?; e=$(now)
 check "owner key deleted mid-run: exit 76" test "$rc" = 76
-check "... with a clear message" grep -q "lease '$n' lost" "$T/err"
+want="fence run: lease '$n' was lost while the command ran (its renewal was refused: the key had expired, been deleted or taken by another owner); stopping the command (SIGTERM, SIGKILL after 5000ms)"
+check "... with one clear line: lost while the command ran, why, what fence does ($(head -c 300 "$T/err"))" \
+  test "$(cat "$T/err")" = "$want"
 check "... the command is gone" not_alive "$cpid"
 check "... within a second" elapsed_lt "$s" "$e" 1
+
+# Lost just as the command ends: the command itself deletes the key (TTL 5s:
+# no renewal comes first), so the release finds it gone and no on_lost came.
+n=$(name)
+"$F" run --ttl 5s "$n" -- $FENCE_TEST_REDIS_CTL cli del "fence:{$n}" > /dev/null 2> "$T/err"; rc=$?
+check "lease lost by the time of release (no callback): exit 76" test "$rc" = 76
+want="fence run: lease '$n' was lost before the command ended (at release its key had expired or had another owner); it may have run unleased for a moment"
+check "... one line that says so, naming the lease once ($(head -c 300 "$T/err"))" \
+  test "$(cat "$T/err")" = "$want"
 
 # The whole group: a grandchild dies too.
 n=$(name)
@@ -300,6 +323,35 @@ check "... but soon after it" elapsed_lt "$s" "$e" 2
 check "... and is gone" not_alive "$cpid"
 check "... the message says SIGKILL" grep -q SIGKILL "$T/err"
 
+# ---- --max-hold: the command is stopped once it has held the lease that long ------------
+n=$(name)
+s=$(now); "$F" run --ttl 5s --max-hold 300ms "$n" -- sleep 5 2> "$T/err"; rc=$?; e=$(now)
+check "--max-hold 300ms -- sleep 5: exit 77 ($rc)" test "$rc" = 77
+check "... after 300ms ($(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}') s)" elapsed_ge "$s" "$e" 0.3
+check "... and soon after it (sleep dies of the SIGTERM: well within the 5s grace)" elapsed_lt "$s" "$e" 1.5
+check "... with one line that says why ($(head -c 200 "$T/err"))" \
+  test "$(cat "$T/err")" = "fence run: the command has held lease '$n' for its --max-hold of 300ms; stopping it (SIGTERM, SIGKILL after 5000ms)"
+check "... the lease was released (key gone)" key_gone "$n"
+s=$(now); "$F" run "$n" -- true; rc=$?; e=$(now)
+check "... a second fence run takes it at once (exit $rc, $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}') s)" \
+  bash -c "[ $rc = 0 ] && awk -v a=$s -v b=$e 'BEGIN{exit !(b - a < 1)}'"
+# A command that ignores SIGTERM gets SIGKILL after --kill-after; the lease
+# (TTL 300ms) is renewed meanwhile, so it is 77, not 76.
+n=$(name)
+"$F" run --ttl 300ms --max-hold 700ms --kill-after 300ms "$n" -- sh -c 'trap "" TERM; echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; while :; do sleep 0.05; done' sh "$T/mh" 2> "$T/err" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/mh"
+s=$(now); wait "$fp"; rc=$?; e=$(now)
+check "--max-hold 700ms (TTL 300ms), SIGTERM ignored: exit 77 ($rc), the lease held throughout" test "$rc" = 77
+check "... SIGKILLed after the 300ms grace (fence ended $(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}') s after the command began; >= 0.9)" \
+  elapsed_ge "$s" "$e" 0.9
+check "... but soon after it" elapsed_lt "$s" "$e" 3
+check "... the command is gone, the message says SIGKILL" \
+  bash -c "! kill -0 $(cat "$T/mh") 2>/dev/null && grep -q SIGKILL '$T/err'"
+check "... and the lease was released" key_gone "$n"
+"$F" run --max-hold 10s "$(name)" -- sh -c 'exit 3'; rc=$?
+check "a command that ends within --max-hold: its own exit status (3)" test "$rc" = 3
+
 # ---- job control: Ctrl-Z stops the command too -------------------------------------
 # The command is in its own process group, so SIGTSTP to fence must stop the
 # group first; SIGCONT continues both.  (Otherwise the command would run on
@@ -320,6 +372,34 @@ check "... and fence" wait_until 3 running "$fp"
 kill -TERM "$fp"; wait "$fp"; rc=$?
 check "... which then still forwards SIGTERM (exit 143) and releases the lease" \
   bash -c "[ $rc = 143 ] && [ \"\$($FENCE_TEST_REDIS_CTL cli exists 'fence:{$n}')\" = 0 ]"
+
+# ---- the watchdog: SIGSTOP to fence alone cannot keep the command running ---------------
+# SIGSTOP stops fence and its heartbeat, not the command (in a group of its
+# own) nor the watchdog (another group): the watchdog SIGKILLs the command
+# once the lease's validity (at most the TTL, 1 s, after the last renewal)
+# plus its 100ms slack has passed.
+n=$(name)
+"$F" run --ttl 1s "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/wd" 2> "$T/err" &
+fp=$!; BG+=("$fp")
+wait_until 5 file_has "$T/wd"
+cpid=$(cat "$T/wd")
+sleep 0.5   # a renewal or two first
+kids=$(ps -o pid= --ppid "$fp" | tr -d ' ' | tr '\n' ' ')   # the command and the watchdog
+dog=$(for k in $kids; do [ "$k" != "$cpid" ] && echo "$k"; done)
+check "the watchdog runs beside the command, in a process group of its own (pids: $kids)" \
+  bash -c "[ -n '$dog' ] && [ \"\$(ps -o pgid= -p '$dog' | tr -d ' ')\" = '$dog' ]"
+kill -STOP "$fp"; s=$(now)
+wait_until 5 not_alive "$cpid"; e=$(now)
+kill -CONT "$fp"
+wait "$fp"; rc=$?
+el=$(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.3f", b - a}')
+check "fence SIGSTOPped (TTL 1s): the command is gone ${el} s later, by the validity end + slack (< 1.6 s)" \
+  elapsed_lt "$s" "$e" 1.6
+check "... not before the lease could have run out (>= 0.5 s: the last renewal was at most TTL/3 before)" \
+  elapsed_ge "$s" "$e" 0.5
+check "... continued, fence exits 76 and says the watchdog SIGKILLed the command (rc $rc: $(tr "\n" " " < "$T/err" | head -c 400))" \
+  bash -c "[ $rc = 76 ] && grep -q \"the validity of lease '$n' ran out while fence was stopped or stalled; the watchdog SIGKILLed the command's process group\" '$T/err'"
+check "... and no watchdog is left behind" not_alive "${dog:-0}"
 
 # ---- started with stdin and stderr closed (cron, daemons) ------------------------------
 # fence's own pipes must not take fds 0-2: a message on stderr would then be
@@ -365,6 +445,36 @@ check "... the message says Redis could not be reached" grep -q "could not be re
 check "... the command is gone" not_alive "$cpid"
 check "... within a couple of seconds" elapsed_lt "$s" "$e" 2.5
 check "Redis is back for what follows" redis_up
+
+# ---- (c) Redis frozen mid-run (SIGSTOP): nothing answers, not even the release ------------
+# On a server of the suite's own.  After the loss fence's release waits for
+# an answer at most max(TTL, 500ms) (not the library's 2 s), and says
+# truthfully that the key was not deleted and has expired by its TTL.
+if [ -z "${FENCE_TEST_SPAWN_DIR:-}" ] || [ -z "${FENCE_TEST_REDIS_SET:-}" ]; then
+  nok "setup: FENCE_TEST_SPAWN_DIR / FENCE_TEST_REDIS_SET not set (run under scripts/with-servers)"
+elif ! redis_set_start PS solo 2> "$T/ps.err"; then
+  nok "setup: a Redis of the suite's own would not start: $(head -c 300 "$T/ps.err")"
+else
+  PU=redis://127.0.0.1:$(sed -n 's/^MASTER_PORT=//p' "$PS/env")
+  n=$(name)
+  "$F" run --redis "$PU" --ttl 300ms --kill-after 200ms "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/lost_c" 2> "$T/err" &
+  fp=$!; BG+=("$fp")
+  wait_until 5 file_has "$T/lost_c"
+  cpid=$(cat "$T/lost_c")
+  scripts/redis-ctl "$PS/master" pause
+  s=$(now); wait "$fp"; rc=$?; e=$(now)
+  scripts/redis-ctl "$PS/master" resume
+  check "Redis frozen mid-run: exit 76, the command is gone" bash -c "[ $rc = 76 ] && ! kill -0 $cpid 2>/dev/null"
+  # Loss within the TTL (300ms), SIGTERM kills sleep at once, the release
+  # gives up after 500ms: about 0.8 s; the library's 2 s would make it 2.3.
+  check "... fence exits within 1.6 s of the freeze ($(awk -v a="$s" -v b="$e" 'BEGIN{printf "%.2f", b - a}') s), not after a 2 s timeout" \
+    elapsed_lt "$s" "$e" 1.6
+  check "... it says the key was not deleted and has expired by its TTL ($(tail -n 1 "$T/err" | head -c 200))" \
+    bash -c "grep -q \"lease '$n' was lost while the command ran (Redis could not be reached\" '$T/err' &&
+             grep -q \"the key of lease '$n' was not deleted; it has expired by its TTL\" '$T/err' &&
+             ! grep -q 'expires within' '$T/err'"
+  check "... and the key is indeed gone once Redis answers again" key_gone_at "$PU" "$n"
+fi
 
 # ---- psql: the token protects a real write ------------------------------------------------
 SQL=${FENCE_BUILD:-build}/sql/postgres/fence.sql   # built by make from sql/postgres/

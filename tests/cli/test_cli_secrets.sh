@@ -173,6 +173,35 @@ usage_case "--sentinel-password-file with a redis:// URL (refused by the library
 check "... the missing file's message names it and says why" \
   bash -c "grep -q -F '$T/nope' '$T/err' && grep -q 'No such file' '$T/err'"
 
+# Only a regular file is read: a FIFO with no writer used to block fence
+# forever.  timeout(1) bounds each call, so a hang fails (124), never stalls.
+bounded_usage_case() { # bounded_usage_case DESCRIPTION KIND ARGS...
+  local what=$1 kind=$2; shift 2
+  local s e rc
+  s=$(date +%s%N); timeout 5 "$F" "$@" > "$T/out" 2> "$T/err"; rc=$?; e=$(date +%s%N)
+  if [ "$rc" = 64 ] && grep -q "$kind, not a regular file" "$T/err" && [ $(( (e - s) / 1000000 )) -lt 2000 ]; then
+    ok "usage error exits 64 at once: $what ($(( (e - s) / 1000000 ))ms)"
+  else
+    nok "usage error exits 64 at once: $what (got $rc after $(( (e - s) / 1000000 ))ms: $(head -c 200 "$T/err"))"
+  fi
+}
+mkfifo "$T/fifo"
+mkdir "$T/pwdir"
+bounded_usage_case "--password-file naming a FIFO with no writer" "a FIFO (named pipe) or pipe" \
+  status --redis "$FENCE_TEST_REDIS_AUTH_URL" --password-file "$T/fifo" x
+bounded_usage_case "--sentinel-password-file naming a FIFO with no writer" "a FIFO (named pipe) or pipe" \
+  run --redis "redis-sentinel://127.0.0.1:1#m" --sentinel-password-file "$T/fifo" x -- touch "$T/fifo-ran"
+check "... and the command never ran" test ! -e "$T/fifo-ran"
+bounded_usage_case "--password-file naming a directory" "a directory" \
+  run --password-file "$T/pwdir" x -- true
+bounded_usage_case "--password-file /dev/null (a device, not an empty password)" "a character device" \
+  token --password-file /dev/null x
+bounded_usage_case "--password-file <(...) (a pipe: refused too)" "a FIFO (named pipe) or pipe" \
+  status --password-file <(printf '%s\n' "$PW") x
+ln -s "$T/pw" "$T/pw-link"
+"$F" status --password-file "$T/pw-link" --redis "$FENCE_TEST_REDIS_AUTH_URL" "$(name)" > /dev/null 2>&1; rc=$?
+check "--password-file through a symlink to a regular file still works" test "$rc" = 0
+
 # ---- a wrong password: 69, and never the secret in the message -------------------------
 printf 'WrongSecretFile91\n' > "$T/badpw"
 "$F" run --redis "$FENCE_TEST_REDIS_AUTH_URL" --password-file "$T/badpw" "$(name)" -- touch "$T/ran1" 2> "$T/e1"; rc1=$?
