@@ -330,6 +330,9 @@ int fence__tr_flush(fence__conn *cn);
  * *reply, 0 none yet (poll cn->fd for *ev, then call again), -1 failed
  * (cn->err set).  Nothing is sent: fence__tr_flush first. */
 int fence__tr_try_reply(fence__conn *cn, void **reply, short *ev);
+/* Write what is queued until done or the socket would block (*ev: the
+ * poll(2) event it waits for, 0 when all went).  0, or -1 (cn->err set). */
+int fence__tr_send_some(fence__conn *cn, short *ev);
 /* fence__tr_append + fence__tr_reply; NULL on failure. */
 void *fence__tr_command(fence__conn *cn, int argc, const char **argv, const size_t *lens);
 /* Wait up to us for a reply (pub/sub): 1 *reply set, 0 none yet, -1 failed. */

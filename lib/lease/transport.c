@@ -22,6 +22,13 @@
 #include <unistd.h>
 
 #define READ_CHUNK 16384
+/* What a reply may hold.  hiredis 0.14 has no limits of its own: one
+ * "*2147483647" allocates 16 GiB of empty slots (per nesting level), and
+ * freeing walks them -- a broken server or proxy held a call for 46 s.
+ * The largest reply the library asks for is CLUSTER SLOTS of a full
+ * cluster (16,384 ranges, a few MB). */
+#define MAX_ELEMENTS 65536
+#define MAX_REPLY_BYTES (64 * 1024 * 1024)
 
 __attribute__((format(printf, 2, 3))) static int fail(fence__conn *cn, const char *fmt, ...)
 {
@@ -37,6 +44,38 @@ int fence__is_failover_error(const char *s)
 {
     return strncmp(s, "READONLY", 8) == 0 || strncmp(s, "LOADING", 7) == 0 ||
            strncmp(s, "MASTERDOWN", 10) == 0;
+}
+
+/* ---- the reader, capped ----------------------------------------------------- */
+
+/* hiredis's own functions, with the array constructor checked first
+ * (copied from the first reader: hiredis does not export them). */
+static redisReplyObjectFunctions capped_fns;
+static void *(*default_array)(const redisReadTask *, int); /* hiredis 0.14: int */
+static pthread_once_t capped_once = PTHREAD_ONCE_INIT;
+
+static void *capped_array(const redisReadTask *task, int elements)
+{
+    return elements > MAX_ELEMENTS ? NULL : default_array(task, elements);
+}
+
+static void capped_init(void)
+{
+    redisReader *r = redisReaderCreate();
+    if (r != NULL) {
+        capped_fns = *r->fn;
+        default_array = capped_fns.createArray;
+        capped_fns.createArray = capped_array;
+        redisReaderFree(r);
+    }
+}
+
+/* A reader whose arrays hold at most MAX_ELEMENTS (a bigger one is a
+ * protocol error); NULL out of memory. */
+static redisReader *reader_new(void)
+{
+    pthread_once(&capped_once, capped_init);
+    return default_array != NULL ? redisReaderCreateWithFunctions(&capped_fns) : NULL;
 }
 
 /* ---- connecting -------------------------------------------------------- */
@@ -136,7 +175,7 @@ fence_status fence__tr_open(const fence__target *t, int64_t connect_ms, int64_t 
         return FENCE_ECONN;
     }
     fence__conn *cn = calloc(1, sizeof *cn);
-    if (cn == NULL || (cn->reader = redisReaderCreate()) == NULL) {
+    if (cn == NULL || (cn->reader = reader_new()) == NULL) {
         free(cn);
         close(fd);
         snprintf(err, errlen, "out of memory");
@@ -288,7 +327,11 @@ static int read_some(fence__conn *cn, short *ev)
     if (r == 0) {
         return fail(cn, "Server closed the connection");
     }
-    if (redisReaderFeed(cn->reader, buf, (size_t)r) != REDIS_OK) {
+    redisReader *rd = cn->reader;
+    if (rd->len - rd->pos + (size_t)r > MAX_REPLY_BYTES) {
+        return fail(cn, "protocol error: a reply over %d MB", MAX_REPLY_BYTES >> 20);
+    }
+    if (redisReaderFeed(rd, buf, (size_t)r) != REDIS_OK) {
         return fail(cn, "protocol error");
     }
     return 1;
@@ -322,7 +365,9 @@ static int parsed(fence__conn *cn, void **reply)
 {
     *reply = NULL;
     if (redisReaderGetReply(cn->reader, reply) != REDIS_OK) {
-        return fail(cn, "protocol error");
+        redisReader *rd = cn->reader;
+        return fail(cn, "protocol error%s%s", rd->errstr[0] ? ": " : "",
+                    rd->err == REDIS_ERR_OOM ? "a reply too large (or out of memory)" : rd->errstr);
     }
     if (*reply == NULL) {
         return 0;
@@ -377,6 +422,20 @@ int fence__tr_try_reply(fence__conn *cn, void **reply, short *ev)
             return rd;
         }
     }
+}
+
+int fence__tr_send_some(fence__conn *cn, short *ev)
+{
+    *ev = 0;
+    if (cn->err) {
+        return -1;
+    }
+    while (cn->olen > 0 && *ev == 0) {
+        if (write_some(cn, ev) != 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 int fence__tr_flush(fence__conn *cn)
