@@ -1,0 +1,250 @@
+/* pipe.c -- many requests in flight on one connection.  A request is the
+ * replies of the commands one caller appended; commands go out as they
+ * come, replies are handed to their requests in the order they were sent.
+ *
+ * The core (fence__pipe_step, _events, _deadline) never blocks: an event
+ * loop drives it (the asynchronous API), or the blocking callers drive it
+ * themselves (fence__pipe_wait): one waiting caller at a time does the
+ * I/O for everyone, the others sleep until their own request finishes or
+ * their own deadline passes.  A caller that gives up leaves its request
+ * behind as a placeholder, so the replies after it still find their
+ * owners; its own reply is freed when it comes.
+ *
+ * Two clocks, kept apart: a caller's deadline is its own business (it
+ * fails that caller only); the connection is given up only when the
+ * server has sent nothing for the head request's allowance (the I/O
+ * timeout, plus WAIT's) -- then every waiting request fails, since a
+ * reply that comes later could no longer be matched to its request. */
+#include "pipe.h"
+#include "../lease_internal.h"
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int fence__pipe_init(fence__pipe *p)
+{
+    memset(p, 0, sizeof *p);
+    return fence__cond_init_monotonic(&p->cond);
+}
+
+void fence__pipe_destroy(fence__pipe *p)
+{
+    fence__pipe_fail_all(p, "the connection was closed", 0);
+    fence__tr_close(&p->cn);
+    pthread_cond_destroy(&p->cond);
+}
+
+fence__req *fence__req_new(int want, int64_t allow_us)
+{
+    if (want < 1 || want > FENCE__REQ_MAX) {
+        return NULL;
+    }
+    fence__req *q = calloc(1, sizeof *q);
+    if (q != NULL) {
+        q->want = want;
+        q->allow_us = allow_us > 0 ? allow_us : 1;
+    }
+    return q;
+}
+
+void fence__req_free(fence__req *q)
+{
+    if (q == NULL) {
+        return;
+    }
+    for (int i = 0; i < q->got; i++) {
+        if (q->reply[i] != NULL) {
+            freeReplyObject(q->reply[i]);
+        }
+    }
+    free(q);
+}
+
+void *fence__req_take(fence__req *q, int i)
+{
+    void *r = i >= 0 && i < q->got ? q->reply[i] : NULL;
+    if (r != NULL) {
+        q->reply[i] = NULL;
+    }
+    return r;
+}
+
+/* q has left the queue, DONE or FAILED: hand it over. */
+static void finish(fence__req *q)
+{
+    if (q->abandoned) {
+        fence__req_free(q);
+    } else if (q->done != NULL) {
+        q->done(q, q->arg);
+    }
+}
+
+int fence__pipe_fail_all(fence__pipe *p, const char *why, int timed_out)
+{
+    int n = 0;
+    fence__req *q = p->head;
+    p->head = p->tail = NULL;
+    /* Replies still on their way could not be matched any more: the
+     * connection is done for. */
+    if (p->cn != NULL && p->cn->err == 0) {
+        p->cn->err = 1;
+        p->cn->timed_out = timed_out;
+        snprintf(p->cn->errstr, sizeof p->cn->errstr, "%s", why);
+    }
+    while (q != NULL) {
+        fence__req *next = q->next;
+        q->state = FENCE__REQ_FAILED;
+        q->timed_out = timed_out;
+        snprintf(q->errstr, sizeof q->errstr, "%s", why);
+        finish(q);
+        q = next;
+        n++;
+    }
+    return n;
+}
+
+void fence__pipe_submit(fence__pipe *p, fence__req *q, int write_now)
+{
+    q->next = NULL;
+    q->state = FENCE__REQ_WAITING;
+    if (p->cn == NULL || p->cn->err) {
+        q->state = FENCE__REQ_FAILED;
+        snprintf(q->errstr, sizeof q->errstr, "%s",
+                 p->cn != NULL ? p->cn->errstr : "not connected");
+        return;
+    }
+    if (p->head == NULL) {
+        p->head = q;
+        p->quiet_since_us = fence__now_us();
+    } else {
+        p->tail->next = q;
+    }
+    p->tail = q;
+    short ev = 0;
+    if (write_now && fence__tr_send_some(p->cn, &ev) != 0) {
+        fence__pipe_fail_all(p, p->cn->errstr, 0);
+    }
+}
+
+/* A reply for the head request; 1 if that finished it. */
+static int deliver(fence__pipe *p, void *r)
+{
+    fence__req *q = p->head;
+    q->reply[q->got++] = r;
+    p->quiet_since_us = fence__now_us();
+    if (q->got < q->want) {
+        return 0;
+    }
+    p->head = q->next;
+    if (p->head == NULL) {
+        p->tail = NULL;
+    }
+    q->next = NULL;
+    q->state = FENCE__REQ_DONE;
+    finish(q);
+    return 1;
+}
+
+int fence__pipe_step(fence__pipe *p)
+{
+    fence__conn *cn = p->cn;
+    if (cn == NULL || p->head == NULL) {
+        return 0;
+    }
+    int finished = 0;
+    short ev = 0;
+    if (cn->err == 0 && cn->olen > 0) {
+        fence__tr_send_some(cn, &ev);
+    }
+    while (cn->err == 0 && p->head != NULL) {
+        void *r = NULL;
+        if (fence__tr_try_reply(cn, &r, &ev) <= 0) {
+            break;
+        }
+        finished += deliver(p, r);
+    }
+    if (cn->err == 0 && p->head == NULL) {
+        /* Nothing waits, yet the server may have said more: a reply no
+         * request asked for is a broken server or proxy. */
+        void *r = NULL;
+        if (fence__tr_try_reply(cn, &r, &ev) > 0) {
+            freeReplyObject(r);
+            snprintf(cn->errstr, sizeof cn->errstr, "a reply nobody asked for");
+            cn->err = 1;
+        }
+    }
+    if (cn->err != 0) {
+        finished += fence__pipe_fail_all(p, cn->errstr, cn->timed_out);
+    } else if (p->head != NULL && fence__now_us() >= fence__pipe_deadline(p)) {
+        finished += fence__pipe_fail_all(p, "Resource temporarily unavailable (timed out)", 1);
+    }
+    return finished;
+}
+
+short fence__pipe_events(const fence__pipe *p)
+{
+    if (p->cn == NULL || p->cn->err || p->head == NULL) {
+        return 0;
+    }
+    /* Reading is always wanted while a request waits (TLS may also need
+     * it to finish a write); writing while bytes are queued. */
+    return (short)(POLLIN | (p->cn->olen > 0 ? POLLOUT : 0));
+}
+
+int64_t fence__pipe_deadline(const fence__pipe *p)
+{
+    return p->head != NULL ? p->quiet_since_us + p->head->allow_us : INT64_MAX;
+}
+
+/* Do the I/O until q finishes or deadline_us passes (lk held on entry and
+ * exit, released while polling).  The connection stays open meanwhile:
+ * it is only closed while nobody drives. */
+static void drive(fence__pipe *p, pthread_mutex_t *lk, fence__req *q, int64_t deadline_us)
+{
+    p->driving = 1;
+    for (;;) {
+        if (fence__pipe_step(p) > 0) {
+            pthread_cond_broadcast(&p->cond);
+        }
+        int64_t now = fence__now_us();
+        if (q->state != FENCE__REQ_WAITING || now >= deadline_us) {
+            break;
+        }
+        int64_t until = fence__pipe_deadline(p);
+        until = until < deadline_us ? until : deadline_us;
+        short ev = fence__pipe_events(p);
+        if (p->cn->olen > 0 && until > now + 50000) {
+            /* Bytes another caller queued while we polled without POLLOUT:
+             * look again soon. */
+            until = now + 50000;
+        }
+        int fd = p->cn->fd;
+        pthread_mutex_unlock(lk);
+        fence__wait_fd(fd, ev, until);
+        pthread_mutex_lock(lk);
+    }
+    p->driving = 0;
+    pthread_cond_broadcast(&p->cond);
+}
+
+int fence__pipe_wait(fence__pipe *p, pthread_mutex_t *lk, fence__req *q, int64_t deadline_us)
+{
+    for (;;) {
+        if (q->state != FENCE__REQ_WAITING) {
+            return 0;
+        }
+        if (fence__now_us() >= deadline_us) {
+            q->abandoned = 1;
+            return -1;
+        }
+        if (!p->driving) {
+            drive(p, lk, q, deadline_us);
+            continue;
+        }
+        struct timespec ts = fence__timespec_ns(deadline_us * 1000);
+        pthread_cond_timedwait(&p->cond, lk, &ts);
+    }
+}
