@@ -4,7 +4,7 @@
 # links $(HIREDIS_LIBS), which therefore carries OpenSSL too.
 SSL_LIBS := $(or $(shell pkg-config --libs openssl 2>/dev/null),-lssl -lcrypto)
 HIREDIS_LIBS += $(SSL_LIBS)
-LEASE_SRC := $(sort $(wildcard lib/lease/*.c))
+LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c))
 LEASE_LUA := $(sort $(wildcard lib/lease/*.lua))
 LEASE_OBJ := $(LEASE_SRC:%.c=$(B)/%.o) $(B)/lib/lease/lua_embed.o $(COMMON_OBJ)
 

@@ -1,4 +1,4 @@
-/* fuzz_url.c -- fence__url_parse (lib/lease/url.c) on any text.
+/* fuzz_url.c -- fence__url_parse (lib/lease/redis/url.c) on any text.
  *
  * Besides "no crash, no leak, no overflow" (ASan, UBSan, LeakSanitizer),
  * it checks what a parsed URL promises: NUL-terminated fields, a port in
