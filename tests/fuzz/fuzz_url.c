@@ -5,7 +5,7 @@
  * 1..65535, a database in 0..1000000, an absolute unix socket path,
  * credentials masked in the display form, and nothing left allocated by
  * a refused URL.  A violation abort()s, which libFuzzer reports. */
-#include "lease_internal.h"
+#include "redis/redis.h"
 
 #include <stdint.h>
 #include <stdio.h>
