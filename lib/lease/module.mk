@@ -15,7 +15,7 @@ HEADERS     += lib/lease/fence.h
 
 $(B)/lib/lease/%.o: MOD_CFLAGS += -Ilib/lease
 $(eval $(call embed_rule,$(B)/lib/lease/lua_embed.c,fence__lua_,$(LEASE_LUA)))
-$(B)/lib/lease/scripts.o: $(B)/lib/lease/lua_embed.c
+$(B)/lib/lease/client.o: $(B)/lib/lease/lua_embed.c
 
 $(LIBFENCE): $(LEASE_OBJ)
 $(B)/libfence.so: $(LEASE_OBJ)

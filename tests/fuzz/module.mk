@@ -24,7 +24,7 @@ SQLITE_LIBS = $(or $(shell pkg-config --libs sqlite3 2>/dev/null),-lsqlite3)
 # What each target links besides its own object: single objects where
 # that is all it needs, a library's archive where the parser lives in it.
 COMMON_OBJ := $(patsubst %.c,$(FUZZ_OBJ)/%.o,$(sort $(wildcard lib/common/*.c)))
-fuzz_url_NEEDS         := $(FUZZ_OBJ)/lib/lease/url.o $(COMMON_OBJ)
+fuzz_url_NEEDS         := $(FUZZ_OBJ)/lib/lease/redis/url.o $(COMMON_OBJ)
 fuzz_duration_NEEDS    := $(FUZZ_OBJ)/cli/args.o $(COMMON_OBJ)
 fuzz_token_NEEDS       := $(COMMON_OBJ)
 fuzz_pg_detail_NEEDS   := $(FUZZ_OBJ)/libfence_pg.a
