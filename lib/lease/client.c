@@ -207,17 +207,20 @@ static fence_status setup(fence_client *c, const fence_client_options *o)
 static fence_status connect_cmd(fence_client *c)
 {
     pthread_mutex_lock(&c->rd.cmd_lock);
-    fence_status st = fence__conn_open(&c->rd, &c->rd.cmd, 0);
-    c->rd.cmd_ever = st == FENCE_OK;
+    /* Nobody else uses the line yet: the setup goes directly. */
+    fence__conn **cn = &c->rd.cmd.p.cn;
+    fence_status st = fence__conn_open(&c->rd, cn, 0);
+    c->rd.cmd.ever = st == FENCE_OK;
+    c->rd.cmd.gen += st == FENCE_OK;
     if (st == FENCE_OK) {
         /* CLUSTER SLOTS rides along: a cluster is detected at no cost
          * (a Sentinel-managed master is never one). */
         void *slots = NULL;
-        fence__scripts_load(&c->rd, c->rd.cmd, c->rd.url.sentinel ? NULL : &slots);
-        if (c->rd.cmd->err) {
+        fence__scripts_load(&c->rd, *cn, c->rd.url.sentinel ? NULL : &slots);
+        if ((*cn)->err) {
             st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->rd.url.display,
-                             c->rd.cmd->errstr);
-            fence__conn_drop(&c->rd.cmd);
+                             (*cn)->errstr);
+            fence__conn_drop(cn);
         } else {
             st = fence__cluster_init(&c->rd, slots,
                                      c->rd.url.is_unix ? "127.0.0.1" : c->rd.url.host);
@@ -261,7 +264,13 @@ fence_status fence_client_open(fence_client **out, const fence_client_options *o
     }
     fence__cond_init_monotonic(&c->cond);
     pthread_mutex_init(&c->lock, NULL);
-    fence__rd_init(&c->rd);
+    if (fence__rd_init(&c->rd) != 0) {
+        pthread_mutex_destroy(&c->rd.cmd_lock);
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->cond);
+        free(c);
+        return fence__fail(NULL, FENCE_ENOMEM, "out of memory (a condition variable)");
+    }
     c->rd.errkey = c;
     set_scripts(&c->rd);
     c->rd.first_use = check_server;
@@ -318,8 +327,10 @@ void fence_client_close(fence_client *c)
              * ambiguous answer): do not pay a timeout per lease; the rest
              * expire by their TTL. */
             pthread_mutex_lock(&c->rd.cmd_lock);
-            /* In a cluster, the call's own bound already gave up. */
-            int down = c->rd.cl != NULL || c->rd.cmd == NULL || c->rd.cmd->err != 0;
+            /* In a cluster, the call's own bound already gave up.  A
+             * request still queued is one the server has not answered. */
+            const fence__pipe *p = &c->rd.cmd.p;
+            int down = c->rd.cl != NULL || p->cn == NULL || p->cn->err != 0 || p->head != NULL;
             pthread_mutex_unlock(&c->rd.cmd_lock);
             pthread_mutex_lock(&c->lock);
             c->offline = down || st == FENCE_EAUTH;

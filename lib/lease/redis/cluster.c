@@ -125,6 +125,19 @@ fence_status fence__cluster_init(fence__redis *rs, const void *reply, const char
     }
     pthread_mutex_init(&cl->lock, NULL);
     pthread_mutex_init(&cl->refresh_lock, NULL);
+    /* Every slot's line is made now: nodes are added under cl->lock while
+     * callers may be using the lines of others. */
+    for (int i = 0; i < FENCE__CL_MAX_NODES; i++) {
+        if (fence__pipe_init(&cl->nodes[i].cmd.p) != 0) {
+            for (int j = 0; j < i; j++) {
+                fence__pipe_destroy(&cl->nodes[j].cmd.p);
+            }
+            pthread_mutex_destroy(&cl->lock);
+            pthread_mutex_destroy(&cl->refresh_lock);
+            free(cl);
+            return fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
+        }
+    }
     apply_slots_locked(cl, r, seed_host);
     rs->cl = cl;
     return FENCE_OK;
@@ -136,8 +149,8 @@ void fence__cluster_free(fence__redis *rs)
     if (cl == NULL) {
         return;
     }
-    for (int i = 0; i < cl->nnodes; i++) {
-        fence__conn_drop(&cl->nodes[i].cmd);
+    for (int i = 0; i < FENCE__CL_MAX_NODES; i++) {
+        fence__pipe_destroy(&cl->nodes[i].cmd.p);
         fence__conn_drop(&cl->nodes[i].hb);
     }
     pthread_mutex_destroy(&cl->lock);

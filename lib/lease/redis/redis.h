@@ -126,6 +126,49 @@ void fence__url_free(fence__url *u);
 /* Overwrite a secret string with zeros, then free it (NULL: no-op). */
 void fence__wipe_free(char *s);
 
+/* ---- requests and the lines they go on (pipe.c, eval.c) ------------------ */
+/* One caller's share of a connection: the replies of `want` consecutive
+ * commands it appended.  Heap-allocated (fence__req_new): a caller that
+ * gives up leaves it to the pipe, which frees it once its replies came. */
+#define FENCE__REQ_MAX 6
+enum { FENCE__REQ_WAITING, FENCE__REQ_DONE, FENCE__REQ_FAILED };
+typedef struct fence__req fence__req;
+struct fence__req {
+    int want, got;
+    void *reply[FENCE__REQ_MAX]; /* redisReply *, in order (owned by the request) */
+    int state;
+    int timed_out;     /* FAILED because the connection went quiet too long */
+    char errstr[256];  /* FAILED: why (no secrets) */
+    int64_t allow_us;  /* how long its replies may take the server (I/O timeout, plus WAIT's) */
+    int abandoned;     /* its caller left: free it when it finishes */
+    void (*done)(fence__req *q, void *arg); /* event-loop use: called once it finishes */
+    void *arg;
+    fence__req *next;
+};
+
+/* A connection and the requests waiting on it, in order.  A connection is
+ * used either this way or directly (fence__tr_reply), never both at once:
+ * setup commands (AUTH, SELECT, SCRIPT LOAD) go first, directly. */
+typedef struct fence__pipe {
+    struct fence__conn *cn; /* NULL: not connected */
+    fence__req *head, *tail;
+    int64_t quiet_since_us; /* the last reply, or when the queue became non-empty */
+    int driving;            /* a blocking caller is doing the I/O */
+    pthread_cond_t cond;    /* a request finished, or the driver left */
+} fence__pipe;
+
+/* A command line: one connection that any number of threads share through
+ * its request queue (all under cmd_lock, which is held only to queue, to
+ * hand out replies, and to look at these fields).  The client's own, and
+ * one per cluster node. */
+typedef struct fence__line {
+    fence__pipe p; /* p.cn: the connection, NULL when there is none */
+    int ever;      /* it had connected before: a new connection is a reconnect */
+    int checked;   /* the server of this connection passed first_use */
+    unsigned gen;  /* counts its connections: a check passed on an older one counts for nothing */
+    int opening;   /* a caller is connecting it (without cmd_lock): the others wait on p.cond */
+} fence__line;
+
 /* ---- the handle ------------------------------------------------------------ */
 #define FENCE__RD_MAX_SCRIPTS 8
 #define FENCE__SLOTS 16384
@@ -157,11 +200,9 @@ typedef struct fence__redis {
     fence_status (*first_use)(void *arg, const fence_server_info *si);
     void *first_use_arg;
 
-    /* The command connection, used by calling threads. */
+    /* The command line, shared by the calling threads. */
     pthread_mutex_t cmd_lock;
-    fence__conn *cmd;
-    int cmd_ever;    /* it had connected before: a new connection is a reconnect */
-    int cmd_checked; /* the server of this connection passed first_use */
+    fence__line cmd;
     struct fence__cluster *cl; /* NULL: one server (standalone, Sentinel) */
 
     atomic_uint_fast64_t reconnects; /* connections re-established (a metric) */
@@ -177,8 +218,7 @@ typedef struct fence__redis {
 typedef struct fence__node {
     char host[256];
     int port;
-    fence__conn *cmd; /* cmd_lock */
-    int cmd_ever, cmd_checked;
+    fence__line cmd;  /* cmd_lock */
     fence__conn *hb;  /* the second caller's lock */
     int hb_ever;
 } fence__node;
@@ -261,36 +301,6 @@ int fence__is_failover_error(const char *s);
 /* ==== level 2 ============================================================ */
 
 /* ---- pipe.c: many requests in flight on one connection ---------------- */
-/* One caller's share of a connection: the replies of `want` consecutive
- * commands it appended.  Heap-allocated (fence__req_new): a caller that
- * gives up leaves it to the pipe, which frees it once its replies came. */
-#define FENCE__REQ_MAX 6
-enum { FENCE__REQ_WAITING, FENCE__REQ_DONE, FENCE__REQ_FAILED };
-typedef struct fence__req fence__req;
-struct fence__req {
-    int want, got;
-    void *reply[FENCE__REQ_MAX]; /* redisReply *, in order (owned by the request) */
-    int state;
-    int timed_out;     /* FAILED because the connection went quiet too long */
-    char errstr[256];  /* FAILED: why (no secrets) */
-    int64_t allow_us;  /* how long its replies may take the server (I/O timeout, plus WAIT's) */
-    int abandoned;     /* its caller left: free it when it finishes */
-    void (*done)(fence__req *q, void *arg); /* event-loop use: called once it finishes */
-    void *arg;
-    fence__req *next;
-};
-
-/* A connection and the requests waiting on it, in order.  A connection is
- * used either this way or directly (fence__tr_reply), never both at once:
- * setup commands (AUTH, SELECT, SCRIPT LOAD) go first, directly. */
-typedef struct fence__pipe {
-    struct fence__conn *cn; /* NULL: not connected */
-    fence__req *head, *tail;
-    int64_t quiet_since_us; /* the last reply, or when the queue became non-empty */
-    int driving;            /* a blocking caller is doing the I/O */
-    pthread_cond_t cond;    /* a request finished, or the driver left */
-} fence__pipe;
-
 /* 0, or -1 (the condition variable could not be made). */
 int fence__pipe_init(fence__pipe *p);
 /* Fail every request, close the connection (nobody may be driving). */
@@ -382,10 +392,13 @@ int fence__scripts_preload(const fence__redis *rs, fence__conn *rc);
 /* ==== level 4 ============================================================ */
 
 /* ---- srvinfo.c ------------------------------------------------------- */
-/* INFO memory, INFO persistence and CONFIG GET save in one round trip on
- * rc.  FENCE_ECONN on an I/O error, with a message (the caller drops rc);
- * a refused command leaves its fields unknown. */
-fence_status fence__srv_read(const fence__redis *rs, fence__conn *rc, fence_server_info *out);
+/* What a server says of itself, asked in one round trip: append INFO
+ * memory, INFO persistence and CONFIG GET save to rc, then fill *out from
+ * their three replies (a refused command, or a NULL reply, leaves its
+ * fields unknown). */
+#define FENCE__SRV_NREPLIES 3
+void fence__srv_append(fence__conn *rc);
+void fence__srv_fill(fence_server_info *out, void *const *replies);
 
 /* ---- cluster.c: hash slots ---------------------------------------------- */
 /* CRC16/XMODEM of buf (crc16("123456789") == 0x31C3). */
@@ -430,8 +443,9 @@ fence_status fence__cluster_ensure(fence__redis *rs, int node, fence__conn **rc,
 /* ==== level 5 ============================================================ */
 
 /* ---- eval.c: the handle ------------------------------------------------------ */
-/* Initialise rs's locks and counters (the rest: zero or the owner's). */
-void fence__rd_init(fence__redis *rs);
+/* Initialise rs's locks, its line and counters (the rest: zero or the
+ * owner's).  0, or -1 (a condition variable could not be made). */
+int fence__rd_init(fence__redis *rs);
 /* Close every connection, free the cluster table and the URL, destroy the
  * locks. */
 void fence__rd_close(fence__redis *rs);
@@ -444,21 +458,15 @@ typedef struct fence__eval_opts {
     int64_t replica_timeout_ms;
     long long acked;            /* out: WAIT's answer (-1 unknown) */
 } fence__eval_opts;
-/* Run script (an index into rs's table) on *rc: EVALSHA, falling back to
- * EVAL on NOSCRIPT.  On an I/O error the connection is dropped.  *reply
- * is the reply (owned by the caller: freeReplyObject) on FENCE_OK; an
- * error reply is FENCE_EPROTO.  io (optional): WAIT pipelined behind the
- * script. */
-/* Cluster: asking sends ASKING first; with rd, a MOVED / ASK / TRYAGAIN /
- * CLUSTERDOWN reply fills *rd and returns FENCE_ECONN (the script did not
- * run). */
-fence_status fence__eval(fence__redis *rs, fence__conn **rc, int script, int nkeys, int nargs,
-                         const char **args, int *timed_out, fence__eval_opts *io, int asking,
-                         fence__redirect *rd, void **reply);
-/* Run a script on the command connection with one retry after a
- * reconnect when a connection that had been idle failed.  Takes cmd_lock.
- * bound_ms > 0 caps each attempt's connect and I/O time below rs's
- * timeouts.  *retried (optional) tells whether the retry happened.  io
+/* Run a script (an index into rs's table) on the command line: EVALSHA,
+ * falling back to EVAL on NOSCRIPT, queued behind the other callers'
+ * requests (any number of threads at once), with one retry on a new
+ * connection when one that had been idle failed.  *reply is the reply
+ * (owned by the caller: freeReplyObject) on FENCE_OK; an error reply is
+ * FENCE_EPROTO, a cluster redirection is followed.  bound_ms > 0 caps each
+ * attempt's connect and reply time below rs's timeouts; a caller whose
+ * time runs out gets FENCE_ECONN ("timed out") and leaves the connection
+ * to the others.  *retried (optional) tells whether the retry happened.  io
  * (optional): the first_use check and the WAIT. */
 fence_status fence__eval_cmd(fence__redis *rs, int script, int nkeys, int nargs,
                              const char **args, int64_t bound_ms, int *retried,

@@ -77,30 +77,16 @@ static void fill(fence_server_info *out, redisReply *mem, redisReply *per, redis
     out->persistence = persistence_of(aof, rdb_from(save));
 }
 
-fence_status fence__srv_read(const fence__redis *rs, fence__conn *rc, fence_server_info *out)
+void fence__srv_append(fence__conn *rc)
 {
-    memset(out, 0, sizeof *out);
-    out->persistence = FENCE_PERSIST_UNKNOWN;
     fence__tr_appendf(rc, "INFO memory");
     fence__tr_appendf(rc, "INFO persistence");
     fence__tr_appendf(rc, "CONFIG GET save");
-    redisReply *r[3] = {NULL, NULL, NULL};
-    fence_status st = FENCE_OK;
-    for (int i = 0; i < 3; i++) {
-        if (fence__tr_reply(rc, (void **)&r[i]) != 0) {
-            r[i] = NULL;
-            st = fence__rd_fail(rs, FENCE_ECONN, "%s: connection failed: %s", rs->url.display,
-                                rc->errstr);
-            break;
-        }
-    }
-    if (st == FENCE_OK) {
-        fill(out, r[0], r[1], r[2]);
-    }
-    for (int i = 0; i < 3; i++) {
-        if (r[i] != NULL) {
-            freeReplyObject(r[i]);
-        }
-    }
-    return st;
+}
+
+void fence__srv_fill(fence_server_info *out, void *const *replies)
+{
+    memset(out, 0, sizeof *out);
+    out->persistence = FENCE_PERSIST_UNKNOWN;
+    fill(out, replies[0], replies[1], replies[2]);
 }
