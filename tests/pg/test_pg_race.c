@@ -274,9 +274,9 @@ END_TEST
  * the holder's call); the holder calls advance(held) in a transaction
  * (held == mark: only the lock, the hot path); the waiter offers offered
  * and must block, the committed mark still mark; the holder commits or
- * rolls back; the waiter's call then returns want, or is refused with
- * state (23Q01: stale against the holder's committed held, a repeat or
- * older).  A waiter in a transaction then holds the lock when it was
+ * rolls back; the waiter's call then is admitted (returns offered), or is
+ * refused with state (23Q01: stale against the holder's committed held, a
+ * repeat or older).  A waiter in a transaction then holds the lock when it was
  * admitted (and commits), else rolls back.  The mark ends as final. */
 static const struct {
     const char *name;
@@ -287,33 +287,30 @@ static const struct {
     const char *iso;   /* the waiter's transaction (NULL: autocommit) */
     bool hb;           /* the waiter calls as HB (in its transaction) */
     long long offered; /* the waiter's token */
-    long long want;    /* what the waiter's call returns (state NULL) */
-    const char *state; /* else the SQLSTATE refusing it */
+    const char *state; /* the SQLSTATE refusing it (NULL: admitted) */
     bool repeat;       /* a 23Q01 refusal's reason is repeat (else older) */
     long long final;   /* the committed mark in the end */
 } waiters[] = {
     /* READ COMMITTED: a higher token waits for a holder of the lock ... */
-    {"rc_higher_behind_equal", 5, 5, false, true, NULL, false, 6, 6, NULL, false, 6},
-    {"rc_higher_behind_higher", 6, 7, false, true, NULL, false, 8, 8, NULL, false, 8},
+    {"rc_higher_behind_equal", 5, 5, false, true, NULL, false, 6, NULL, false, 6},
+    {"rc_higher_behind_higher", 6, 7, false, true, NULL, false, 8, NULL, false, 8},
     /* ... and is judged against what the holder committed: the equal
      * token, the old mark, the same token for another holder (a repeat) */
-    {"rc_equal_refused_after_raise", 5, 6, false, true, NULL, false, 5, 0, "23Q01", false, 6},
-    {"rc_old_mark_refused_after_raise", 6, 7, false, true, NULL, false, 6, 0, "23Q01", false, 7},
-    {"rc_other_holder_refused_as_repeat", 7, 11, true, true, "READ COMMITTED", true, 11, 0,
-     "23Q01", true, 11},
+    {"rc_equal_refused_after_raise", 5, 6, false, true, NULL, false, 5, "23Q01", false, 6},
+    {"rc_old_mark_refused_after_raise", 6, 7, false, true, NULL, false, 6, "23Q01", false, 7},
+    {"rc_other_holder_refused_as_repeat", 7, 11, true, true, "READ COMMITTED", true, 11, "23Q01",
+     true, 11},
     /* ... or against the mark the holder rolled back to: the equal token
      * is admitted, the mark stays; a higher one (below the holder's)
      * raises it. */
-    {"rc_equal_admitted_after_rollback", 7, 8, false, false, NULL, false, 7, 7, NULL, false, 7},
-    {"rc_higher_admitted_after_rollback", 7, 10, false, false, NULL, false, 9, 9, NULL, false,
-     9},
+    {"rc_equal_admitted_after_rollback", 7, 8, false, false, NULL, false, 7, NULL, false, 7},
+    {"rc_higher_admitted_after_rollback", 7, 10, false, false, NULL, false, 9, NULL, false, 9},
     /* REPEATABLE READ: a commit of a raise is a serialization failure, a
      * rollback (or a commit of a mere lock, the hot path) is not. */
-    {"rr_refused_after_raise", 5, 6, false, true, "REPEATABLE READ", false, 6, 0, "40001", false,
-     6},
-    {"rr_admitted_after_rollback", 6, 7, false, false, "REPEATABLE READ", false, 7, 7, NULL,
-     false, 7},
-    {"rr_admitted_after_lock_only", 7, 7, false, true, "REPEATABLE READ", false, 7, 7, NULL, false,
+    {"rr_refused_after_raise", 5, 6, false, true, "REPEATABLE READ", false, 6, "40001", false, 6},
+    {"rr_admitted_after_rollback", 6, 7, false, false, "REPEATABLE READ", false, 7, NULL, false,
+     7},
+    {"rr_admitted_after_lock_only", 7, 7, false, true, "REPEATABLE READ", false, 7, NULL, false,
      7},
 };
 
@@ -364,7 +361,7 @@ START_TEST(waiter_judges_the_holders_outcome)
     ok(holder, waiters[_i].commit ? "COMMIT" : "ROLLBACK");
     o = collect(waiter, what);
     if (waiters[_i].state == NULL) {
-        expect_ok(&o, waiters[_i].want, what);
+        expect_ok(&o, waiters[_i].offered, what);
     } else if (strcmp(waiters[_i].state, "23Q01") == 0) {
         expect_stale(&o, waiters[_i].offered, waiters[_i].held, waiters[_i].repeat, what);
     } else {
@@ -422,7 +419,7 @@ START_TEST(rc_released_waiter_keeps_the_lock)
 }
 END_TEST
 /* ------------------------------------------------------------------ */
-/* 4. REPEATABLE READ / SERIALIZABLE                                     */
+/* 3. REPEATABLE READ / SERIALIZABLE                                     */
 /* ------------------------------------------------------------------ */
 
 /* A: a transaction at iso with its snapshot taken; then B (autocommit)
@@ -484,7 +481,7 @@ START_TEST(repeatable_read_and_serializable)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 5. One transaction                                                    */
+/* 4. One transaction                                                    */
 /* ------------------------------------------------------------------ */
 
 START_TEST(same_transaction)
@@ -562,7 +559,7 @@ START_TEST(same_transaction)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 6. Creators of a new resource                                         */
+/* 5. Creators of a new resource                                         */
 /* ------------------------------------------------------------------ */
 
 /* A creates resource with token first (and holder ha, NULL none), B then
@@ -769,7 +766,7 @@ START_TEST(stress_commit_order)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 7. What a backend prepared for fence.marks, against DDL on it        */
+/* 6. What a backend prepared for fence.marks, against DDL on it        */
 /* ------------------------------------------------------------------ */
 
 /* On a: tok is admitted (twice), tok + 1 raises, tok refused after it. */
@@ -926,7 +923,7 @@ START_TEST(caches_survive_invalidation_in_open_transaction)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 8. Invalidations taken in during a call, odd tables                  */
+/* 7. Invalidations taken in during a call, odd tables                  */
 /* ------------------------------------------------------------------ */
 
 /* A side database of this run (<g_db>_<suffix>, name to d) with fence.sql
