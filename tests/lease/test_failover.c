@@ -149,9 +149,11 @@ START_TEST(repromoted_master_jumps)
     char buf[64];
     snprintf(buf, sizeof buf, "REPLICAOF 127.0.0.1 %d", s.replica);
     lu_cmd_ok(a, buf);
-    /* Wait until the old master has loaded the other server's data. */
+    /* Wait until the old master has loaded the other server's data (up
+     * to 15 s: a full sync under a sanitizer on a loaded machine is slow;
+     * once seen 5 s was not enough). */
     char *n = NULL;
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 600; i++) {
         free(n);
         n = lu_counter(a, "fence:{job}:token");
         if (n != NULL && strtoull(n, NULL, 10) == t1) {
