@@ -67,7 +67,6 @@ BENCH_BINS  :=
 EXAMPLE_BINS :=
 FUZZ_BINS   :=
 EXTENSIONS  :=   # loadable modules (the SQLite extension), installed in $(LIBDIR)/fence
-LATE_RULES  :=   # names of rule texts a fragment defers (see after the includes)
 PG_EXTENSIONS :=  # the PostgreSQL extension (lib/pgext), installed where pg_config says
 
 # Names more than one fragment uses are set here, before any fragment is
@@ -152,11 +151,8 @@ endef
 
 # Every module; a missing one is an error, not a silent skip.
 MODULES := lib/lease lib/pg lib/pgext lib/sqlite lib/gate cli examples \
-           tests tests/lease tests/pg tests/sqlite tests/gate tests/net
+           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench
 include $(MODULES:%=%/module.mk)
-# Rules a fragment defers until every fragment has been read, because
-# lines at its end may still append to the lists they read (tests/pg).
-$(foreach r,$(LATE_RULES),$(eval $(value $(r))))
 
 all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS) $(PG_EXTENSIONS)
 examples: $(EXAMPLE_BINS)

@@ -37,35 +37,3 @@ $(B)/tests/lease/skewclient: $(B)/tests/lease/skewclient.o $(LIBFENCE)
 # suites for the multi-process cases (kill -9, cross-process exclusion).
 $(B)/tests/lease/holder: $(B)/tests/lease/holder.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
-
-
-# Benchmark (make bench, never make test).
-BENCH_BINS += $(B)/tests/bench/bench_lease
-$(B)/tests/bench/bench_lease.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) -lm
-
-# Issue 20: what one fenced acquire+release costs the Redis server
-# (redis_usec_per_cycle_vs_floor_ratio, goal <= 1.5), where that time goes,
-# 8 threads on one client vs 1, and (node + npm present) ioredis beside it.
-BENCH_BINS += $(B)/tests/bench/bench_redis_cost
-$(B)/tests/bench/bench_redis_cost.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_redis_cost: $(B)/tests/bench/bench_redis_cost.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
-
-# Issue 9: acquire_release_tls_vs_plain_ratio (goal <= 1.3), a program of its
-# own (it starts a TLS Redis through scripts/redis-set): run it with
-#   scripts/with-servers -- $(B)/tests/bench/bench_tls
-BENCH_BINS += $(B)/tests/bench/bench_tls
-$(B)/tests/bench/bench_tls.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_tls: $(B)/tests/bench/bench_tls.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
-
-# Issue 9: renew_10k_cluster_round_trips_per_node (goal 1) and
-# renew_10k_cluster_pass_ms, a program of its own (it starts a Redis Cluster
-# through scripts/redis-set): run it with
-#   scripts/with-servers -- $(B)/tests/bench/bench_cluster
-BENCH_BINS += $(B)/tests/bench/bench_cluster
-$(B)/tests/bench/bench_cluster.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_cluster: $(B)/tests/bench/bench_cluster.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
