@@ -35,6 +35,11 @@ SANITIZER ?=
 ifeq ($(SANITIZER),)
 B := build
 SAN_FLAGS :=
+else ifeq ($(SANITIZER),fuzz)
+# make fuzz's build (scripts/run-fuzz, with CC=clang): libFuzzer's coverage
+# on every object, with ASan and UBSan; tests/fuzz/module.mk links the targets.
+B := build/fuzz
+SAN_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
 B := build/$(SANITIZER)
 SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -65,7 +70,7 @@ BINS        :=
 TEST_BINS   :=
 BENCH_BINS  :=
 EXAMPLE_BINS :=
-FUZZ_BINS   :=
+FUZZ_BINS   :=   # the libFuzzer targets, built only with SANITIZER=fuzz (make fuzz)
 EXTENSIONS  :=   # loadable modules (the SQLite extension), installed in $(LIBDIR)/fence
 PG_EXTENSIONS :=  # the PostgreSQL extension (lib/pgext), installed where pg_config says
 
@@ -151,7 +156,7 @@ endef
 
 # Every module; a missing one is an error, not a silent skip.
 MODULES := lib/lease lib/pg lib/pgext lib/sqlite lib/gate cli examples \
-           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench
+           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench tests/fuzz
 include $(MODULES:%=%/module.mk)
 
 all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS) $(PG_EXTENSIONS)
@@ -195,9 +200,9 @@ bench:
 	@FENCE_PGEXT_DIR=$(B)/lib/pgext scripts/run-bench $(B)
 
 # make fuzz: the libFuzzer targets (tests/fuzz), built with clang in
-# build/fuzz (never mixed with the gcc objects), each run for FUZZ_SECONDS
-# seconds on a copy of its seed corpus; a crashing input is kept in
-# build/fuzz/crashes/.  Not part of make test (CI runs it before).
+# build/fuzz (SANITIZER=fuzz: never mixed with the gcc objects), each run
+# for FUZZ_SECONDS seconds on a copy of its seed corpus; a crashing input
+# is kept in build/fuzz/crashes/.  Not part of make test (CI runs it before).
 fuzz:
 	@scripts/install-deps --if-missing
 	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),10) scripts/run-fuzz
