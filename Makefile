@@ -32,17 +32,17 @@ DESTDIR    ?=
 CC         ?= cc
 
 SANITIZER ?=
+# SANITIZER=fuzz is make fuzz's build (scripts/run-fuzz, with CC=clang):
+# libFuzzer's coverage on every object, with ASan and UBSan, in build/fuzz;
+# tests/fuzz/module.mk links the targets.
+comma := ,
+SAN_CHECKS := $(if $(filter fuzz,$(SANITIZER)),fuzzer-no-link$(comma)address$(comma)undefined,$(SANITIZER))
 ifeq ($(SANITIZER),)
 B := build
 SAN_FLAGS :=
-else ifeq ($(SANITIZER),fuzz)
-# make fuzz's build (scripts/run-fuzz, with CC=clang): libFuzzer's coverage
-# on every object, with ASan and UBSan; tests/fuzz/module.mk links the targets.
-B := build/fuzz
-SAN_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
 B := build/$(SANITIZER)
-SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_FLAGS := -fsanitize=$(SAN_CHECKS) -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
