@@ -200,9 +200,9 @@ bench:
 	@FENCE_PGEXT_DIR=$(B)/lib/pgext scripts/run-bench $(B)
 
 # make fuzz: the libFuzzer targets (tests/fuzz), built with clang in
-# build/fuzz (SANITIZER=fuzz: never mixed with the gcc objects), each run
-# for FUZZ_SECONDS seconds on a copy of its seed corpus; a crashing input
-# is kept in build/fuzz/crashes/.  Not part of make test (CI runs it before).
+# build/fuzz (never mixed with the gcc objects), each run for FUZZ_SECONDS
+# seconds on a copy of its seed corpus; a crashing input is kept in
+# build/fuzz/crashes/.  Not part of make test (CI runs it before).
 fuzz:
 	@scripts/install-deps --if-missing
 	@FUZZ_SECONDS=$(or $(FUZZ_SECONDS),10) scripts/run-fuzz
