@@ -4,7 +4,7 @@
 #   make test                the whole test suite against real servers (installs deps if missing)
 #   make check SANITIZER=address|undefined|thread   the same suite under a sanitizer
 #   make valgrind            the core suites under valgrind memcheck
-#   make bench               the benchmarks (never part of make test)
+#   make bench               the benchmarks (never part of make test); writes docs/benchmarks.md
 #   make demo                the paused-holder race, shown and defeated
 #   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR,
 #                            PKGCONFIGDIR, MANDIR, BASHCOMPDIR (given at install time:
@@ -197,7 +197,8 @@ valgrind:
 bench:
 	@scripts/install-deps --if-missing
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
-	@FENCE_PGEXT_DIR=$(B)/lib/pgext scripts/run-bench $(B)
+	@start=$$(date +%s); FENCE_PGEXT_DIR=$(B)/lib/pgext scripts/run-bench $(B); rc=$$?; \
+	  scripts/bench-report $(B) $$rc $$start && exit $$rc
 
 # make fuzz: the libFuzzer targets (tests/fuzz), built with clang in
 # build/fuzz (never mixed with the gcc objects), each run for FUZZ_SECONDS
@@ -315,7 +316,7 @@ help:
 	@echo 'make test         every test suite against throwaway Redis and PostgreSQL (installs deps if missing)'
 	@echo 'make check SANITIZER=address|undefined|thread   the same suites under a sanitizer'
 	@echo 'make valgrind     the core suites under valgrind memcheck'
-	@echo 'make bench        the benchmarks (never part of make test)'
+	@echo 'make bench        the benchmarks (never part of make test); writes docs/benchmarks.md'
 	@echo 'make demo         the paused-holder race, shown and defeated'
 	@echo 'make fuzz         the libFuzzer targets, FUZZ_SECONDS each (clang, build/fuzz)'
 	@echo 'make torture      a bounded fault run, TORTURE_SECONDS long (150)'

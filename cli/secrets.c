@@ -74,7 +74,7 @@ static char *keep(char *s)
 /* Where the userinfo ("user:password" or "password") of a URL is: *start
  * and *len (the bytes before the '@'), and the password's part of it.
  * 0 when url has none.  The authority ends at the first '/', '?' or '#'
- * after "://", as lib/lease/url.c reads it; the last '@' in it ends the
+ * after "://", as lib/lease/redis/url.c reads it; the last '@' in it ends the
  * userinfo. */
 static int userinfo(const char *url, size_t *start, size_t *len, size_t *pw_start)
 {

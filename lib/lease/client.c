@@ -1,5 +1,8 @@
 /* client.c -- opening and closing a client (the top of the layering in
- * lease_internal.h: nothing in the library calls it). */
+ * lease_internal.h: nothing in the library calls it): the engine's handle
+ * it embeds, the scripts it gives the engine (lib/lease/ .lua files, embedded at
+ * build time), and the lease layer's check of a server before the first
+ * token on a connection. */
 #include "lease_internal.h"
 
 #include <hiredis/hiredis.h>
@@ -17,6 +20,62 @@ void fence_client_options_init(fence_client_options *o)
     if (o != NULL) {
         memset(o, 0, sizeof *o);
     }
+}
+
+extern const char fence__lua_acquire[], fence__lua_renew[], fence__lua_renew_batch[],
+    fence__lua_release[], fence__lua_token_raise[], fence__lua_inspect[];
+extern const size_t fence__lua_acquire_len, fence__lua_renew_len, fence__lua_renew_batch_len,
+    fence__lua_release_len, fence__lua_token_raise_len, fence__lua_inspect_len;
+
+/* The engine knows the scripts by index (enum fence__script). */
+static void set_scripts(fence__redis *rd)
+{
+    const char *body[FENCE__NSCRIPTS] = {
+        [FENCE__ACQUIRE] = fence__lua_acquire,
+        [FENCE__RENEW] = fence__lua_renew,
+        [FENCE__RENEW_BATCH] = fence__lua_renew_batch,
+        [FENCE__RELEASE] = fence__lua_release,
+        [FENCE__TOKEN_RAISE] = fence__lua_token_raise,
+        [FENCE__INSPECT] = fence__lua_inspect,
+    };
+    size_t len[FENCE__NSCRIPTS] = {
+        [FENCE__ACQUIRE] = fence__lua_acquire_len,
+        [FENCE__RENEW] = fence__lua_renew_len,
+        [FENCE__RENEW_BATCH] = fence__lua_renew_batch_len,
+        [FENCE__RELEASE] = fence__lua_release_len,
+        [FENCE__TOKEN_RAISE] = fence__lua_token_raise_len,
+        [FENCE__INSPECT] = fence__lua_inspect_len,
+    };
+    rd->nscripts = FENCE__NSCRIPTS;
+    for (int s = 0; s < FENCE__NSCRIPTS; s++) {
+        rd->script[s] = body[s];
+        rd->script_len[s] = len[s];
+    }
+}
+
+/* The engine's first_use hook: before the first token on a connection,
+ * record the persistence gauge and refuse a server that can evict the
+ * counters (FENCE_ECONFIG, a message naming the policy) unless the client
+ * allows eviction. */
+static fence_status check_server(void *arg, const fence_server_info *si)
+{
+    fence_client *c = arg;
+    atomic_store(&c->m.persistence, fence__persistence_gauge(si->persistence));
+    if (c->allow_eviction) {
+        return FENCE_OK;
+    }
+    if (si->maxmemory_policy[0] == '\0') {
+        return fence__fail(c, FENCE_ECONFIG, "%s: cannot read maxmemory_policy (INFO memory "
+                           "refused?): an allkeys-* policy could evict token counters; set "
+                           "allow_eviction to issue tokens anyway", c->rd.url.display);
+    }
+    if (strncmp(si->maxmemory_policy, "allkeys-", 8) == 0) {
+        return fence__fail(c, FENCE_ECONFIG, "%s: maxmemory-policy is %s: Redis may evict a held "
+                           "lease or token counter (two holders, tokens repeated); use noeviction or a "
+                           "volatile-* policy, or set allow_eviction", c->rd.url.display,
+                           si->maxmemory_policy);
+    }
+    return FENCE_OK;
 }
 
 static char *dup_secret(const char *s, int *nomem)
@@ -111,33 +170,33 @@ static fence_status setup(fence_client *c, const fence_client_options *o)
         return fence__fail(c, FENCE_EINVAL, "prefix must not contain '{' or '}' (the lease "
                            "name is the hash tag)");
     }
-    int st = fence__url_parse(&c->url, o->url, err, sizeof err);
+    int st = fence__url_parse(&c->rd.url, o->url, err, sizeof err);
     if (st != FENCE_OK) {
         return fence__fail(c, st == FENCE_ENOMEM ? FENCE_ENOMEM : FENCE_EINVAL, "%s",
                            st == FENCE_ENOMEM ? "out of memory" : err);
     }
-    st = fence__conn_config(c, o); /* TLS, the Sentinels' credentials */
+    st = fence__conn_config(&c->rd, o); /* TLS, the Sentinels' credentials */
     if (st != FENCE_OK) {
         return st;
     }
     int nomem = 0;
     if (o->username != NULL) {
-        fence__wipe_free(c->url.user);
-        c->url.user = dup_secret(o->username, &nomem);
+        fence__wipe_free(c->rd.url.user);
+        c->rd.url.user = dup_secret(o->username, &nomem);
     }
     if (o->password != NULL) {
-        fence__wipe_free(c->url.password);
-        c->url.password = dup_secret(o->password, &nomem);
+        fence__wipe_free(c->rd.url.password);
+        c->rd.url.password = dup_secret(o->password, &nomem);
     }
     c->prefix = strdup(prefix);
     if (nomem || c->prefix == NULL) {
         return fence__fail(c, FENCE_ENOMEM, "out of memory");
     }
-    if (c->url.user != NULL && c->url.password == NULL) {
+    if (c->rd.url.user != NULL && c->rd.url.password == NULL) {
         return fence__fail(c, FENCE_EINVAL, "a user name needs a password");
     }
-    c->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
-    c->io_timeout_ms = o->io_timeout_ms ? o->io_timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->rd.connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->rd.io_timeout_ms = o->io_timeout_ms ? o->io_timeout_ms : DEFAULT_TIMEOUT_MS;
     c->heartbeat_mode = o->heartbeat_mode;
     c->renew_batch = o->renew_batch ? o->renew_batch : DEFAULT_RENEW_BATCH;
     c->ready = 1;
@@ -147,26 +206,30 @@ static fence_status setup(fence_client *c, const fence_client_options *o)
 /* Connect the command connection and load the scripts. */
 static fence_status connect_cmd(fence_client *c)
 {
-    pthread_mutex_lock(&c->cmd_lock);
-    fence_status st = fence__conn_open(c, &c->cmd, 0);
-    c->cmd_ever = st == FENCE_OK;
+    pthread_mutex_lock(&c->rd.cmd_lock);
+    /* Nobody else uses the line yet: the setup goes directly. */
+    fence__conn **cn = &c->rd.cmd.p.cn;
+    fence_status st = fence__conn_open(&c->rd, cn, 0);
+    c->rd.cmd.ever = st == FENCE_OK;
+    c->rd.cmd.gen += st == FENCE_OK;
     if (st == FENCE_OK) {
         /* CLUSTER SLOTS rides along: a cluster is detected at no cost
          * (a Sentinel-managed master is never one). */
         void *slots = NULL;
-        fence__scripts_load(c, c->cmd, c->url.sentinel ? NULL : &slots);
-        if (c->cmd->err) {
-            st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
-                             c->cmd->errstr);
-            fence__conn_drop(&c->cmd);
+        fence__scripts_load(&c->rd, *cn, c->rd.url.sentinel ? NULL : &slots);
+        if ((*cn)->err) {
+            st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->rd.url.display,
+                             (*cn)->errstr);
+            fence__conn_drop(cn);
         } else {
-            st = fence__cluster_init(c, slots, c->url.is_unix ? "127.0.0.1" : c->url.host);
+            st = fence__cluster_init(&c->rd, slots,
+                                     c->rd.url.is_unix ? "127.0.0.1" : c->rd.url.host);
         }
         if (slots != NULL) {
             freeReplyObject(slots);
         }
     }
-    pthread_mutex_unlock(&c->cmd_lock);
+    pthread_mutex_unlock(&c->rd.cmd_lock);
     return st;
 }
 
@@ -178,7 +241,8 @@ static fence_status probe(fence_client *c)
     char *k2 = fence__key(c, "probe", ":token");
     const char *args[2] = {k1, k2};
     void *r = NULL;
-    fence_status st = k1 && k2 ? fence__eval_cmd(c, FENCE__INSPECT, 2, 2, args, 0, NULL, NULL, &r)
+    fence_status st = k1 && k2
+                          ? fence__eval_cmd(&c->rd, FENCE__INSPECT, 2, 2, args, 0, NULL, NULL, &r)
                                : fence__fail(c, FENCE_ENOMEM, "out of memory");
     if (r != NULL) {
         freeReplyObject(r);
@@ -200,7 +264,17 @@ fence_status fence_client_open(fence_client **out, const fence_client_options *o
     }
     fence__cond_init_monotonic(&c->cond);
     pthread_mutex_init(&c->lock, NULL);
-    pthread_mutex_init(&c->cmd_lock, NULL);
+    if (fence__rd_init(&c->rd) != 0) {
+        pthread_mutex_destroy(&c->rd.cmd_lock);
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->cond);
+        free(c);
+        return fence__fail(NULL, FENCE_ENOMEM, "out of memory (a condition variable)");
+    }
+    c->rd.errkey = c;
+    set_scripts(&c->rd);
+    c->rd.first_use = check_server;
+    c->rd.first_use_arg = c;
     pthread_mutex_init(&c->hb_lock, NULL);
     c->hb_wake_us = INT64_MAX;
     atomic_init(&c->m.persistence, -1);
@@ -252,22 +326,21 @@ void fence_client_close(fence_client *c)
             /* Unreachable (the connection is down, not merely an
              * ambiguous answer): do not pay a timeout per lease; the rest
              * expire by their TTL. */
-            pthread_mutex_lock(&c->cmd_lock);
-            /* In a cluster, the call's own bound already gave up. */
-            int down = c->cl != NULL || c->cmd == NULL || c->cmd->err != 0;
-            pthread_mutex_unlock(&c->cmd_lock);
+            pthread_mutex_lock(&c->rd.cmd_lock);
+            /* In a cluster, the call's own bound already gave up.  A
+             * request still queued is one the server has not answered. */
+            const fence__pipe *p = &c->rd.cmd.p;
+            int down = c->rd.cl != NULL || p->cn == NULL || p->cn->err != 0 || p->head != NULL;
+            pthread_mutex_unlock(&c->rd.cmd_lock);
             pthread_mutex_lock(&c->lock);
             c->offline = down || st == FENCE_EAUTH;
             pthread_mutex_unlock(&c->lock);
         }
     }
-    fence__conn_drop(&c->cmd);
     fence__conn_drop(&c->hb);
-    fence__cluster_free(c);
-    fence__url_free(&c->url);
+    fence__rd_close(&c->rd);
     free(c->prefix);
     pthread_mutex_destroy(&c->lock);
-    pthread_mutex_destroy(&c->cmd_lock);
     pthread_mutex_destroy(&c->hb_lock);
     pthread_cond_destroy(&c->cond);
     fence__clear(c);
@@ -276,5 +349,5 @@ void fence_client_close(fence_client *c)
 
 const char *fence_client_url(const fence_client *c)
 {
-    return c != NULL ? c->url.display : "";
+    return c != NULL ? c->rd.url.display : "";
 }

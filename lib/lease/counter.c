@@ -35,7 +35,7 @@ fence_status fence_token_raise(fence_client *c, const char *name, uint64_t floor
     snprintf(f, sizeof f, "%" PRIu64, floor);
     const char *args[2] = {counter, f};
     redisReply *r = NULL;
-    st = fence__eval_cmd(c, FENCE__TOKEN_RAISE, 1, 2, args, 0, NULL, NULL, (void **)&r);
+    st = fence__eval_cmd(&c->rd, FENCE__TOKEN_RAISE, 1, 2, args, 0, NULL, NULL, (void **)&r);
     free(counter);
     if (st != FENCE_OK) {
         return st;
@@ -43,7 +43,7 @@ fence_status fence_token_raise(fence_client *c, const char *name, uint64_t floor
     uint64_t v = 0;
     if (r->type != REDIS_REPLY_STRING || parse_u64(r->str, r->len, &v) != 0) {
         st = fence__fail(c, FENCE_EPROTO, "%s: the counter of '%s' is not a number",
-                         c->url.display, name);
+                         c->rd.url.display, name);
     } else if (token_out != NULL) {
         *token_out = v;
     }
@@ -57,7 +57,7 @@ static fence_status inspect_reply(fence_client *c, const redisReply *r, int want
                                   fence_lease_info *out)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < (want_info ? 4u : 2u)) {
-        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to inspect", c->url.display);
+        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to inspect", c->rd.url.display);
     }
     const redisReply *v = r->element[0];
     out->held = v->type == REDIS_REPLY_STRING;
@@ -105,7 +105,7 @@ static fence_status inspect(fence_client *c, const char *fn, const char *name, i
     } else {
         const char *args[3] = {keys[0], keys[1], keys[2]};
         redisReply *r = NULL;
-        st = fence__eval_cmd(c, FENCE__INSPECT, want_info ? 3 : 2, want_info ? 3 : 2, args, 0,
+        st = fence__eval_cmd(&c->rd, FENCE__INSPECT, want_info ? 3 : 2, want_info ? 3 : 2, args, 0,
                              NULL, NULL, (void **)&r);
         if (st == FENCE_OK) {
             st = inspect_reply(c, r, want_info, out);
@@ -168,8 +168,9 @@ fence_status fence_client_server_info(fence_client *c, fence_server_info *out)
     if (out == NULL) {
         return fence__fail(c, FENCE_EINVAL, "fence_client_server_info: out is NULL");
     }
-    st = fence__cmd_server_info(c, out);
+    st = fence__cmd_server_info(&c->rd, out);
     if (st == FENCE_OK) {
+        atomic_store(&c->m.persistence, fence__persistence_gauge(out->persistence));
         fence__clear(c);
     }
     return st;

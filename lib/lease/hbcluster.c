@@ -76,7 +76,7 @@ static int by_node_slot(const void *a, const void *b)
 /* The items (leases with a known node), sorted, and their batches. */
 static int plan(hbc *h)
 {
-    fence__cluster *cl = h->c->cl;
+    fence__cluster *cl = h->c->rd.cl;
     size_t m = 0, per = (size_t)h->c->renew_batch;
     pthread_mutex_lock(&cl->lock);
     for (size_t i = 0; i < h->n; i++) {
@@ -89,7 +89,7 @@ static int plan(hbc *h)
     }
     pthread_mutex_unlock(&cl->lock);
     if (m < h->n) {
-        fence__cluster_stale(h->c); /* unanswered now; the next pass knows more */
+        fence__cluster_stale(&h->c->rd); /* unanswered now; the next pass knows more */
     }
     qsort(h->it, m, sizeof *h->it, by_node_slot);
     h->nb = 0;
@@ -127,8 +127,8 @@ static int append_batch(hbc *h, fence__conn *rc, const batch *b, int use_sha, in
     snprintf(nk, sizeof nk, "%zu", b->k + m);
     const char **argv = h->argv;
     argv[0] = use_sha ? "EVALSHA" : "EVAL";
-    argv[1] = use_sha ? c->sha[FENCE__RENEW_BATCH] : fence__script_body(FENCE__RENEW_BATCH);
-    h->lens[1] = use_sha ? 40 : fence__script_len(FENCE__RENEW_BATCH);
+    argv[1] = use_sha ? c->rd.sha[FENCE__RENEW_BATCH] : c->rd.script[FENCE__RENEW_BATCH];
+    h->lens[1] = use_sha ? 40 : c->rd.script_len[FENCE__RENEW_BATCH];
     argv[2] = nk;
     size_t at = 3 + b->k, args = 3 + b->k + m;
     for (size_t i = 0; i < b->k; i++) {
@@ -169,13 +169,13 @@ static void take_reply(hbc *h, batch *b, const redisReply *r)
         int ask = rd.kind == FENCE__RD_ASK;
         int to = -1;
         if (rd.kind == FENCE__RD_MOVED) {
-            atomic_fetch_add(&c->cl->moved, 1);
-            to = fence__cluster_redirect(c, &rd, b->node);
+            atomic_fetch_add(&c->rd.cl->moved, 1);
+            to = fence__cluster_redirect(&c->rd, &rd, b->node);
         } else if (ask) {
-            atomic_fetch_add(&c->cl->ask, 1);
-            to = fence__cluster_redirect(c, &rd, b->node);
+            atomic_fetch_add(&c->rd.cl->ask, 1);
+            to = fence__cluster_redirect(&c->rd, &rd, b->node);
         } else {
-            atomic_fetch_add(&c->cl->tryagain, 1);
+            atomic_fetch_add(&c->rd.cl->tryagain, 1);
             if (rd.kind == FENCE__RD_TRYAGAIN && b->k > 1) {
                 b->split = 1; /* keys partly migrated: each lease alone */
             }
@@ -185,7 +185,7 @@ static void take_reply(hbc *h, batch *b, const redisReply *r)
         }
     } else {
         h->st = fence__fail(c, FENCE_EPROTO, "%s: heartbeat: unexpected reply: %.200s",
-                            c->url.display, r->type == REDIS_REPLY_ERROR ? r->str : "");
+                            c->rd.url.display, r->type == REDIS_REPLY_ERROR ? r->str : "");
     }
 }
 
@@ -195,12 +195,12 @@ static void node_failed(hbc *h, int node, fence__conn **rc)
 {
     if (*rc != NULL) {
         h->st = fence__fail(h->c, FENCE_ECONN, "%s: heartbeat connection to %s:%d failed: %s",
-                            h->c->url.display, h->c->cl->nodes[node].host,
-                            h->c->cl->nodes[node].port, (*rc)->errstr);
+                            h->c->rd.url.display, h->c->rd.cl->nodes[node].host,
+                            h->c->rd.cl->nodes[node].port, (*rc)->errstr);
     }
     fence__conn_drop(rc);
     h->failed[node] = 1;
-    fence__cluster_stale(h->c);
+    fence__cluster_stale(&h->c->rd);
 }
 
 /* Send node nd's batches (connecting first if connect is set; a node not
@@ -208,7 +208,7 @@ static void node_failed(hbc *h, int node, fence__conn **rc)
 static int send_node(hbc *h, int nd, int use_sha, int connect)
 {
     fence_client *c = h->c;
-    fence__node *node = &c->cl->nodes[nd];
+    fence__node *node = &c->rd.cl->nodes[nd];
     int64_t left = left_ms(h);
     if (h->failed[nd] || left < 1) {
         return -1;
@@ -217,7 +217,7 @@ static int send_node(hbc *h, int nd, int use_sha, int connect)
         if (!connect) {
             return 0;
         }
-        fence_status st = fence__cluster_ensure(c, nd, &node->hb, &node->hb_ever, left);
+        fence_status st = fence__cluster_ensure(&c->rd, nd, &node->hb, &node->hb_ever, left);
         if (st != FENCE_OK) {
             h->st = st;
             node_failed(h, nd, &node->hb);
@@ -225,7 +225,7 @@ static int send_node(hbc *h, int nd, int use_sha, int connect)
         }
         left = left_ms(h);
     }
-    fence__conn_timeout(node->hb, min64(left, c->io_timeout_ms));
+    fence__conn_timeout(node->hb, min64(left, c->rd.io_timeout_ms));
     for (size_t i = h->cur[nd]; i < h->stop[nd]; i++) {
         if (append_batch(h, node->hb, &h->b[i], use_sha, 0) != 0) {
             node_failed(h, nd, &node->hb); /* nothing of it may go out */
@@ -243,7 +243,7 @@ static int send_node(hbc *h, int nd, int use_sha, int connect)
  * the poll events to wait for. */
 static short drain_node(hbc *h, int nd)
 {
-    fence__conn **rc = &h->c->cl->nodes[nd].hb;
+    fence__conn **rc = &h->c->rd.cl->nodes[nd].hb;
     while (!h->failed[nd] && h->cur[nd] < h->stop[nd]) {
         redisReply *r = NULL;
         short ev = 0;
@@ -265,7 +265,7 @@ static short drain_node(hbc *h, int nd)
  * owing replies then fail). */
 static void read_nodes(hbc *h, const int *sent, int k)
 {
-    fence__cluster *cl = h->c->cl;
+    fence__cluster *cl = h->c->rd.cl;
     for (;;) {
         struct pollfd pf[FENCE__CL_MAX_NODES];
         int who[FENCE__CL_MAX_NODES], np = 0;
@@ -283,11 +283,11 @@ static void read_nodes(hbc *h, const int *sent, int k)
         if (left < 1) {
             for (int j = 0; j < np; j++) {
                 h->st = fence__fail(h->c, FENCE_ECONN, "%s: heartbeat: %s:%d did not answer "
-                                    "in time", h->c->url.display, cl->nodes[who[j]].host,
+                                    "in time", h->c->rd.url.display, cl->nodes[who[j]].host,
                                     cl->nodes[who[j]].port);
                 fence__conn_drop(&cl->nodes[who[j]].hb);
                 h->failed[who[j]] = 1;
-                fence__cluster_stale(h->c);
+                fence__cluster_stale(&h->c->rd);
             }
             return;
         }
@@ -301,7 +301,7 @@ static void read_nodes(hbc *h, const int *sent, int k)
  * connected (connect 1): one round trip per node, all in parallel. */
 static void round_trip(hbc *h, int use_sha, int connect)
 {
-    fence__cluster *cl = h->c->cl;
+    fence__cluster *cl = h->c->rd.cl;
     int sent[FENCE__CL_MAX_NODES], k = 0;
     for (size_t i = 0; i < h->nb; i++) {
         int nd = h->b[i].node;
@@ -338,18 +338,18 @@ static void send_again(hbc *h, batch *b)
 {
     fence_client *c = h->c;
     int nd = b->again_node;
-    fence__node *node = &c->cl->nodes[nd];
+    fence__node *node = &c->rd.cl->nodes[nd];
     b->again = 0;
     int64_t left = left_ms(h);
     if (h->failed[nd] || left < 1) {
         return;
     }
-    if (fence__cluster_ensure(c, nd, &node->hb, &node->hb_ever, left) != 0) {
+    if (fence__cluster_ensure(&c->rd, nd, &node->hb, &node->hb_ever, left) != 0) {
         node_failed(h, nd, &node->hb);
         return;
     }
-    fence__conn_timeout(node->hb, min64(left_ms(h), c->io_timeout_ms));
-    int use_sha = !b->eval && c->sha[FENCE__RENEW_BATCH][0] != '\0';
+    fence__conn_timeout(node->hb, min64(left_ms(h), c->rd.io_timeout_ms));
+    int use_sha = !b->eval && c->rd.sha[FENCE__RENEW_BATCH][0] != '\0';
     redisReply *r = NULL;
     if (append_batch(h, node->hb, b, use_sha, b->asking) != 0 ||
         (b->asking && fence__tr_reply(node->hb, (void **)&r) != 0)) {
@@ -360,8 +360,8 @@ static void send_again(hbc *h, batch *b)
         freeReplyObject(r); /* ASKING's +OK */
         r = NULL;
     }
-    atomic_fetch_add(&c->cl->hb_round_trips, 1);
-    atomic_fetch_add(&c->cl->hb_last_round_trips, 1);
+    atomic_fetch_add(&c->rd.cl->hb_round_trips, 1);
+    atomic_fetch_add(&c->rd.cl->hb_last_round_trips, 1);
     if (fence__tr_reply(node->hb, (void **)&r) != 0) {
         node_failed(h, nd, &node->hb);
         return;
@@ -407,15 +407,15 @@ fence_status fence__hb_cluster(fence_client *c, fence_lease **ls, size_t n, int 
         h.ttl == NULL) {
         h.st = fence__fail(c, FENCE_ENOMEM, "out of memory");
     } else {
-        if (atomic_load(&c->cl->stale)) {
+        if (atomic_load(&c->rd.cl->stale)) {
             /* A quarter of the time at most, and never waiting for a
              * refresh another thread runs; on failure: the map we have. */
-            fence__cluster_refresh_try(c, bound_ms / 4 > 0 ? bound_ms / 4 : 1);
+            fence__cluster_refresh_try(&c->rd, bound_ms / 4 > 0 ? bound_ms / 4 : 1);
         }
         plan(&h);
-        int use_sha = c->sha[FENCE__RENEW_BATCH][0] != '\0';
-        atomic_store(&c->cl->hb_last_round_trips, 0);
-        atomic_store(&c->cl->hb_last_nodes, 0);
+        int use_sha = c->rd.sha[FENCE__RENEW_BATCH][0] != '\0';
+        atomic_store(&c->rd.cl->hb_last_round_trips, 0);
+        atomic_store(&c->rd.cl->hb_last_nodes, 0);
         *sent = fence__now_us();
         round_trip(&h, use_sha, 0); /* the nodes connected */
         round_trip(&h, use_sha, 1); /* then those to connect */

@@ -79,8 +79,8 @@ static fence_status send_batches(fence_client *c, fence_lease **ls, size_t n, in
         char nk[16];
         snprintf(nk, sizeof nk, "%zu", k);
         argv[0] = use_sha ? "EVALSHA" : "EVAL";
-        argv[1] = use_sha ? c->sha[FENCE__RENEW_BATCH] : fence__script_body(FENCE__RENEW_BATCH);
-        lens[1] = use_sha ? 40 : fence__script_len(FENCE__RENEW_BATCH);
+        argv[1] = use_sha ? c->rd.sha[FENCE__RENEW_BATCH] : c->rd.script[FENCE__RENEW_BATCH];
+        lens[1] = use_sha ? 40 : c->rd.script_len[FENCE__RENEW_BATCH];
         argv[2] = nk;
         for (size_t i = 0; i < k; i++) {
             fence_lease *l = ls[lo + i];
@@ -116,7 +116,7 @@ static fence_status read_replies(fence_client *c, size_t n, int *results, int *n
         redisReply *r = NULL;
         if (fence__tr_reply(c->hb, (void **)&r) != 0) {
             st = fence__fail(c, FENCE_ECONN, "%s: heartbeat connection failed: %s",
-                             c->url.display, c->hb->errstr);
+                             c->rd.url.display, c->hb->errstr);
             fence__conn_drop(&c->hb);
             return st;
         }
@@ -129,7 +129,7 @@ static fence_status read_replies(fence_client *c, size_t n, int *results, int *n
             *noscript = 1;
         } else {
             st = fence__fail(c, FENCE_EPROTO, "%s: heartbeat: unexpected reply: %.200s",
-                             c->url.display, r->type == REDIS_REPLY_ERROR ? r->str : "");
+                             c->rd.url.display, r->type == REDIS_REPLY_ERROR ? r->str : "");
         }
         freeReplyObject(r);
     }
@@ -203,20 +203,20 @@ static fence_status renew_due(fence_client *c, pass *p, int64_t now)
     for (size_t i = 0; i < n; i++) {
         p->results[i] = -1; /* no answer, until Redis gives one */
     }
-    if (c->cl != NULL) {
+    if (c->rd.cl != NULL) {
         fence_status st = fence__hb_cluster(c, p->due.v, n, p->results, bound_ms, &p->sent);
         if (st == FENCE_OK) {
             fence__metrics_latency(&c->m, fence__now_us() - p->sent);
         }
         return st;
     }
-    fence_status st = fence__conn_ensure(c, &c->hb, &c->hb_ever, bound_ms);
+    fence_status st = fence__conn_ensure(&c->rd, &c->hb, &c->hb_ever, bound_ms);
     if (st != FENCE_OK) {
         return st;
     }
-    fence__conn_timeout(c->hb, bound_ms < c->io_timeout_ms ? bound_ms : c->io_timeout_ms);
+    fence__conn_timeout(c->hb, bound_ms < c->rd.io_timeout_ms ? bound_ms : c->rd.io_timeout_ms);
     p->sent = fence__now_us();
-    int use_sha = c->sha[FENCE__RENEW_BATCH][0] != '\0';
+    int use_sha = c->rd.sha[FENCE__RENEW_BATCH][0] != '\0';
     int noscript = 0;
     st = renew_round_trip(c, p->due.v, n, p->results, use_sha, &noscript);
     if (noscript) {

@@ -2,11 +2,40 @@
  * about itself. */
 #include "lease_internal.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+
+/* Owner ids: FENCE_OWNER_BYTES (128 bits) from getrandom(), the OS
+ * CSPRNG, as lower-case hex plus NUL into hex (2 * FENCE_OWNER_BYTES + 1
+ * bytes).  Never a weaker fallback: if the kernel cannot give us
+ * randomness, acquiring fails (fail closed): FENCE_ESYS. */
+static fence_status owner_id(char *hex)
+{
+    unsigned char raw[FENCE_OWNER_BYTES];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return FENCE_ESYS;
+        }
+        got += (size_t)n;
+    }
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof raw; i++) {
+        hex[2 * i] = digits[raw[i] >> 4];
+        hex[2 * i + 1] = digits[raw[i] & 15];
+    }
+    hex[2 * sizeof raw] = '\0';
+    return FENCE_OK;
+}
 
 /* ---- one acquire attempt ------------------------------------------------- */
 
@@ -31,7 +60,7 @@ static fence_status lease_new(fence_client *c, const char *name, const fence_lea
         fence__lease_free(l);
         return fence__fail(c, FENCE_ENOMEM, "out of memory");
     }
-    if (fence__owner_id(owner) != FENCE_OK) {
+    if (owner_id(owner) != FENCE_OK) {
         free(k);
         fence__lease_free(l);
         return fence__fail(c, FENCE_ESYS, "getrandom() failed: no owner id");
@@ -63,7 +92,7 @@ static fence_status acquire_reply(fence_client *c, const char *name, redisReply 
     fence_status st;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {
-        st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to acquire", c->url.display);
+        st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to acquire", c->rd.url.display);
     } else if (r->element[0]->integer == 0) {
         *pttl_ms = r->element[1]->type == REDIS_REPLY_INTEGER ? r->element[1]->integer : -1;
         atomic_fetch_add(&c->m.acquire_contended, 1);
@@ -102,7 +131,7 @@ static void publish(fence_lease *l, const char *owner, uint64_t token, int64_t s
     }
 }
 
-void fence__issue_init(const fence_client *c, fence__issue *io)
+void fence__issue_init(const fence_client *c, fence__eval_opts *io)
 {
     io->check = 1;
     io->min_replicas = c->min_replicas;
@@ -155,13 +184,13 @@ fence_status fence__issued(fence_client *c, const redisReply *r, const char *wha
     if (code != 1 || r->elements < 2 || r->elements > 3 ||
         r->element[1]->type != REDIS_REPLY_STRING ||
         fence__token_parse(r->element[1]->str, r->element[1]->len, token) != 0) {
-        return fence__fail(c, FENCE_EPROTO, "%s: bad token in the reply to %s", c->url.display,
+        return fence__fail(c, FENCE_EPROTO, "%s: bad token in the reply to %s", c->rd.url.display,
                            what);
     }
     if (r->elements == 3) {
         if ((*behind_us = reply_us(r->element[2])) <= 0) {
             return fence__fail(c, FENCE_EPROTO, "%s: bad clock lag in the reply to %s",
-                               c->url.display, what);
+                               c->rd.url.display, what);
         }
         note_behind(c, *behind_us);
     }
@@ -187,7 +216,7 @@ static int release_args(const fence_lease *l, const char **args, int *nkeys)
     args[1] = l->value;
     args[2] = l->channel;
     args[3] = "n";
-    return l->c->cl != NULL ? 4 : 3;
+    return l->c->rd.cl != NULL ? 4 : 3;
 }
 
 /* Fewer replicas than asked acknowledged the acquisition of l: give it
@@ -198,7 +227,8 @@ static fence_status too_few_replicas(fence_lease *l, long long acked)
     const char *args[4];
     int nkeys = 1, nargs = release_args(l, args, &nkeys);
     void *r = NULL;
-    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, nkeys, nargs, args, 0, NULL, NULL, &r);
+    fence_status st = fence__eval_cmd(&c->rd, FENCE__RELEASE, nkeys, nargs, args, 0, NULL, NULL,
+                                      &r);
     if (r != NULL) {
         freeReplyObject(r);
     }
@@ -244,12 +274,12 @@ fence_status fence__try_once(fence_client *c, const char *name, const fence_leas
     if (has_info) {
         args[na++] = o->holder_info;
     }
-    fence__issue io;
+    fence__eval_opts io;
     fence__issue_init(c, &io);
     redisReply *r = NULL;
     atomic_fetch_add(&c->m.acquire_attempts, 1);
     int64_t sent = fence__now_us();
-    st = fence__eval_cmd(c, FENCE__ACQUIRE, nkeys, na, args, bound_ms, NULL, &io, (void **)&r);
+    st = fence__eval_cmd(&c->rd, FENCE__ACQUIRE, nkeys, na, args, bound_ms, NULL, &io, (void **)&r);
     free(counter);
     uint64_t token = 0;
     if (st == FENCE_OK) {
@@ -316,14 +346,14 @@ static fence_status renew_send(fence_lease *l, int64_t *sent, int *ok)
     redisReply *r = NULL;
     *ok = 0;
     *sent = fence__now_us();
-    fence_status st = fence__eval_cmd(c, FENCE__RENEW, nk, nk + 2, args, 0, NULL, NULL,
+    fence_status st = fence__eval_cmd(&c->rd, FENCE__RENEW, nk, nk + 2, args, 0, NULL, NULL,
                                       (void **)&r);
     if (st == FENCE_OK) {
         int proto = r->type != REDIS_REPLY_INTEGER;
         *ok = !proto && r->integer == 1;
         freeReplyObject(r);
         if (proto) {
-            st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to renew", c->url.display);
+            st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to renew", c->rd.url.display);
         }
     }
     return st;
@@ -392,14 +422,14 @@ static fence_status release_in_redis(fence_lease *l, int was_held)
     int nkeys = 1, nargs = release_args(l, args, &nkeys);
     redisReply *r = NULL;
     int retried = 0;
-    fence_status st = fence__eval_cmd(c, FENCE__RELEASE, nkeys, nargs, args, 0, &retried, NULL,
+    fence_status st = fence__eval_cmd(&c->rd, FENCE__RELEASE, nkeys, nargs, args, 0, &retried, NULL,
                                       (void **)&r);
     if (st != FENCE_OK) {
         return st;
     }
     int deleted = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     if (r->type != REDIS_REPLY_INTEGER) {
-        st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to release", c->url.display);
+        st = fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to release", c->rd.url.display);
     } else if (!was_held) {
         st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->name);
     } else if (deleted) {
@@ -410,7 +440,7 @@ static fence_status release_in_redis(fence_lease *l, int was_held)
          * been lost is unknown. */
         st = fence__fail(c, FENCE_ECONN, "%s: the connection failed during the release "
                          "of '%s'; it is no longer held (released or expired)",
-                         c->url.display, l->name);
+                         c->rd.url.display, l->name);
     } else {
         st = fence__fail(c, FENCE_LOST, "lease '%s' was lost before release; the "
                          "current owner's key was left alone", l->name);
@@ -467,7 +497,7 @@ fence_status fence_release(fence_lease *l)
         st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->name);
     } else {
         st = fence__fail(c, FENCE_ECONN, "%s: not contacted while closing (unreachable); "
-                         "'%s' expires by its TTL", c->url.display, l->name);
+                         "'%s' expires by its TTL", c->rd.url.display, l->name);
     }
     pthread_mutex_lock(&c->lock);
     int free_now = !l->cb_running; /* else its callback's end frees it */

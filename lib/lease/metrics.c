@@ -21,6 +21,11 @@ void fence__metrics_latency(fence__metrics *m, int64_t us)
     atomic_fetch_add(&m->hb_sum_ns, (uint64_t)us * 1000);
 }
 
+int fence__persistence_gauge(int p)
+{
+    return p == FENCE_PERSIST_UNKNOWN ? -1 : p != FENCE_PERSIST_OFF;
+}
+
 fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
 {
     if (c == NULL || out == NULL) {
@@ -37,7 +42,7 @@ fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
     out->acquire_timeouts = atomic_load(&m->acquire_timeouts);
     out->renew_ok = atomic_load(&m->renew_ok);
     out->renew_failed = atomic_load(&m->renew_failed);
-    out->reconnects = atomic_load(&m->reconnects);
+    out->reconnects = atomic_load(&c->rd.reconnects);
     int64_t held = atomic_load(&m->leases_held);
     out->leases_held = held > 0 ? (uint64_t)held : 0;
     out->token_regressions = atomic_load(&m->token_regressions);

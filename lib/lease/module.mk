@@ -5,5 +5,5 @@
 LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c))
 LEASE_LUA := $(sort $(wildcard lib/lease/*.lua))
 $(eval $(call embed_rule,$(B)/lib/lease/lua_embed.c,fence__lua_,$(LEASE_LUA)))
-$(B)/lib/lease/scripts.o: $(B)/lib/lease/lua_embed.c
+$(B)/lib/lease/client.o: $(B)/lib/lease/lua_embed.c
 $(eval $(call library,fence,lib/lease,$(LEASE_SRC),$(B)/lib/lease/lua_embed.c,LEASE_LIBS))

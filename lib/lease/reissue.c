@@ -36,7 +36,7 @@ static fence_status reissue_reply(fence_lease *l, const redisReply *r, uint64_t 
     fence_client *c = l->c;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {
-        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to reissue", c->url.display);
+        return fence__fail(c, FENCE_EPROTO, "%s: unexpected reply to reissue", c->rd.url.display);
     }
     if (r->element[0]->integer == 0) {
         return FENCE_LOST;
@@ -58,11 +58,12 @@ static fence_status reissue_send(fence_lease *l, uint64_t floor, uint64_t *token
     const char *mode = fence__mode_args(c, jump, limit, idle);
     const char *args[10] = {l->owner_key, counter, "r",  l->holder, l->value,
                             mode,         jump,    limit, idle,      f};
-    fence__issue io;
+    fence__eval_opts io;
     fence__issue_init(c, &io);
     io.min_replicas = 0; /* the gate is acquire's */
     redisReply *r = NULL;
-    fence_status st = fence__eval_cmd(c, FENCE__ACQUIRE, 2, 10, args, 0, NULL, &io, (void **)&r);
+    fence_status st = fence__eval_cmd(&c->rd, FENCE__ACQUIRE, 2, 10, args, 0, NULL, &io,
+                                      (void **)&r);
     free(counter);
     if (st == FENCE_OK) {
         st = reissue_reply(l, r, token, behind_us);

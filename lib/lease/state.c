@@ -24,7 +24,7 @@ fence_status fence__check_name(const fence_client *c, const char *name)
 {
     size_t bad = SIZE_MAX;
     const char *why = fence__name_problem(name, FENCE__NAME_PRINTABLE, &bad);
-    if (why == NULL && c != NULL && c->cl != NULL && name[0] == '}') {
+    if (why == NULL && c != NULL && c->rd.cl != NULL && name[0] == '}') {
         /* "<prefix>{}..." has an empty hash tag: each key of the lease
          * would hash whole, to a slot of its own (CROSSSLOT). */
         return fence__fail(c, FENCE_EINVAL, "lease name may not start with '}' in a Redis "

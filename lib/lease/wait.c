@@ -6,7 +6,26 @@
 #include "lease_internal.h"
 
 #include <hiredis/hiredis.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+
+/* A uniformly random value in [lo, hi] for retry and wake-up times (not
+ * for secrets). */
+static int64_t jitter(int64_t lo, int64_t hi)
+{
+    static _Thread_local unsigned int seed;
+    if (seed == 0) {
+        if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed || seed == 0) {
+            seed = (unsigned int)fence__now_us() | 1u;
+        }
+    }
+    if (hi <= lo) {
+        return lo;
+    }
+    uint64_t r = ((uint64_t)rand_r(&seed) << 31) ^ (uint64_t)rand_r(&seed);
+    return lo + (int64_t)(r % (uint64_t)(hi - lo + 1));
+}
 
 #define POLL_MIN_US 2000
 #define POLL_MAX_US 200000
@@ -18,15 +37,15 @@
 static fence__conn *subscribe(fence_client *c, const char *channel, int64_t timeout_ms)
 {
     fence__conn *sub = NULL;
-    if (c->cl != NULL) {
+    if (c->rd.cl != NULL) {
         /* Cluster: PUBLISH reaches every node; subscribe on the node of
          * the channel's slot (the lease's). */
-        int node = fence__cluster_node_of(c, fence__key_slot(channel, strlen(channel)),
+        int node = fence__cluster_node_of(&c->rd, fence__key_slot(channel, strlen(channel)),
                                           timeout_ms);
-        if (node < 0 || fence__cluster_open(c, node, &sub, timeout_ms) != FENCE_OK) {
+        if (node < 0 || fence__cluster_open(&c->rd, node, &sub, timeout_ms) != FENCE_OK) {
             return NULL;
         }
-    } else if (fence__conn_open(c, &sub, timeout_ms) != FENCE_OK) {
+    } else if (fence__conn_open(&c->rd, &sub, timeout_ms) != FENCE_OK) {
         return NULL;
     }
     const char *argv[2] = {"SUBSCRIBE", channel};
@@ -90,7 +109,7 @@ fence_status fence__acquire_wait(fence_client *c, const char *name,
         if (pttl > 0 && pttl * 1000 + 1000 < sleep_us) {
             /* The holder's key expires then unless renewed; spread the
              * waiters a little so they do not arrive at once. */
-            sleep_us = pttl * 1000 + fence__jitter(500, 3000);
+            sleep_us = pttl * 1000 + jitter(500, 3000);
         }
         if (sub != NULL) {
             if (sleep_us > SUB_SAFETY_US) {
@@ -100,7 +119,7 @@ fence_status fence__acquire_wait(fence_client *c, const char *name,
                 fence__conn_drop(&sub); /* fall back to polling from now on */
             }
         } else {
-            int64_t j = fence__jitter(backoff / 2, backoff);
+            int64_t j = jitter(backoff / 2, backoff);
             fence__sleep_us(j < sleep_us ? j : sleep_us);
             backoff = backoff * 2 > POLL_MAX_US ? POLL_MAX_US : backoff * 2;
         }

@@ -458,7 +458,7 @@ auth_sentinel_suite() {
   expect_fail "the two passwords swapped: 69, 'authentication refused'" 69 "$T/r4.err" \
     'authentication refused'
 
-  # Regression (lib/lease/conn.c, check_role; found by this suite against
+  # Regression (lib/lease/redis/conn.c, check_role; found by this suite against
   # commit ae999f4): with the Sentinels' password right and no data
   # password, the master's NOAUTH reply to ROLE was taken for "no master":
   # FENCE_ECONN, retried every 100 ms for the whole connect timeout (2 s),

@@ -30,6 +30,8 @@
 # <!-- doc-test: run --> before a ```sh block runs it with bash -e in an
 # empty folder, with the build's fence first in PATH and FENCE_REDIS_URL
 # set to the test Redis.
+# Last, every relative link of the same files must resolve, anchors
+# included (tests/docs/links.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -144,5 +146,11 @@ while IFS=$'\t' read -r id where lang mode setups pkgs problem; do
     ;;
   esac
 done < "$tmp/manifest"
+
+# Every relative link and anchor of the same files leads somewhere
+# (links.py prints its own ok / not ok lines).
+python3 tests/docs/links.py "${docs[@]}" > "$tmp/links" 2>&1; r=$?
+cat "$tmp/links"
+[ $r -eq 0 ] || nok "every relative link of ${docs[*]} resolves (links.py exit $r)"
 
 [ $fails -eq 0 ]

@@ -1,11 +1,11 @@
-/* fuzz_url.c -- fence__url_parse (lib/lease/url.c) on any text.
+/* fuzz_url.c -- fence__url_parse (lib/lease/redis/url.c) on any text.
  *
  * Besides "no crash, no leak, no overflow" (ASan, UBSan, LeakSanitizer),
  * it checks what a parsed URL promises: NUL-terminated fields, a port in
  * 1..65535, a database in 0..1000000, an absolute unix socket path,
  * credentials masked in the display form, and nothing left allocated by
  * a refused URL.  A violation abort()s, which libFuzzer reports. */
-#include "lease_internal.h"
+#include "redis/redis.h"
 
 #include <stdint.h>
 #include <stdio.h>

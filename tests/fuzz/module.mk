@@ -10,7 +10,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.
 FUZZ_BINS    += $(FUZZ_TARGETS:%=$(B)/tests/fuzz/%)
 $(B)/tests/fuzz/%.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg -Ilib/sqlite -Icli $(PQ_CFLAGS)
 
-$(B)/tests/fuzz/fuzz_url:        $(B)/lib/lease/url.o $(COMMON_OBJ)
+$(B)/tests/fuzz/fuzz_url:        $(B)/lib/lease/redis/url.o $(COMMON_OBJ)
 $(B)/tests/fuzz/fuzz_duration:   $(B)/cli/args.o $(COMMON_OBJ)
 $(B)/tests/fuzz/fuzz_token:      $(COMMON_OBJ)
 $(B)/tests/fuzz/fuzz_pg_detail:  $(LIBFENCE_PG)

@@ -5,6 +5,7 @@
  * callback) and fence_lease_valid_ms().  Real redis-server from
  * scripts/with-servers; the Redis-stopping test always restarts it.
  */
+#include "casetable.h"
 #include "fence.h"
 #include "leaseutil.h"
 
@@ -278,8 +279,23 @@ END_TEST
 /* The lost callback                                                    */
 /* ------------------------------------------------------------------ */
 
-static void lost_by_tampering(int overwrite, int release_inside)
+/* The lease's key changed behind the heartbeat's back; on_lost is called
+ * once, soon, and the lease is lost (or, released inside the callback,
+ * gone). */
+static const struct {
+    const char *name;
+    int overwrite;      /* the key taken by another owner (else deleted) */
+    int release_inside; /* the callback releases its lease */
+} tampering[] = {
+    {"key_deleted", 0, 0},
+    {"key_taken", 1, 0},
+    {"releases_its_lease", 0, 1},
+};
+
+START_TEST(lost_cb)
 {
+    const int overwrite = tampering[_i].overwrite;
+    const int release_inside = tampering[_i].release_inside;
     fence_client *c = lu_open_client();
     redisContext *r = tu_redis();
     char nm[256], k[600];
@@ -323,23 +339,6 @@ static void lost_by_tampering(int overwrite, int release_inside)
     }
     redisFree(r);
     fence_client_close(c);
-}
-
-START_TEST(lost_cb_key_deleted)
-{
-    lost_by_tampering(0, 0);
-}
-END_TEST
-
-START_TEST(lost_cb_key_taken)
-{
-    lost_by_tampering(1, 0);
-}
-END_TEST
-
-START_TEST(lost_cb_releases_its_lease)
-{
-    lost_by_tampering(0, 1);
 }
 END_TEST
 
@@ -826,9 +825,7 @@ static Suite *heartbeat_suite(void)
     tc = tcase_create("lost");
     tcase_set_timeout(tc, 30);
     tcase_add_unchecked_fixture(tc, NULL, lu_ensure_redis_up);
-    tcase_add_test(tc, lost_cb_key_deleted);
-    tcase_add_test(tc, lost_cb_key_taken);
-    tcase_add_test(tc, lost_cb_releases_its_lease);
+    CT_ADD_CASES(tc, lost_cb, tampering);
     tcase_add_test(tc, lost_cb_via_renew);
     tcase_add_test(tc, lost_cb_never_on_release);
     tcase_add_test(tc, lost_without_cb_races_release);

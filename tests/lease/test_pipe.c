@@ -5,7 +5,6 @@
  * at once, none waits past its deadline; a server quiet past the head
  * request's allowance fails the connection. */
 #include "lease_internal.h"
-#include "redis/pipe.h"
 #include "leaseutil.h"
 
 #include <check.h>

@@ -7,6 +7,7 @@
  * test_pg_api.c.  Each run creates its own database (installs fence.sql
  * into it twice) and its own application role, and drops both at the end.
  */
+#include "casetable.h"
 #include "pgutil.h"
 
 #include <inttypes.h>
@@ -259,8 +260,8 @@ static void wait_blocked(PGconn *watch, PGconn *c)
 
 /* The interleavings.  mode 0: per-row (protected table, token via
  * set_token); mode 1: per-resource (plain table, fence.advance on a
- * resource).  Each returns after checking that the row ends up written by
- * 34 and stamped 34 (or the resource's mark is 34). */
+ * resource).  Every interleaving ends by checking that the row ends up
+ * written by 34 and stamped 34 (or the resource's mark is 34). */
 enum { ROW = 0, RES = 1 };
 
 typedef struct pair {
@@ -353,129 +354,119 @@ static void expect_stale(int st, const outcome *e, const pair *p)
     }
 }
 
+/* The five interleavings, as scripts of steps by the session holding
+ * token 33 (a) or 34 (b).  A write's expected outcome is part of its step;
+ * END commits when the session's last write was admitted, else rolls
+ * back. */
+enum op {
+    DONE = 0,        /* the end of a script */
+    BEGIN,           /* BEGIN, token set */
+    WRITE,           /* pair_write: admitted */
+    WRITE_STALE,     /* pair_write: rejected as stale */
+    WRITE_BLOCKS,    /* the write (per-resource: the advance) on a thread: blocks */
+    UNBLOCKED,       /* ... once released: admitted (per-resource: then the UPDATE) */
+    UNBLOCKED_STALE, /* ... once released: rejected as stale */
+    END,
+};
+
+typedef struct step {
+    int tok; /* 33 or 34: whose step */
+    enum op op;
+} step;
+
+typedef struct script {
+    step steps[8];
+} script;
+
 /* 33 first (begin, write, commit), then 34. */
-static void interleave_sequential(int mode, const char *name)
-{
-    pair p;
-    outcome e;
-    pair_open(&p, mode, name);
-    pair_begin(&p, p.a, 33);
-    int st = pair_write(&p, p.a, 33, &e);
-    ck_assert_msg(st == FENCE_OK, "%s", e.message);
-    pair_end(p.a, st);
-    pair_begin(&p, p.b, 34);
-    st = pair_write(&p, p.b, 34, &e);
-    ck_assert_msg(st == FENCE_OK, "%s", e.message);
-    pair_end(p.b, st);
-    pair_check(&p);
-    pair_close(&p);
-}
-
+static const script sequential = {
+    {{33, BEGIN}, {33, WRITE}, {33, END}, {34, BEGIN}, {34, WRITE}, {34, END}},
+};
 /* 34 first, then 33: rejected. */
-static void interleave_reversed(int mode, const char *name)
-{
-    pair p;
-    outcome e;
-    pair_open(&p, mode, name);
-    pair_begin(&p, p.b, 34);
-    int st = pair_write(&p, p.b, 34, &e);
-    ck_assert_msg(st == FENCE_OK, "%s", e.message);
-    pair_end(p.b, st);
-    pair_begin(&p, p.a, 33);
-    st = pair_write(&p, p.a, 33, &e);
-    expect_stale(st, &e, &p);
-    pair_end(p.a, st);
-    pair_check(&p);
-    pair_close(&p);
-}
-
+static const script reversed = {
+    {{34, BEGIN}, {34, WRITE}, {34, END}, {33, BEGIN}, {33, WRITE_STALE}, {33, END}},
+};
 /* 33 begins, 34 begins, 34 writes and commits, 33 writes: rejected. */
-static void interleave_overlapping(int mode, const char *name)
-{
-    pair p;
-    outcome e;
-    pair_open(&p, mode, name);
-    pair_begin(&p, p.a, 33);
-    pair_begin(&p, p.b, 34);
-    int st = pair_write(&p, p.b, 34, &e);
-    ck_assert_msg(st == FENCE_OK, "%s", e.message);
-    pair_end(p.b, st);
-    st = pair_write(&p, p.a, 33, &e);
-    expect_stale(st, &e, &p);
-    pair_end(p.a, st);
-    pair_check(&p);
-    pair_close(&p);
-}
-
-/* 33 writes; 34 writes and blocks on the lock; 33 commits; 34 goes on and
- * commits. */
-static void interleave_blocking(int mode, const char *name)
-{
-    pair p;
-    outcome e;
-    pair_open(&p, mode, name);
-    pair_begin(&p, p.a, 33);
-    int st = pair_write(&p, p.a, 33, &e);
-    ck_assert_msg(st == FENCE_OK, "%s", e.message);
-
-    pair_begin(&p, p.b, 34);
-    char sql[256];
-    snprintf(sql, sizeof sql, "UPDATE %s SET by = 34 WHERE id = 1", p.table);
-    job j = {.c = p.b, .sql = mode == ROW ? sql : NULL, .tok = 34, .resource = p.resource};
-    job_start(&j);
-    wait_blocked(p.watch, p.b);
-    pair_end(p.a, FENCE_OK);
-    job_join(&j, 5000);
-    ck_assert_msg(j.status == FENCE_OK, "%s", j.err.message);
-    if (mode == RES) {
-        ck_assert_int_eq(run(p.b, sql, &e), FENCE_OK);
-    }
-    pair_end(p.b, FENCE_OK);
-    pair_check(&p);
-    pair_close(&p);
-}
-
+static const script overlapping = {
+    {{33, BEGIN}, {34, BEGIN}, {34, WRITE}, {34, END}, {33, WRITE_STALE}, {33, END}},
+};
+/* 33 writes; 34 writes and blocks on the lock; 33 commits; 34 goes on and commits. */
+static const script blocking = {
+    {{33, BEGIN}, {33, WRITE}, {34, BEGIN}, {34, WRITE_BLOCKS}, {33, END}, {34, UNBLOCKED},
+     {34, END}},
+};
 /* 34 writes; 33 writes and blocks; 34 commits; 33 is rejected. */
-static void interleave_blocking_stale(int mode, const char *name)
+static const script blocking_stale = {
+    {{34, BEGIN}, {34, WRITE}, {33, BEGIN}, {33, WRITE_BLOCKS}, {34, END},
+     {33, UNBLOCKED_STALE}, {33, END}},
+};
+
+/* Every interleaving in both modes, each on a table of its own. */
+static const struct {
+    const char *name; /* also the table's name */
+    int mode;
+    const script *script;
+} interleavings[] = {
+    {"il_row_seq", ROW, &sequential},      {"il_row_rev", ROW, &reversed},
+    {"il_row_ovl", ROW, &overlapping},     {"il_row_blk", ROW, &blocking},
+    {"il_row_blks", ROW, &blocking_stale}, {"il_res_seq", RES, &sequential},
+    {"il_res_rev", RES, &reversed},        {"il_res_ovl", RES, &overlapping},
+    {"il_res_blk", RES, &blocking},        {"il_res_blks", RES, &blocking_stale},
+};
+
+START_TEST(interleaving)
 {
+    const int mode = interleavings[_i].mode;
     pair p;
     outcome e;
-    pair_open(&p, mode, name);
-    pair_begin(&p, p.b, 34);
-    int st = pair_write(&p, p.b, 34, &e);
-    ck_assert_msg(st == FENCE_OK, "%s", e.message);
-
-    pair_begin(&p, p.a, 33);
-    char sql[256];
-    snprintf(sql, sizeof sql, "UPDATE %s SET by = 33 WHERE id = 1", p.table);
-    job j = {.c = p.a, .sql = mode == ROW ? sql : NULL, .tok = 33, .resource = p.resource};
-    job_start(&j);
-    wait_blocked(p.watch, p.a);
-    pair_end(p.b, FENCE_OK);
-    job_join(&j, 5000);
-    expect_stale(j.status, &j.err, &p);
-    pair_end(p.a, j.status);
+    job j;
+    char sql[256];                        /* the blocked session's UPDATE */
+    int last[2] = {FENCE_OK, FENCE_OK}; /* the last write's status: 33's, 34's */
+    pair_open(&p, mode, interleavings[_i].name);
+    for (const step *s = interleavings[_i].script->steps; s->op != DONE; s++) {
+        PGconn *c = s->tok == 33 ? p.a : p.b;
+        int *st = &last[s->tok == 34];
+        switch (s->op) {
+        case BEGIN:
+            pair_begin(&p, c, (uint64_t)s->tok);
+            break;
+        case WRITE:
+            *st = pair_write(&p, c, (uint64_t)s->tok, &e);
+            ck_assert_msg(*st == FENCE_OK, "%s", e.message);
+            break;
+        case WRITE_STALE:
+            *st = pair_write(&p, c, (uint64_t)s->tok, &e);
+            expect_stale(*st, &e, &p);
+            break;
+        case WRITE_BLOCKS:
+            snprintf(sql, sizeof sql, "UPDATE %s SET by = %d WHERE id = 1", p.table, s->tok);
+            j = (job){.c = c, .sql = mode == ROW ? sql : NULL, .tok = (uint64_t)s->tok,
+                      .resource = p.resource};
+            job_start(&j);
+            wait_blocked(p.watch, c);
+            break;
+        case UNBLOCKED:
+            job_join(&j, 5000);
+            *st = j.status;
+            ck_assert_msg(j.status == FENCE_OK, "%s", j.err.message);
+            if (mode == RES) {
+                ck_assert_int_eq(run(c, sql, &e), FENCE_OK);
+            }
+            break;
+        case UNBLOCKED_STALE:
+            job_join(&j, 5000);
+            *st = j.status;
+            expect_stale(j.status, &j.err, &p);
+            break;
+        case END:
+            pair_end(c, *st);
+            break;
+        case DONE:
+            break;
+        }
+    }
     pair_check(&p);
     pair_close(&p);
-}
-
-START_TEST(row_interleavings)
-{
-    interleave_sequential(ROW, "il_row_seq");
-    interleave_reversed(ROW, "il_row_rev");
-    interleave_overlapping(ROW, "il_row_ovl");
-    interleave_blocking(ROW, "il_row_blk");
-    interleave_blocking_stale(ROW, "il_row_blks");
-}
-END_TEST
-
-START_TEST(resource_interleavings)
-{
-    interleave_sequential(RES, "il_res_seq");
-    interleave_reversed(RES, "il_res_rev");
-    interleave_overlapping(RES, "il_res_ovl");
-    interleave_blocking(RES, "il_res_blk");
-    interleave_blocking_stale(RES, "il_res_blks");
 }
 END_TEST
 
@@ -827,8 +818,7 @@ static Suite *pg_suite(void)
     tcase_add_test(t, row_stale_update_delete_insert);
     tcase_add_test(t, row_client_cannot_write_the_column);
     tcase_add_test(t, row_bad_tokens_rejected);
-    tcase_add_test(t, row_interleavings);
-    tcase_add_test(t, resource_interleavings);
+    CT_ADD_CASES(t, interleaving, interleavings);
     tcase_add_test(t, resource_concurrent_create);
     tcase_add_test(t, retrofit_rails_lock_version);
     tcase_add_test(t, permissive_mode);

@@ -31,6 +31,7 @@
  * waits on a heavyweight lock (pg_stat_activity.wait_event_type = 'Lock').
  * Own database and role per run (pgutil.c).
  */
+#include "casetable.h"
 #include "pgutil.h"
 
 #include <inttypes.h>
@@ -264,161 +265,161 @@ START_TEST(hot_path_holds_the_row_lock)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 2. READ COMMITTED: a higher token waits for a holder of the lock      */
+/* 2. A waiter for the row lock judges what its holder committed        */
 /* ------------------------------------------------------------------ */
 
-START_TEST(rc_higher_waits_for_equal)
+/* One holder and one waiter, both application sessions, on a resource of
+ * the case's own whose committed mark is mark.  The waiter first opens its
+ * transaction if it has one (at iso, the snapshot taken at once: before
+ * the holder's call); the holder calls advance(held) in a transaction
+ * (held == mark: only the lock, the hot path); the waiter offers offered
+ * and must block, the committed mark still mark; the holder commits or
+ * rolls back; the waiter's call then is admitted (returns offered), or is
+ * refused with state (23Q01: stale against the holder's committed held, a
+ * repeat or older).  A waiter in a transaction then holds the lock when it was
+ * admitted (and commits), else rolls back.  The mark ends as final. */
+static const struct {
+    const char *name;
+    long long mark;    /* the committed mark before */
+    long long held;    /* the holder's token, uncommitted */
+    bool ha;           /* the holder calls as HA (else no holder) */
+    bool commit;       /* the holder commits (else rolls back) */
+    const char *iso;   /* the waiter's transaction (NULL: autocommit) */
+    bool hb;           /* the waiter calls as HB (in its transaction) */
+    long long offered; /* the waiter's token */
+    const char *state; /* the SQLSTATE refusing it (NULL: admitted) */
+    bool repeat;       /* a 23Q01 refusal's reason is repeat (else older) */
+    long long final;   /* the committed mark in the end */
+} waiters[] = {
+    /* READ COMMITTED: a higher token waits for a holder of the lock ... */
+    {"rc_higher_behind_equal", 5, 5, false, true, NULL, false, 6, NULL, false, 6},
+    {"rc_higher_behind_higher", 6, 7, false, true, NULL, false, 8, NULL, false, 8},
+    /* ... and is judged against what the holder committed: the equal
+     * token, the old mark, the same token for another holder (a repeat) */
+    {"rc_equal_refused_after_raise", 5, 6, false, true, NULL, false, 5, "23Q01", false, 6},
+    {"rc_old_mark_refused_after_raise", 6, 7, false, true, NULL, false, 6, "23Q01", false, 7},
+    {"rc_other_holder_refused_as_repeat", 7, 11, true, true, "READ COMMITTED", true, 11, "23Q01",
+     true, 11},
+    /* ... or against the mark the holder rolled back to: the equal token
+     * is admitted, the mark stays; a higher one (below the holder's)
+     * raises it. */
+    {"rc_equal_admitted_after_rollback", 7, 8, false, false, NULL, false, 7, NULL, false, 7},
+    {"rc_higher_admitted_after_rollback", 7, 10, false, false, NULL, false, 9, NULL, false, 9},
+    /* REPEATABLE READ: a commit of a raise is a serialization failure, a
+     * rollback (or a commit of a mere lock, the hot path) is not. */
+    {"rr_refused_after_raise", 5, 6, false, true, "REPEATABLE READ", false, 6, "40001", false, 6},
+    {"rr_admitted_after_rollback", 6, 7, false, false, "REPEATABLE READ", false, 7, NULL, false,
+     7},
+    {"rr_admitted_after_lock_only", 7, 7, false, true, "REPEATABLE READ", false, 7, NULL, false,
+     7},
+};
+
+static void as_holder(PGconn *c, const char *id)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT set_config('fence.holder', '%s', true),"
+             " set_config('fence.xact', pg_current_xact_id()::text, true)",
+             id);
+    ok(c, sql);
+}
+
+START_TEST(waiter_judges_the_holders_outcome)
+{
+    PGconn *watch = db();
+    PGconn *holder = db_app();
+    PGconn *waiter = db_app();
+    char resource[64], what[256], sql[256];
+    res o;
+    snprintf(resource, sizeof resource, "race2-%d", _i);
+    snprintf(what, sizeof what, "%s: waiter advance(%s, %lld)%s behind the holder's uncommitted"
+                                " %lld%s, %s",
+             waiters[_i].name, resource, waiters[_i].offered, waiters[_i].hb ? " as HB" : "",
+             waiters[_i].held, waiters[_i].ha ? " as HA" : "",
+             waiters[_i].commit ? "committed" : "rolled back");
+    set_mark(holder, resource, waiters[_i].mark);
+
+    if (waiters[_i].iso != NULL) {
+        snprintf(sql, sizeof sql, "BEGIN ISOLATION LEVEL %s", waiters[_i].iso);
+        ok(waiter, sql);
+        if (strcmp(waiters[_i].iso, "READ COMMITTED") != 0) {
+            ok(waiter, "SELECT 1"); /* the snapshot */
+        }
+        if (waiters[_i].hb) {
+            as_holder(waiter, HB);
+        }
+    }
+    ok(holder, "BEGIN");
+    if (waiters[_i].ha) {
+        as_holder(holder, HA);
+    }
+    o = call(holder, resource, waiters[_i].held);
+    expect_ok(&o, waiters[_i].held, "the holder's advance");
+    send_call(waiter, resource, waiters[_i].offered);
+    expect_blocked(watch, waiter, what);
+    ck_assert_int_eq(mark(watch, resource), waiters[_i].mark);
+    ok(holder, waiters[_i].commit ? "COMMIT" : "ROLLBACK");
+    o = collect(waiter, what);
+    if (waiters[_i].state == NULL) {
+        expect_ok(&o, waiters[_i].offered, what);
+    } else if (strcmp(waiters[_i].state, "23Q01") == 0) {
+        expect_stale(&o, waiters[_i].offered, waiters[_i].held, waiters[_i].repeat, what);
+    } else {
+        expect_state(&o, waiters[_i].state, what);
+    }
+    if (waiters[_i].iso != NULL) {
+        if (o.ok) { /* the waiter has the lock now */
+            snprintf(sql, sizeof sql,
+                     "SELECT 1 FROM fence.marks WHERE resource = '%s' FOR UPDATE NOWAIT",
+                     resource);
+            fails(watch, sql, "55P03");
+        }
+        ok(waiter, o.ok ? "COMMIT" : "ROLLBACK");
+    }
+    ck_assert_int_eq(mark(watch, resource), waiters[_i].final);
+
+    PQfinish(holder);
+    PQfinish(waiter);
+    PQfinish(watch);
+}
+END_TEST
+
+/* READ COMMITTED, the waiter in a transaction: once released it keeps the
+ * lock it got, so the former holder now waits behind it, and is then
+ * admitted with the equal token (no holders). */
+START_TEST(rc_released_waiter_keeps_the_lock)
 {
     PGconn *watch = db();
     PGconn *a = db_app();
     PGconn *b = db_app();
     res o;
-    set_mark(a, "race2", 5);
+    set_mark(a, "race2k", 8);
 
     ok(a, "BEGIN");
-    o = call(a, "race2", 5);
-    expect_ok(&o, 5, "A advance(race2, 5)");
-    send_call(b, "race2", 6);
-    expect_blocked(watch, b, "B advance(race2, 6) behind A's equal 5");
-    ok(a, "COMMIT");
-    o = collect(b, "B advance(race2, 6)");
-    expect_ok(&o, 6, "B advance(race2, 6) after A's commit");
-    ck_assert_int_eq(mark(watch, "race2"), 6);
-
-    /* Higher waits for higher: A raises to 7 uncommitted, B offers 8. */
-    ok(a, "BEGIN");
-    o = call(a, "race2", 7);
-    expect_ok(&o, 7, "A advance(race2, 7)");
-    send_call(b, "race2", 8);
-    expect_blocked(watch, b, "B advance(race2, 8) behind A's uncommitted 7");
-    ck_assert_int_eq(mark(watch, "race2"), 6);
-    ok(a, "COMMIT");
-    o = collect(b, "B advance(race2, 8)");
-    expect_ok(&o, 8, "B advance(race2, 8) after A's commit of 7");
-    ck_assert_int_eq(mark(watch, "race2"), 8);
-
-    /* B inside a transaction too: it keeps the lock it got once released. */
-    ok(a, "BEGIN");
-    o = call(a, "race2", 8);
-    expect_ok(&o, 8, "A advance(race2, 8)");
+    o = call(a, "race2k", 8);
+    expect_ok(&o, 8, "A advance(race2k, 8)");
     ok(b, "BEGIN");
-    send_call(b, "race2", 9);
-    expect_blocked(watch, b, "B advance(race2, 9) in a transaction");
+    send_call(b, "race2k", 9);
+    expect_blocked(watch, b, "B advance(race2k, 9) in a transaction");
     ok(a, "COMMIT");
-    o = collect(b, "B advance(race2, 9)");
-    expect_ok(&o, 9, "B advance(race2, 9)");
+    o = collect(b, "B advance(race2k, 9)");
+    expect_ok(&o, 9, "B advance(race2k, 9)");
     ok(a, "BEGIN");
-    send_call(a, "race2", 9);
-    expect_blocked(watch, a, "A advance(race2, 9) behind B's uncommitted 9");
+    send_call(a, "race2k", 9);
+    expect_blocked(watch, a, "A advance(race2k, 9) behind B's uncommitted 9");
     ok(b, "COMMIT");
-    o = collect(a, "A advance(race2, 9)");
-    expect_ok(&o, 9, "A advance(race2, 9) after B's commit of 9 (equal, no holder)");
+    o = collect(a, "A advance(race2k, 9)");
+    expect_ok(&o, 9, "A advance(race2k, 9) after B's commit of 9 (equal, no holder)");
     ok(a, "COMMIT");
-    ck_assert_int_eq(mark(watch, "race2"), 9);
+    ck_assert_int_eq(mark(watch, "race2k"), 9);
 
     PQfinish(a);
     PQfinish(b);
     PQfinish(watch);
 }
 END_TEST
-
 /* ------------------------------------------------------------------ */
-/* 3. READ COMMITTED: a waiter judges what the writer committed          */
-/* ------------------------------------------------------------------ */
-
-START_TEST(rc_waiter_refused_after_commit)
-{
-    PGconn *watch = db();
-    PGconn *a = db_app();
-    PGconn *b = db_app();
-    res o;
-    set_mark(a, "race3", 5);
-
-    /* Equal waits for higher, then is refused. */
-    ok(b, "BEGIN");
-    o = call(b, "race3", 6);
-    expect_ok(&o, 6, "B advance(race3, 6)");
-    send_call(a, "race3", 5);
-    expect_blocked(watch, a, "A advance(race3, 5) behind B's uncommitted 6");
-    ok(b, "COMMIT");
-    o = collect(a, "A advance(race3, 5)");
-    expect_stale(&o, 5, 6, false, "A advance(race3, 5) after B's commit of 6");
-    ck_assert_int_eq(mark(watch, "race3"), 6);
-
-    /* The same one step up: A offers 6 (the committed mark) while B holds 7. */
-    ok(b, "BEGIN");
-    o = call(b, "race3", 7);
-    expect_ok(&o, 7, "B advance(race3, 7)");
-    send_call(a, "race3", 6);
-    expect_blocked(watch, a, "A advance(race3, 6) behind B's uncommitted 7");
-    ok(b, "COMMIT");
-    o = collect(a, "A advance(race3, 6)");
-    expect_stale(&o, 6, 7, false, "A advance(race3, 6) after B's commit of 7");
-    ck_assert_int_eq(mark(watch, "race3"), 7);
-
-    /* A waiter with a holder behind a commit of the same token with
-     * another holder: a repeat. */
-    ok(b, "BEGIN");
-    ok(b, "SELECT set_config('fence.holder', '" HA "', true),"
-                  " set_config('fence.xact', pg_current_xact_id()::text, true)");
-    o = call(b, "race3", 11);
-    expect_ok(&o, 11, "B advance(race3, 11) as HA");
-    ok(a, "BEGIN");
-    ok(a, "SELECT set_config('fence.holder', '" HB "', true),"
-                  " set_config('fence.xact', pg_current_xact_id()::text, true)");
-    send_call(a, "race3", 11);
-    expect_blocked(watch, a, "A advance(race3, 11) as HB behind B's uncommitted 11 as HA");
-    ok(b, "COMMIT");
-    o = collect(a, "A advance(race3, 11) as HB");
-    expect_stale(&o, 11, 11, true, "A advance(race3, 11) as HB after B's commit as HA");
-    ok(a, "ROLLBACK");
-    ck_assert_int_eq(mark(watch, "race3"), 11);
-
-    PQfinish(a);
-    PQfinish(b);
-    PQfinish(watch);
-}
-END_TEST
-
-START_TEST(rc_waiter_admitted_after_rollback)
-{
-    PGconn *watch = db();
-    PGconn *a = db_app();
-    PGconn *b = db_app();
-    res o;
-    set_mark(a, "race3r", 7);
-
-    /* B rolls back: the waiter's equal token is admitted, the mark stays
-     * as it was. */
-    ok(b, "BEGIN");
-    o = call(b, "race3r", 8);
-    expect_ok(&o, 8, "B advance(race3r, 8)");
-    send_call(a, "race3r", 7);
-    expect_blocked(watch, a, "A advance(race3r, 7) behind B's uncommitted 8");
-    ok(b, "ROLLBACK");
-    o = collect(a, "A advance(race3r, 7)");
-    expect_ok(&o, 7, "A advance(race3r, 7) after B's rollback");
-    ck_assert_int_eq(mark(watch, "race3r"), 7);
-
-    /* ... and a waiter's higher token (below B's rolled back one) raises it. */
-    ok(b, "BEGIN");
-    o = call(b, "race3r", 10);
-    expect_ok(&o, 10, "B advance(race3r, 10)");
-    send_call(a, "race3r", 9);
-    expect_blocked(watch, a, "A advance(race3r, 9) behind B's uncommitted 10");
-    ok(b, "ROLLBACK");
-    o = collect(a, "A advance(race3r, 9)");
-    expect_ok(&o, 9, "A advance(race3r, 9) after B's rollback of 10");
-    ck_assert_int_eq(mark(watch, "race3r"), 9);
-
-    PQfinish(a);
-    PQfinish(b);
-    PQfinish(watch);
-}
-END_TEST
-
-/* ------------------------------------------------------------------ */
-/* 4. REPEATABLE READ / SERIALIZABLE                                     */
+/* 3. REPEATABLE READ / SERIALIZABLE                                     */
 /* ------------------------------------------------------------------ */
 
 /* A: a transaction at iso with its snapshot taken; then B (autocommit)
@@ -479,75 +480,8 @@ START_TEST(repeatable_read_and_serializable)
 }
 END_TEST
 
-/* REPEATABLE READ with the concurrent writer still running: the call
- * waits; a commit of a raise is a serialization failure, a rollback (or a
- * commit of a mere lock, the equal-token hot path) is not. */
-START_TEST(repeatable_read_waits_then_decides)
-{
-    PGconn *watch = db();
-    PGconn *a = db_app();
-    PGconn *b = db_app();
-    const char *resource = "race4w";
-    char sql[256];
-    res o;
-    o = call(b, resource, 5);
-    expect_ok(&o, 5, "setting the mark");
-
-    /* B raises 5 -> 6 uncommitted; A (snapshot first) offers 6; B commits. */
-    ok(a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-    ok(a, "SELECT 1");
-    ok(b, "BEGIN");
-    o = call(b, resource, 6);
-    expect_ok(&o, 6, "B advance 6");
-    adv_sql(sql, sizeof sql, resource, 6);
-    send_sql(a, sql);
-    expect_blocked(watch, a, "RR A advance 6 behind B's uncommitted 6");
-    ok(b, "COMMIT");
-    o = collect(a, "RR A advance 6");
-    expect_state(&o, "40001", "RR A advance 6 after B's commit of a raise");
-    ok(a, "ROLLBACK");
-
-    /* B raises 6 -> 7 and rolls back: A's 7 is admitted. */
-    ok(a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-    ok(a, "SELECT 1");
-    ok(b, "BEGIN");
-    o = call(b, resource, 7);
-    expect_ok(&o, 7, "B advance 7");
-    adv_sql(sql, sizeof sql, resource, 7);
-    send_sql(a, sql);
-    expect_blocked(watch, a, "RR A advance 7 behind B's uncommitted 7");
-    ok(b, "ROLLBACK");
-    o = collect(a, "RR A advance 7");
-    expect_ok(&o, 7, "RR A advance 7 after B's rollback");
-    ok(a, "COMMIT");
-    ck_assert_int_eq(mark(watch, resource), 7);
-
-    /* B only locks (equal token, the hot path) and commits: no
-     * serialization failure for A's equal token. */
-    ok(a, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-    ok(a, "SELECT 1");
-    ok(b, "BEGIN");
-    o = call(b, resource, 7);
-    expect_ok(&o, 7, "B advance 7 (lock only)");
-    send_sql(a, sql);
-    expect_blocked(watch, a, "RR A advance 7 behind B's lock");
-    ok(b, "COMMIT");
-    o = collect(a, "RR A advance 7");
-    expect_ok(&o, 7, "RR A advance 7 after B's commit of a lock");
-    /* A has the lock now. */
-    snprintf(sql, sizeof sql,
-             "SELECT 1 FROM fence.marks WHERE resource = '%s' FOR UPDATE NOWAIT", resource);
-    fails(watch, sql, "55P03");
-    ok(a, "COMMIT");
-    ck_assert_int_eq(mark(watch, resource), 7);
-    PQfinish(a);
-    PQfinish(b);
-    PQfinish(watch);
-}
-END_TEST
-
 /* ------------------------------------------------------------------ */
-/* 5. One transaction                                                    */
+/* 4. One transaction                                                    */
 /* ------------------------------------------------------------------ */
 
 START_TEST(same_transaction)
@@ -625,7 +559,7 @@ START_TEST(same_transaction)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 6. Creators of a new resource                                         */
+/* 5. Creators of a new resource                                         */
 /* ------------------------------------------------------------------ */
 
 /* A creates resource with token first (and holder ha, NULL none), B then
@@ -665,6 +599,7 @@ static res create_race(PGconn *watch, const char *resource, long long first, con
 }
 
 static const struct {
+    const char *name;
     long long first; /* A's token, A's insert uncommitted */
     bool ha;         /* A's holder HA (else none) */
     long long second; /* B's token, waiting for A's insert */
@@ -674,12 +609,18 @@ static const struct {
     bool repeat;      /* the refusal is a repeat (else older) */
     long long mark;   /* the final mark */
 } creates[] = {
-    {5, false, 6, false, true, 6, false, 6},  /* 6 raises A's committed 5 */
-    {6, false, 5, false, true, 0, false, 6},  /* 5 refused against A's committed 6 */
-    {5, false, 6, false, false, 6, false, 6}, /* A's 5 rolled back: 6 creates it */
-    {6, false, 5, false, false, 5, false, 5}, /* A's 6 rolled back: 5 creates it */
-    {5, false, 5, false, true, 5, false, 5},  /* equal, no holders: admitted */
-    {5, true, 5, true, true, 0, true, 5},     /* equal, other holders: a repeat */
+    /* 6 raises A's committed 5 */
+    {"higher_after_commit", 5, false, 6, false, true, 6, false, 6},
+    /* 5 refused against A's committed 6 */
+    {"lower_after_commit", 6, false, 5, false, true, 0, false, 6},
+    /* A's 5 rolled back: 6 creates it */
+    {"higher_after_rollback", 5, false, 6, false, false, 6, false, 6},
+    /* A's 6 rolled back: 5 creates it */
+    {"lower_after_rollback", 6, false, 5, false, false, 5, false, 5},
+    /* equal, no holders: admitted */
+    {"equal_no_holders", 5, false, 5, false, true, 5, false, 5},
+    /* equal, other holders: a repeat */
+    {"equal_other_holders", 5, true, 5, true, true, 0, true, 5},
 };
 
 START_TEST(fresh_resource_raced)
@@ -825,7 +766,7 @@ START_TEST(stress_commit_order)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 7. What a backend prepared for fence.marks, against DDL on it        */
+/* 6. What a backend prepared for fence.marks, against DDL on it        */
 /* ------------------------------------------------------------------ */
 
 /* On a: tok is admitted (twice), tok + 1 raises, tok refused after it. */
@@ -938,23 +879,25 @@ END_TEST
  * busy fence.marks: pg_class updated in place, a relcache invalidation),
  * then DDL. */
 static const struct {
+    const char *name;
     const char *before_hot, *before_raise, *cleanup;
     bool app; /* in an application role's session (else the superuser's) */
 } in_open[] = {
-    {"ANALYZE fence.marks", "ANALYZE fence.marks", NULL, false},
-    {"VACUUM fence.marks", "VACUUM fence.marks", NULL, false},
-    {"VACUUM FULL fence.marks", "VACUUM FULL fence.marks", NULL, false},
-    {"REINDEX TABLE fence.marks", "REINDEX TABLE fence.marks", NULL, false},
-    {"REINDEX TABLE CONCURRENTLY fence.marks", "REINDEX TABLE CONCURRENTLY fence.marks", NULL,
-     false},
-    {"ALTER TABLE fence.marks ADD COLUMN zz2 int", "ALTER TABLE fence.marks DROP COLUMN zz2",
-     NULL, false},
-    {"ANALYZE fence.marks", "ALTER TABLE fence.marks ADD COLUMN zz3 int",
+    {"analyze", "ANALYZE fence.marks", "ANALYZE fence.marks", NULL, false},
+    {"vacuum", "VACUUM fence.marks", "VACUUM fence.marks", NULL, false},
+    {"vacuum_full", "VACUUM FULL fence.marks", "VACUUM FULL fence.marks", NULL, false},
+    {"reindex", "REINDEX TABLE fence.marks", "REINDEX TABLE fence.marks", NULL, false},
+    {"reindex_concurrently", "REINDEX TABLE CONCURRENTLY fence.marks",
+     "REINDEX TABLE CONCURRENTLY fence.marks", NULL, false},
+    {"add_drop_column", "ALTER TABLE fence.marks ADD COLUMN zz2 int",
+     "ALTER TABLE fence.marks DROP COLUMN zz2", NULL, false},
+    {"analyze_add_column", "ANALYZE fence.marks", "ALTER TABLE fence.marks ADD COLUMN zz3 int",
      "ALTER TABLE fence.marks DROP COLUMN zz3", false},
-    {"ANALYZE fence.marks", "ANALYZE fence.marks", NULL, true},
-    {"VACUUM FULL fence.marks", "REINDEX TABLE fence.marks", NULL, true},
-    {"ALTER TABLE fence.marks ADD COLUMN zz4 int", "ALTER TABLE fence.marks DROP COLUMN zz4",
-     NULL, true},
+    {"app_analyze", "ANALYZE fence.marks", "ANALYZE fence.marks", NULL, true},
+    {"app_vacuum_full_reindex", "VACUUM FULL fence.marks", "REINDEX TABLE fence.marks", NULL,
+     true},
+    {"app_add_drop_column", "ALTER TABLE fence.marks ADD COLUMN zz4 int",
+     "ALTER TABLE fence.marks DROP COLUMN zz4", NULL, true},
 };
 
 START_TEST(caches_survive_invalidation_in_open_transaction)
@@ -980,7 +923,7 @@ START_TEST(caches_survive_invalidation_in_open_transaction)
 END_TEST
 
 /* ------------------------------------------------------------------ */
-/* 8. Invalidations taken in during a call, odd tables                  */
+/* 7. Invalidations taken in during a call, odd tables                  */
 /* ------------------------------------------------------------------ */
 
 /* A side database of this run (<g_db>_<suffix>, name to d) with fence.sql
@@ -1262,17 +1205,14 @@ static Suite *pg_race_suite(void)
     Suite *s = suite_create("pg_race");
     TCase *t = pg_tcase("pg_race");
     tcase_add_test(t, hot_path_holds_the_row_lock);
-    tcase_add_test(t, rc_higher_waits_for_equal);
-    tcase_add_test(t, rc_waiter_refused_after_commit);
-    tcase_add_test(t, rc_waiter_admitted_after_rollback);
+    CT_ADD_CASES(t, waiter_judges_the_holders_outcome, waiters);
+    tcase_add_test(t, rc_released_waiter_keeps_the_lock);
     tcase_add_test(t, repeatable_read_and_serializable);
-    tcase_add_test(t, repeatable_read_waits_then_decides);
     tcase_add_test(t, same_transaction);
-    tcase_add_loop_test(t, fresh_resource_raced, 0, (int)(sizeof creates / sizeof creates[0]));
+    CT_ADD_CASES(t, fresh_resource_raced, creates);
     tcase_add_test(t, stress_commit_order);
     tcase_add_test(t, caches_survive_ddl);
-    tcase_add_loop_test(t, caches_survive_invalidation_in_open_transaction, 0,
-                        (int)(sizeof in_open / sizeof in_open[0]));
+    CT_ADD_CASES(t, caches_survive_invalidation_in_open_transaction, in_open);
     tcase_add_test(t, stale_layout_after_invalidation_in_call);
     tcase_add_test(t, acl_after_proc_invalidation);
     tcase_add_test(t, inherited_child_table);

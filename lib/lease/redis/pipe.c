@@ -15,8 +15,7 @@
  * server has sent nothing for the head request's allowance (the I/O
  * timeout, plus WAIT's) -- then every waiting request fails, since a
  * reply that comes later could no longer be matched to its request. */
-#include "pipe.h"
-#include "../lease_internal.h"
+#include "redis.h"
 
 #include <hiredis/hiredis.h>
 #include <poll.h>

@@ -2,7 +2,7 @@
  * unix:///path[?db=N] and
  * redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master.
  * Messages about a URL never quote its credentials. */
-#include "lease_internal.h"
+#include "redis.h"
 
 #include <stdarg.h>
 #include <stdio.h>

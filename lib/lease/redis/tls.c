@@ -2,7 +2,7 @@
  * SNI and name verification, non-blocking reads and writes, and a socket
  * BIO that sends with MSG_NOSIGNAL (a peer that went away must never kill
  * the program with SIGPIPE).  Nothing here knows about Redis. */
-#include "lease_internal.h"
+#include "redis.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

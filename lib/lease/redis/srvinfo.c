@@ -1,7 +1,7 @@
 /* srvinfo.c -- what a Redis server says about itself (INFO memory, INFO
- * persistence, CONFIG GET save), and whether fence may issue tokens there:
- * an allkeys-* eviction policy can evict a token counter. */
-#include "lease_internal.h"
+ * persistence, CONFIG GET save).  What the owner makes of it is its own
+ * business (the handle's first_use hook). */
+#include "redis.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -77,55 +77,16 @@ static void fill(fence_server_info *out, redisReply *mem, redisReply *per, redis
     out->persistence = persistence_of(aof, rdb_from(save));
 }
 
-fence_status fence__srv_read(fence_client *c, fence__conn *rc, fence_server_info *out)
+void fence__srv_append(fence__conn *rc)
 {
-    memset(out, 0, sizeof *out);
-    out->persistence = FENCE_PERSIST_UNKNOWN;
     fence__tr_appendf(rc, "INFO memory");
     fence__tr_appendf(rc, "INFO persistence");
     fence__tr_appendf(rc, "CONFIG GET save");
-    redisReply *r[3] = {NULL, NULL, NULL};
-    fence_status st = FENCE_OK;
-    for (int i = 0; i < 3; i++) {
-        if (fence__tr_reply(rc, (void **)&r[i]) != 0) {
-            r[i] = NULL;
-            st = fence__fail(c, FENCE_ECONN, "%s: connection failed: %s", c->url.display,
-                             rc->errstr);
-            break;
-        }
-    }
-    if (st == FENCE_OK) {
-        fill(out, r[0], r[1], r[2]);
-        atomic_store(&c->m.persistence, fence__persistence_gauge(out->persistence));
-    }
-    for (int i = 0; i < 3; i++) {
-        if (r[i] != NULL) {
-            freeReplyObject(r[i]);
-        }
-    }
-    return st;
 }
 
-int fence__persistence_gauge(int p)
+void fence__srv_fill(fence_server_info *out, void *const *replies)
 {
-    return p == FENCE_PERSIST_UNKNOWN ? -1 : p != FENCE_PERSIST_OFF;
-}
-
-fence_status fence__srv_refuse(fence_client *c, const fence_server_info *si)
-{
-    if (c->allow_eviction) {
-        return FENCE_OK;
-    }
-    if (si->maxmemory_policy[0] == '\0') {
-        return fence__fail(c, FENCE_ECONFIG, "%s: cannot read maxmemory_policy (INFO memory "
-                           "refused?): an allkeys-* policy could evict token counters; set "
-                           "allow_eviction to issue tokens anyway", c->url.display);
-    }
-    if (strncmp(si->maxmemory_policy, "allkeys-", 8) == 0) {
-        return fence__fail(c, FENCE_ECONFIG, "%s: maxmemory-policy is %s: Redis may evict a held "
-                           "lease or token counter (two holders, tokens repeated); use noeviction or a "
-                           "volatile-* policy, or set allow_eviction", c->url.display,
-                           si->maxmemory_policy);
-    }
-    return FENCE_OK;
+    memset(out, 0, sizeof *out);
+    out->persistence = FENCE_PERSIST_UNKNOWN;
+    fill(out, replies[0], replies[1], replies[2]);
 }

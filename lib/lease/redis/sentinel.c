@@ -3,7 +3,7 @@
  * get-master-addr-by-name; the caller connects and checks ROLE).  The
  * Sentinels' own credentials are sentinel_username / sentinel_password;
  * TLS, when on, applies to them as to the data nodes. */
-#include "lease_internal.h"
+#include "redis.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>

@@ -1,10 +1,10 @@
-/* transport.c -- the one transport under the lease library: the socket
+/* transport.c -- the one transport of libfence's Redis engine: the socket
  * (TCP or unix, non-blocking, close-on-exec), connect and I/O timeouts by
  * poll(), TLS through tls.c, and RESP through hiredis's encoder
  * (redisFormatCommandArgv) and reader (redisReader).  Every connection of
  * the library -- commands, heartbeat, pub/sub, Sentinels -- is one of
  * these.  Writes never raise SIGPIPE (send(MSG_NOSIGNAL), or tls.c's BIO). */
-#include "lease_internal.h"
+#include "redis.h"
 
 #include <errno.h>
 #include <fcntl.h>

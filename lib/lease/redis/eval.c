@@ -1,0 +1,427 @@
+/* eval.c -- the handle (init, close) and running scripts by index into
+ * its table on the command line: queued behind the other callers'
+ * requests (redis/pipe.c), EVALSHA with the NOSCRIPT fallback, one retry
+ * on a new connection, routing a call to its key's node in a cluster, and
+ * for the calls that ask for them the owner's first_use check before the
+ * first one on a connection and the WAIT pipelined behind the script.
+ *
+ * cmd_lock guards the lines (the client's and the cluster nodes'); it is
+ * held to queue a request and to look at a line, and released while a
+ * caller waits for its reply or connects.  Nobody closes a connection
+ * while a caller drives its I/O (fence__pipe_wait polls its fd unlocked);
+ * a line is reconnected only once every request on it has failed. */
+#include "redis.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+int fence__rd_init(fence__redis *rs)
+{
+    pthread_mutex_init(&rs->cmd_lock, NULL);
+    atomic_init(&rs->reconnects, 0);
+    return fence__pipe_init(&rs->cmd.p);
+}
+
+void fence__rd_close(fence__redis *rs)
+{
+    fence__pipe_destroy(&rs->cmd.p);
+    fence__cluster_free(rs);
+    fence__url_free(&rs->url);
+    pthread_mutex_destroy(&rs->cmd_lock);
+}
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* An error reply to a script: auth, a cluster redirection (into *rd),
+ * or the script's own error. */
+static fence_status script_error(fence__redis *rs, const redisReply *r, fence__redirect *rd)
+{
+    if (rd != NULL && fence__redirect_parse(r->str, rd) != FENCE__RD_NONE) {
+        return fence__rd_fail(rs, FENCE_ECONN, "%s: %.200s", rs->url.display, r->str);
+    }
+    if (fence__is_auth_error(r->str)) {
+        return fence__rd_fail(rs, FENCE_EAUTH, "%s: %.200s", rs->url.display, r->str);
+    }
+    return fence__rd_fail(rs, FENCE_EPROTO, "%s: script error: %.300s", rs->url.display, r->str);
+}
+
+/* Where a command-path call goes: the client's line, or a cluster node's. */
+typedef struct dest {
+    fence__line *ln;
+    int node; /* -1: the client's own line */
+} dest;
+
+/* One script call, as the caller asked for it. */
+typedef struct call {
+    int script, nkeys, nargs;
+    const char **args;
+    fence__eval_opts *io;
+    void **reply;
+    int64_t bound_ms, iot;
+} call;
+
+/* Make d's connection usable (cmd_lock held; released while waiting for
+ * another caller's connect or while connecting).  *fresh: this call
+ * opened it. */
+static fence_status line_ready(fence__redis *rs, dest *d, int64_t bound_ms, int *fresh)
+{
+    fence__line *ln = d->ln;
+    *fresh = 0;
+    int64_t span = bound_ms > 0 && bound_ms < rs->connect_timeout_ms ? bound_ms
+                                                                      : rs->connect_timeout_ms;
+    int64_t deadline = fence__now_us() + span * 1000;
+    for (;;) {
+        if (!ln->opening && ln->p.cn != NULL && ln->p.cn->err == 0) {
+            return FENCE_OK;
+        }
+        if (!ln->opening && !ln->p.driving) {
+            break;
+        }
+        /* Another caller is connecting, or still leaving a failed
+         * connection's poll: wait for it. */
+        if (fence__now_us() >= deadline) {
+            return fence__rd_fail(rs, FENCE_ECONN, "%s: cannot connect: timed out waiting for "
+                                  "another caller's connect", rs->url.display);
+        }
+        struct timespec ts = fence__timespec_ns(deadline * 1000);
+        pthread_cond_timedwait(&ln->p.cond, &rs->cmd_lock, &ts);
+    }
+    fence__pipe_fail_all(&ln->p, "the connection was replaced", 0);
+    fence__tr_close(&ln->p.cn);
+    ln->opening = 1;
+    int ever = ln->ever;
+    pthread_mutex_unlock(&rs->cmd_lock);
+    fence__conn *cn = NULL;
+    fence_status st = d->node < 0 ? fence__conn_ensure(rs, &cn, &ever, bound_ms)
+                                  : fence__cluster_ensure(rs, d->node, &cn, &ever, bound_ms);
+    pthread_mutex_lock(&rs->cmd_lock);
+    ln->opening = 0;
+    ln->ever = ever;
+    if (st == FENCE_OK) {
+        ln->p.cn = cn;
+        ln->gen++;
+        ln->checked = 0; /* a new connection: perhaps another server */
+        *fresh = 1;
+    }
+    pthread_cond_broadcast(&ln->p.cond);
+    return st;
+}
+
+/* Queue q (its commands appended to d's connection) and wait for it until
+ * deadline_us (cmd_lock held; released while waiting).  FENCE_OK: q is
+ * DONE (the caller frees it).  Otherwise FENCE_ECONN with a message, q
+ * freed or left to the pipe, *timed_out set for a timeout. */
+static fence_status exchange(fence__redis *rs, dest *d, fence__req *q, int64_t deadline_us,
+                             int *timed_out)
+{
+    fence__pipe_submit(&d->ln->p, q, 1);
+    if (fence__pipe_wait(&d->ln->p, &rs->cmd_lock, q, deadline_us) != 0) {
+        /* Our time is up; the connection stays, for the others. */
+        *timed_out = 1;
+        return fence__rd_fail(rs, FENCE_ECONN, "%s: connection failed: Resource temporarily "
+                              "unavailable (timed out)", rs->url.display);
+    }
+    if (q->state != FENCE__REQ_DONE) {
+        *timed_out = q->timed_out;
+        fence_status st = fence__rd_fail(rs, FENCE_ECONN, "%s: connection failed: %s",
+                                         rs->url.display, q->errstr);
+        fence__req_free(q);
+        return st;
+    }
+    return FENCE_OK;
+}
+
+/* The time a request's replies may take the server before the connection
+ * counts as dead: the I/O timeout, plus WAIT's own. */
+static int64_t allowance_us(const fence__redis *rs, const fence__eval_opts *io)
+{
+    int64_t ms = rs->io_timeout_ms;
+    if (io != NULL && io->min_replicas > 0) {
+        ms += io->replica_timeout_ms;
+    }
+    return ms * 1000;
+}
+
+/* Before the first call asking for it on a connection: read what the
+ * server says of itself and let the owner refuse it (cmd_lock held).
+ * Checked once per connection (callers that come at once may each ask);
+ * a refusal is asked again next time. */
+static fence_status check_server_locked(fence__redis *rs, dest *d, const call *k,
+                                        int *timed_out)
+{
+    fence__line *ln = d->ln;
+    if (ln->checked || rs->first_use == NULL) {
+        return FENCE_OK;
+    }
+    unsigned gen = ln->gen;
+    fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, allowance_us(rs, NULL));
+    if (q == NULL) {
+        return fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
+    }
+    fence__srv_append(ln->p.cn);
+    fence_status st = exchange(rs, d, q, fence__now_us() + k->iot * 1000, timed_out);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    fence_server_info si;
+    fence__srv_fill(&si, q->reply);
+    fence__req_free(q);
+    st = rs->first_use(rs->first_use_arg, &si);
+    if (st == FENCE_OK && ln->gen == gen) {
+        ln->checked = 1;
+    }
+    return st;
+}
+
+/* The script itself on d's connection (cmd_lock held): EVALSHA, EVAL
+ * after NOSCRIPT; ASKING before it, WAIT behind it when asked. */
+static fence_status run_script(fence__redis *rs, dest *d, const call *k, int asking,
+                               fence__redirect *rd, int *timed_out)
+{
+    enum { MAXARGV = 3 + 11 }; /* acquire with a holder description: 3 keys, 8 arguments */
+    const char *argv[MAXARGV];
+    size_t argvlen[MAXARGV];
+    char nk[16];
+    if (k->script < 0 || k->script >= rs->nscripts) {
+        return fence__rd_fail(rs, FENCE_EINVAL, "internal: no script %d", k->script);
+    }
+    if (k->nargs + 3 > MAXARGV) {
+        return fence__rd_fail(rs, FENCE_EINVAL, "internal: too many script arguments");
+    }
+    snprintf(nk, sizeof nk, "%d", k->nkeys);
+    for (int i = 0; i < k->nargs; i++) {
+        argv[3 + i] = k->args[i];
+        argvlen[3 + i] = strlen(k->args[i]);
+    }
+    argv[2] = nk;
+    argvlen[2] = strlen(nk);
+    int wait = k->io != NULL && k->io->min_replicas > 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int use_sha = attempt == 0 && rs->sha[k->script][0] != '\0';
+        argv[0] = use_sha ? "EVALSHA" : "EVAL";
+        argv[1] = use_sha ? rs->sha[k->script] : rs->script[k->script];
+        argvlen[1] = use_sha ? 40 : rs->script_len[k->script];
+        argvlen[0] = strlen(argv[0]);
+        fence__req *q = fence__req_new(asking + 1 + wait, allowance_us(rs, k->io));
+        if (q == NULL) {
+            return fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
+        }
+        /* An append that fails (out of memory) marks the connection
+         * failed: the request then fails in exchange(), nothing is sent. */
+        fence__conn *cn = d->ln->p.cn;
+        (void)(asking && fence__tr_appendf(cn, "ASKING") != 0);
+        fence__tr_append(cn, k->nargs + 3, argv, argvlen);
+        (void)(wait && fence__tr_appendf(cn, "WAIT %d %lld", k->io->min_replicas,
+                                         (long long)k->io->replica_timeout_ms) != 0);
+        fence_status st = exchange(rs, d, q, fence__now_us() + k->iot * 1000, timed_out);
+        if (st != FENCE_OK) {
+            return st;
+        }
+        /* ASKING's reply is +OK, or an error the script's reply repeats. */
+        redisReply *r = fence__req_take(q, asking);
+        if (wait) {
+            const redisReply *w = q->reply[asking + 1];
+            k->io->acked = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
+        }
+        fence__req_free(q);
+        if (use_sha && is_noscript(r)) {
+            freeReplyObject(r); /* Redis restarted or SCRIPT FLUSH: send the body */
+            continue;
+        }
+        if (r->type == REDIS_REPLY_ERROR && rs->url.sentinel && fence__is_failover_error(r->str)) {
+            /* READONLY / LOADING / MASTERDOWN from a Sentinel-managed node:
+             * a failover.  The transport has marked the connection failed
+             * (a new one asks the Sentinels again). */
+            fence_status fst = fence__rd_fail(rs, FENCE_ECONN, "%s: connection failed: the "
+                                              "server is no master now (%.60s): asking the "
+                                              "Sentinels again", rs->url.display, r->str);
+            freeReplyObject(r);
+            return fst;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            fence_status est = script_error(rs, r, rd);
+            freeReplyObject(r);
+            return est;
+        }
+        *k->reply = r;
+        return FENCE_OK;
+    }
+    return fence__rd_fail(rs, FENCE_EPROTO, "%s: NOSCRIPT after EVAL", rs->url.display);
+}
+
+/* One attempt on d: connect if needed, the server check, the script.
+ * *fresh: the connection is new; *unsent: failed before the script went
+ * out (safe to retry). */
+static fence_status attempt(fence__redis *rs, dest *d, const call *k, int asking,
+                            fence__redirect *rd, int *fresh, int *unsent, int *timed_out)
+{
+    *unsent = 1;
+    *timed_out = 0;
+    if (rd != NULL) {
+        rd->kind = FENCE__RD_NONE;
+    }
+    *k->reply = NULL;
+    fence_status st = line_ready(rs, d, k->bound_ms, fresh);
+    if (st != FENCE_OK) {
+        return st;
+    }
+    if (k->io != NULL && k->io->check) {
+        st = check_server_locked(rs, d, k, timed_out);
+        if (st != FENCE_OK) {
+            return st;
+        }
+    }
+    *unsent = 0;
+    return run_script(rs, d, k, asking, rd, timed_out);
+}
+
+static fence_status standalone_locked(fence__redis *rs, const call *k, int *retried)
+{
+    dest d = {&rs->cmd, -1};
+    fence_status st = FENCE_ECONN;
+    for (int n = 0; n < 2; n++) {
+        int fresh = 0, unsent = 0, timed_out = 0;
+        st = attempt(rs, &d, k, 0, NULL, &fresh, &unsent, &timed_out);
+        /* A connection that had been idle may have been closed by a Redis
+         * restart: retry once on a new one.  The owner's scripts must be
+         * safe to repeat (the lease layer's are: see lease.c), and *retried
+         * tells the caller, whose answer may then be ambiguous.
+         * A timeout is not retried: Redis is there but not answering, and
+         * a second wait would only double the caller's. */
+        if (st != FENCE_ECONN || fresh || timed_out || unsent) {
+            break;
+        }
+        if (retried != NULL) {
+            *retried = 1;
+        }
+    }
+    return st;
+}
+
+#define MAX_REDIRECTS 5
+
+/* What to do after a failed cluster attempt: 1 retry (on *next, -1: the
+ * map's node), 0 stop.  Redirections mean the script did not run. */
+static int cluster_next(fence__redis *rs, const fence__redirect *rd, int *redirs, int *next,
+                        int *asking, int64_t end, int from)
+{
+    *next = -1;
+    *asking = 0;
+    if (++*redirs > MAX_REDIRECTS || fence__now_us() >= end) {
+        return 0;
+    }
+    if (rd->kind == FENCE__RD_MOVED) {
+        atomic_fetch_add(&rs->cl->moved, 1);
+        *next = fence__cluster_redirect(rs, rd, from);
+    } else if (rd->kind == FENCE__RD_ASK) {
+        atomic_fetch_add(&rs->cl->ask, 1);
+        *next = fence__cluster_redirect(rs, rd, from);
+        *asking = *next >= 0;
+    } else {
+        /* TRYAGAIN, CLUSTERDOWN, or a node we could not reach (a failover
+         * may be promoting its replica): back off, look at the map again. */
+        atomic_fetch_add(&rs->cl->tryagain, 1);
+        int64_t us = (int64_t)25000 << *redirs, left = end - fence__now_us();
+        fence__sleep_us(us < left ? us : left);
+    }
+    return 1;
+}
+
+static fence_status cluster_locked(fence__redis *rs, const call *k, int *retried)
+{
+    const char *key = k->args[0];
+    int slot = fence__key_slot(key, strlen(key));
+    int64_t span = k->bound_ms > 0 ? k->bound_ms
+                   : (rs->connect_timeout_ms > rs->io_timeout_ms ? rs->connect_timeout_ms
+                                                               : rs->io_timeout_ms);
+    int64_t end = fence__now_us() + span * 1000;
+    int redirs = 0, next = -1, asking = 0, io_retried = 0;
+    char last[200] = "";
+    for (;;) {
+        int64_t left = (end - fence__now_us()) / 1000;
+        int node = next >= 0 ? next : fence__cluster_node_of(rs, slot, left > 1 ? left : 1);
+        fence__redirect rd = {.kind = FENCE__RD_NONE};
+        fence_status st;
+        int fresh = 0, unsent = 1, timed_out = 0;
+        if (node < 0) {
+            st = fence__rd_fail(rs, FENCE_ECONN, "%s: no known cluster node serves slot %d",
+                                rs->url.display, slot);
+        } else {
+            fence__node *nd = &rs->cl->nodes[node];
+            dest d = {&nd->cmd, node};
+            st = attempt(rs, &d, k, asking, &rd, &fresh, &unsent, &timed_out);
+        }
+        if (st != FENCE_ECONN) {
+            return st;
+        }
+        snprintf(last, sizeof last, "%s", fence__err_get(fence__rd_errslot(), rs->errkey));
+        if (rd.kind == FENCE__RD_NONE) {
+            fence__cluster_stale(rs);
+            /* Sent and unanswered: today's rule (one retry of an idle
+             * connection, never after a timeout). */
+            if (!unsent && (fresh || timed_out || io_retried++)) {
+                return st;
+            }
+            if (!unsent && retried != NULL) {
+                *retried = 1;
+            }
+        }
+        if (!cluster_next(rs, &rd, &redirs, &next, &asking, end, node)) {
+            return fence__rd_fail(rs, FENCE_ECONN, "%s: slot %d: gave up after %d attempts "
+                                  "(last: %.150s)", rs->url.display, slot, redirs, last);
+        }
+    }
+}
+
+fence_status fence__eval_cmd(fence__redis *rs, int script, int nkeys, int nargs,
+                             const char **args, int64_t bound_ms, int *retried,
+                             fence__eval_opts *io, void **reply)
+{
+    int64_t iot = rs->io_timeout_ms;
+    if (bound_ms > 0 && bound_ms < iot) {
+        iot = bound_ms;
+    }
+    /* WAIT holds the reply back for up to its own timeout. */
+    if (io != NULL && io->min_replicas > 0) {
+        iot += io->replica_timeout_ms;
+    }
+    if (retried != NULL) {
+        *retried = 0;
+    }
+    call k = {script, nkeys, nargs, args, io, reply, bound_ms, iot};
+    pthread_mutex_lock(&rs->cmd_lock);
+    fence_status st = rs->cl != NULL ? cluster_locked(rs, &k, retried)
+                                     : standalone_locked(rs, &k, retried);
+    pthread_mutex_unlock(&rs->cmd_lock);
+    return st;
+}
+
+fence_status fence__cmd_server_info(fence__redis *rs, fence_server_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->persistence = FENCE_PERSIST_UNKNOWN;
+    dest d = {&rs->cmd, -1};
+    int fresh = 0, timed_out = 0;
+    pthread_mutex_lock(&rs->cmd_lock);
+    fence_status st = line_ready(rs, &d, 0, &fresh);
+    if (st == FENCE_OK) {
+        fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, allowance_us(rs, NULL));
+        if (q == NULL) {
+            st = fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
+        } else {
+            fence__srv_append(d.ln->p.cn);
+            st = exchange(rs, &d, q, fence__now_us() + rs->io_timeout_ms * 1000, &timed_out);
+            if (st == FENCE_OK) {
+                fence__srv_fill(out, q->reply);
+                fence__req_free(q);
+            }
+        }
+    }
+    pthread_mutex_unlock(&rs->cmd_lock);
+    return st;
+}
