@@ -2,7 +2,7 @@
 LEASE_TESTS := lease client heartbeat badinput tokens failover
 LEASE_TESTS += holderinfo
 LEASE_TESTS += tls sentinel cluster
-LEASE_TESTS += skew pipe
+LEASE_TESTS += skew pipe threads
 LEASE_TEST_BINS := $(LEASE_TESTS:%=$(B)/tests/lease/test_%)
 TEST_BINS += $(LEASE_TEST_BINS) $(B)/tests/lease/holder
 $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease

@@ -19,7 +19,13 @@
 
 int fence__rd_init(fence__redis *rs)
 {
-    pthread_mutex_init(&rs->cmd_lock, NULL);
+    /* Adaptive: a caller woken with its reply spins briefly for the lock
+     * the driver still holds, instead of going back to sleep on it. */
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&rs->cmd_lock, &a);
+    pthread_mutexattr_destroy(&a);
     atomic_init(&rs->reconnects, 0);
     return fence__pipe_init(&rs->cmd.p);
 }
@@ -119,7 +125,7 @@ static fence_status line_ready(fence__redis *rs, dest *d, int64_t bound_ms, int 
 static fence_status exchange(fence__redis *rs, dest *d, fence__req *q, int64_t deadline_us,
                              int *timed_out)
 {
-    fence__pipe_submit(&d->ln->p, q, 1);
+    fence__pipe_submit(&d->ln->p, q, 0); /* the driver writes what is queued, together */
     if (fence__pipe_wait(&d->ln->p, &rs->cmd_lock, q, deadline_us) != 0) {
         /* Our time is up; the connection stays, for the others. */
         *timed_out = 1;

@@ -71,13 +71,16 @@ void *fence__req_take(fence__req *q, int i)
     return r;
 }
 
-/* q has left the queue, DONE or FAILED: hand it over. */
+/* q has left the queue, DONE or FAILED: hand it over (free it, call its
+ * callback, or wake its blocking caller -- that one alone). */
 static void finish(fence__req *q)
 {
     if (q->abandoned) {
         fence__req_free(q);
     } else if (q->done != NULL) {
         q->done(q, q->arg);
+    } else if (q->wake != NULL) {
+        pthread_cond_signal(q->wake);
     }
 }
 
@@ -205,9 +208,7 @@ static void drive(fence__pipe *p, pthread_mutex_t *lk, fence__req *q, int64_t de
 {
     p->driving = 1;
     for (;;) {
-        if (fence__pipe_step(p) > 0) {
-            pthread_cond_broadcast(&p->cond);
-        }
+        fence__pipe_step(p); /* finished requests' callers are woken one by one */
         int64_t now = fence__now_us();
         if (q->state != FENCE__REQ_WAITING || now >= deadline_us) {
             break;
@@ -226,16 +227,38 @@ static void drive(fence__pipe *p, pthread_mutex_t *lk, fence__req *q, int64_t de
         pthread_mutex_lock(lk);
     }
     p->driving = 0;
+    /* Hand the I/O to the next caller still waiting, if any; and tell
+     * whoever waits to replace a failed connection that we left it. */
+    for (fence__req *w = p->head; w != NULL; w = w->next) {
+        if (w->wake != NULL && !w->abandoned) {
+            pthread_cond_signal(w->wake);
+            break;
+        }
+    }
     pthread_cond_broadcast(&p->cond);
 }
 
+/* Each blocking caller sleeps on a condition variable of its own thread,
+ * so that a reply wakes its caller alone (no herd on one variable). */
+static _Thread_local pthread_cond_t tl_wake;
+static _Thread_local int tl_wake_ok;
+
 int fence__pipe_wait(fence__pipe *p, pthread_mutex_t *lk, fence__req *q, int64_t deadline_us)
 {
+    if (!tl_wake_ok) {
+        tl_wake_ok = fence__cond_init_monotonic(&tl_wake) == 0 ? 1 : -1;
+    }
+    /* Without a variable of its own (cannot happen on Linux), the caller
+     * polls: it drives whenever nobody does, else looks again in 1 ms. */
+    q->wake = tl_wake_ok == 1 ? &tl_wake : NULL;
     for (;;) {
         if (q->state != FENCE__REQ_WAITING) {
+            q->wake = NULL;
             return 0;
         }
-        if (fence__now_us() >= deadline_us) {
+        int64_t now = fence__now_us();
+        if (now >= deadline_us) {
+            q->wake = NULL;
             q->abandoned = 1;
             return -1;
         }
@@ -243,7 +266,8 @@ int fence__pipe_wait(fence__pipe *p, pthread_mutex_t *lk, fence__req *q, int64_t
             drive(p, lk, q, deadline_us);
             continue;
         }
-        struct timespec ts = fence__timespec_ns(deadline_us * 1000);
-        pthread_cond_timedwait(&p->cond, lk, &ts);
+        int64_t until = q->wake != NULL ? deadline_us : (now + 1000 < deadline_us ? now + 1000 : deadline_us);
+        struct timespec ts = fence__timespec_ns(until * 1000);
+        pthread_cond_timedwait(q->wake != NULL ? q->wake : &p->cond, lk, &ts);
     }
 }

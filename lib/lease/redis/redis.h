@@ -143,6 +143,7 @@ struct fence__req {
     int abandoned;     /* its caller left: free it when it finishes */
     void (*done)(fence__req *q, void *arg); /* event-loop use: called once it finishes */
     void *arg;
+    pthread_cond_t *wake; /* blocking use: its caller's own, signalled once it finishes */
     fence__req *next;
 };
 
@@ -154,7 +155,7 @@ typedef struct fence__pipe {
     fence__req *head, *tail;
     int64_t quiet_since_us; /* the last reply, or when the queue became non-empty */
     int driving;            /* a blocking caller is doing the I/O */
-    pthread_cond_t cond;    /* a request finished, or the driver left */
+    pthread_cond_t cond;    /* the driver left (blocking callers are woken by their requests) */
 } fence__pipe;
 
 /* A command line: one connection that any number of threads share through
