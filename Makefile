@@ -32,12 +32,17 @@ DESTDIR    ?=
 CC         ?= cc
 
 SANITIZER ?=
+# SANITIZER=fuzz is make fuzz's build (scripts/run-fuzz, with CC=clang):
+# libFuzzer's coverage on every object, with ASan and UBSan, in build/fuzz;
+# tests/fuzz/module.mk links the targets.
+comma := ,
+SAN_CHECKS := $(if $(filter fuzz,$(SANITIZER)),fuzzer-no-link$(comma)address$(comma)undefined,$(SANITIZER))
 ifeq ($(SANITIZER),)
 B := build
 SAN_FLAGS :=
 else
 B := build/$(SANITIZER)
-SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_FLAGS := -fsanitize=$(SAN_CHECKS) -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -49,6 +54,7 @@ REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
 # pkg-config answers are read lazily (=) so a fresh machine can run the
 # install step first; fallbacks keep the build going without pkg-config.
 HIREDIS_LIBS = $(or $(shell pkg-config --libs hiredis 2>/dev/null),-lhiredis)
+SSL_LIBS     = $(or $(shell pkg-config --libs openssl 2>/dev/null),-lssl -lcrypto)
 PQ_CFLAGS    = $(or $(shell pkg-config --cflags libpq 2>/dev/null),-I/usr/include/postgresql)
 PQ_LIBS      = $(or $(shell pkg-config --libs libpq 2>/dev/null),-lpq)
 SQLITE_LIBS  = $(or $(shell pkg-config --libs sqlite3 2>/dev/null),-lsqlite3)
@@ -64,9 +70,8 @@ BINS        :=
 TEST_BINS   :=
 BENCH_BINS  :=
 EXAMPLE_BINS :=
-FUZZ_BINS   :=
+FUZZ_BINS   :=   # the libFuzzer targets, built only with SANITIZER=fuzz (make fuzz)
 EXTENSIONS  :=   # loadable modules (the SQLite extension), installed in $(LIBDIR)/fence
-LATE_RULES  :=   # names of rule texts a fragment defers (see after the includes)
 PG_EXTENSIONS :=  # the PostgreSQL extension (lib/pgext), installed where pg_config says
 
 # Names more than one fragment uses are set here, before any fragment is
@@ -80,6 +85,9 @@ LIBFENCE        := $(B)/libfence.a
 LIBFENCE_PG     := $(B)/libfence_pg.a
 LIBFENCE_SQLITE := $(B)/libfence_sqlite.a
 LIBFENCE_GATE   := $(B)/libfence_gate.a
+#   What libfence links (hiredis for RESP, OpenSSL for TLS), and so what
+#   every program linking libfence links too.
+LEASE_LIBS = $(HIREDIS_LIBS) $(SSL_LIBS)
 #   What the test suites share.
 TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
 LEASEUTIL_OBJ := $(B)/tests/lease/leaseutil.o
@@ -120,13 +128,36 @@ define link_so
 	ln -sf $(notdir $@).$(VERSION) $@
 endef
 
+# One library, said once (each lib/*/module.mk calls it with what is its own):
+#   $(eval $(call library,NAME,DIR,SOURCES,GENERATED,LIBS_VAR))
+# NAME is the library's name without "lib" (fence_pg), DIR its folder
+# (lib/pg), SOURCES its C files, GENERATED the C file(s) embed_rule writes
+# for its SQL or Lua (in the build tree; may be empty), LIBS_VAR the name
+# of the variable holding what it links (a name, so that pkg-config is
+# asked when linking, not when the fragment is read).  It makes
+#   $(B)/libNAME.a, $(B)/libNAME.so (SONAME libNAME.so.$(SOVERSION), link_so),
+#   $(B)/NAME.pc from DIR/NAME.pc.in, and installs DIR/NAME.h;
+# lib/common is compiled into it, its objects (NAME_OBJ) see -IDIR.
+define library
+$(1)_OBJ := $$(patsubst %.c,$$(B)/%.o,$(3)) $$(patsubst %.c,%.o,$(4)) $$(COMMON_OBJ)
+LIBS_STATIC += $$(B)/lib$(1).a
+LIBS_SHARED += $$(B)/lib$(1).so
+PC_FILES    += $$(B)/$(1).pc
+HEADERS     += $(2)/$(1).h
+$$(B)/$(2)/%.o: MOD_CFLAGS += -I$(2)
+$$(B)/lib$(1).a: $$($(1)_OBJ)
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+$$(B)/lib$(1).so: $$($(1)_OBJ)
+	$$(call link_so,$$($(1)_OBJ),$$($(5)))
+$$(B)/$(1).pc: $(2)/$(1).pc.in
+	$$(make_pc)
+endef
+
 # Every module; a missing one is an error, not a silent skip.
 MODULES := lib/lease lib/pg lib/pgext lib/sqlite lib/gate cli examples \
-           tests tests/lease tests/pg tests/sqlite tests/gate tests/net
+           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench tests/fuzz
 include $(MODULES:%=%/module.mk)
-# Rules a fragment defers until every fragment has been read, because
-# lines at its end may still append to the lists they read (tests/pg).
-$(foreach r,$(LATE_RULES),$(eval $(value $(r))))
 
 all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS) $(PG_EXTENSIONS)
 examples: $(EXAMPLE_BINS)
@@ -142,11 +173,6 @@ $(B)/%.o: %.c
 # Generated sources (the embedded Lua and SQL) live in the build tree.
 $(B)/%.o: $(B)/%.c
 	$(CC) $(REAL_CFLAGS) $(MOD_CFLAGS) -c -o $@ $<
-
-# Generic rules for a library's .a, .so (with SONAME and symlinks) and .pc.
-$(B)/lib%.a:
-	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
 
 deps:
 	scripts/install-deps

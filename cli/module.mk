@@ -6,4 +6,4 @@ BINS += $(B)/fence
 
 $(CLI_OBJ): MOD_CFLAGS += -Ilib/lease
 $(B)/fence: $(CLI_OBJ) $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)

@@ -16,24 +16,24 @@ PH_OBJ := $(addprefix $(B)/examples/,paused_holder.o ph_store.o ph_sqlite.o ph_p
 EXAMPLE_BINS += $(B)/examples/paused_holder
 $(PH_OBJ): MOD_CFLAGS += -Ilib/lease -Ilib/sqlite -Ilib/pg -Ilib/gate $(PQ_CFLAGS)
 $(B)/examples/paused_holder: $(PH_OBJ) $(LIBFENCE_SQLITE) $(LIBFENCE_PG) $(LIBFENCE_GATE) $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(PQ_LIBS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(PQ_LIBS) $(LEASE_LIBS)
 
 # invoice_job: a scheduled job under a lease, writing through fence_pg.
 EXAMPLE_BINS += $(B)/examples/invoice_job
 $(B)/examples/invoice_job.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_CFLAGS)
 $(B)/examples/invoice_job: $(B)/examples/invoice_job.o $(EX_ENV_OBJ) $(LIBFENCE_PG) $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(LEASE_LIBS)
 
 # retrofit_lock_version: a Rails-style lock_version column put under fencing.
 EXAMPLE_BINS += $(B)/examples/retrofit_lock_version
 $(B)/examples/retrofit_lock_version.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_CFLAGS)
 $(B)/examples/retrofit_lock_version: $(B)/examples/retrofit_lock_version.o $(EX_ENV_OBJ) \
                                      $(LIBFENCE_PG) $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) $(LEASE_LIBS)
 
 # self_heal: a store ahead of the counter rejects a holder's write; the
 # holder reissues its token (fence_lease_reissue) and the write lands.
 EXAMPLE_BINS += $(B)/examples/self_heal
 $(B)/examples/self_heal.o: MOD_CFLAGS += -Ilib/lease -Ilib/sqlite
 $(B)/examples/self_heal: $(B)/examples/self_heal.o $(EX_ENV_OBJ) $(LIBFENCE_SQLITE) $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(LEASE_LIBS)

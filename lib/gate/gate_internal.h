@@ -6,7 +6,7 @@
  *   gate.c                      the public API: argument checks, handles,
  *                               txns; calls down through g->ops
  *   gate_mem.c  gate_sqlite.c   the two backings, each one ops table
- *   gate_err.c  gate_wait.c     per-thread messages, and waiting
+ *   errmsg.c    gate_wait.c     per-thread messages, and waiting
  *   lib/common                  clock, name check, error slots
  */
 #ifndef FENCE_GATE_INTERNAL_H
@@ -92,7 +92,7 @@ static inline void fence_gate__holder_copy(char *dst, const char *src)
     }
 }
 
-/* ---- gate_err.c: the calling thread's message per gate ----------------- */
+/* ---- errmsg.c: the calling thread's message per gate --------------------- */
 /* Set the calling thread's message for g (printf-style); returns status. */
 fence_status fence_gate__fail(const fence_gate *g, fence_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

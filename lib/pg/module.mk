@@ -4,14 +4,6 @@
 # (built by make, never edited: psql -f it, make install installs it) and
 # embedded from there for fence_pg_install().
 PG_SRC := $(sort $(wildcard lib/pg/*.c))
-PG_OBJ := $(PG_SRC:%.c=$(B)/%.o) $(B)/lib/pg/sql_embed.o $(COMMON_OBJ)
-
-LIBS_STATIC += $(LIBFENCE_PG)
-LIBS_SHARED += $(B)/libfence_pg.so
-PC_FILES    += $(B)/fence_pg.pc
-HEADERS     += lib/pg/fence_pg.h
-
-$(B)/lib/pg/%.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
 FENCE_SQL_PARTS := $(sort $(wildcard sql/postgres/[0-9]*.sql))
 FENCE_SQL       := $(B)/sql/postgres/fence.sql
 all: $(FENCE_SQL)
@@ -22,9 +14,5 @@ $(FENCE_SQL): $(FENCE_SQL_PARTS) lib/pg/module.mk
 	    '-- Install: psql -v ON_ERROR_STOP=1 -q -f fence.sql (docs/postgres.md).'; \
 	  for f in $(FENCE_SQL_PARTS); do printf '\n'; cat "$$f"; done; } > $@.tmp && mv $@.tmp $@
 $(eval $(call embed_rule,$(B)/lib/pg/sql_embed.c,fence_pg__sql_,$(FENCE_SQL)))
-
-$(LIBFENCE_PG): $(PG_OBJ)
-$(B)/libfence_pg.so: $(PG_OBJ)
-	$(call link_so,$(PG_OBJ),$(PQ_LIBS))
-$(B)/fence_pg.pc: lib/pg/fence_pg.pc.in
-	$(make_pc)
+$(eval $(call library,fence_pg,lib/pg,$(PG_SRC),$(B)/lib/pg/sql_embed.c,PQ_LIBS))
+$(B)/lib/pg/%.o: MOD_CFLAGS += $(PQ_CFLAGS)

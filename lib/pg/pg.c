@@ -1,7 +1,7 @@
 /* pg.c -- libfence_pg calls that talk to the server: set (and advance) the
  * token and holder of the caller's transaction, read a resource's mark,
  * install fence.sql; and fence_pg_prepare, which only checks its
- * arguments.  Calls result.c and errslot.c, never the
+ * arguments.  Calls result.c and errmsg.c, never the
  * reverse. */
 #include "pg_internal.h"
 

@@ -1,7 +1,7 @@
 /* pg_internal.h -- private to libfence_pg.
  *
  * Files, lowest first (a file calls only those above it):
- *   errslot.c the per-thread error slot (message + SQLSTATE)
+ *   errmsg.c  the per-thread error slot (message + SQLSTATE)
  *   result.c  fence_pg_classify and the DETAIL parser
  *   pg.c      the calls that talk to the server */
 #ifndef FENCE_PG_INTERNAL_H

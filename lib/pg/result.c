@@ -1,7 +1,7 @@
 /* result.c -- map a PGresult to a fence status: 23Q01 -> FENCE_STALE (with
  * both tokens, the object, the reason and the recorded holder, parsed from
  * the error's DETAIL), 23Q02 -> FENCE_ENOTOKEN, any other error ->
- * FENCE_EDB.  Calls only errslot.c. */
+ * FENCE_EDB.  Calls only errmsg.c. */
 #include "pg_internal.h"
 
 #include <string.h>

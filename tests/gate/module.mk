@@ -11,10 +11,3 @@ $(B)/tests/gate/%.o: MOD_CFLAGS += -Ilib/gate -Itests/gate
 $(GATE_TEST_BINS): $(B)/tests/gate/test_gate_%: $(B)/tests/gate/test_gate_%.o $(GATEUTIL_OBJ) \
 		$(TESTUTIL_OBJ) $(LIBFENCE_GATE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(CHECK_LIBS)
-
-
-# Benchmark (make bench, never make test).
-BENCH_BINS += $(B)/tests/bench/bench_gate
-$(B)/tests/bench/bench_gate.o: MOD_CFLAGS += -Ilib/gate
-$(B)/tests/bench/bench_gate: $(B)/tests/bench/bench_gate.o $(LIBFENCE_GATE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) -lm

@@ -10,7 +10,7 @@ $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease
 $(LEASE_TEST_BINS): $(B)/tests/lease/test_%: $(B)/tests/lease/test_%.o $(LEASEUTIL_OBJ) \
 		$(B)/tests/lease/setutil.o \
 		$(TESTUTIL_OBJ) $(LIBFENCE) | $(B)/tests/lease/holder
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS) $(LDLIBS_EXTRA)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) $(CHECK_LIBS) $(LDLIBS_EXTRA)
 # test_skew: skewed clocks, provoked with the tests' own LD_PRELOAD shim
 # (tests/common/clockshim.c, preloaded into the servers and the skewed
 # client it starts) and its control-file writer.
@@ -32,40 +32,8 @@ $(CLOCKSHIM_CTL): $(B)/tests/common/clockshim_tool.o $(B)/tests/common/clockshim
 	$(CC) -o $@ $^ $(REAL_LDFLAGS)
 # skewclient: a lease holder whose CLOCK_MONOTONIC the shim scales.
 $(B)/tests/lease/skewclient: $(B)/tests/lease/skewclient.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
 # holder: a lease holder in a process of its own, spawned by the lease
 # suites for the multi-process cases (kill -9, cross-process exclusion).
 $(B)/tests/lease/holder: $(B)/tests/lease/holder.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
-
-
-# Benchmark (make bench, never make test).
-BENCH_BINS += $(B)/tests/bench/bench_lease
-$(B)/tests/bench/bench_lease.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) -lm
-
-# Issue 20: what one fenced acquire+release costs the Redis server
-# (redis_usec_per_cycle_vs_floor_ratio, goal <= 1.5), where that time goes,
-# 8 threads on one client vs 1, and (node + npm present) ioredis beside it.
-BENCH_BINS += $(B)/tests/bench/bench_redis_cost
-$(B)/tests/bench/bench_redis_cost.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_redis_cost: $(B)/tests/bench/bench_redis_cost.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
-
-# Issue 9: acquire_release_tls_vs_plain_ratio (goal <= 1.3), a program of its
-# own (it starts a TLS Redis through scripts/redis-set): run it with
-#   scripts/with-servers -- $(B)/tests/bench/bench_tls
-BENCH_BINS += $(B)/tests/bench/bench_tls
-$(B)/tests/bench/bench_tls.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_tls: $(B)/tests/bench/bench_tls.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
-
-# Issue 9: renew_10k_cluster_round_trips_per_node (goal 1) and
-# renew_10k_cluster_pass_ms, a program of its own (it starts a Redis Cluster
-# through scripts/redis-set): run it with
-#   scripts/with-servers -- $(B)/tests/bench/bench_cluster
-BENCH_BINS += $(B)/tests/bench/bench_cluster
-$(B)/tests/bench/bench_cluster.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_cluster: $(B)/tests/bench/bench_cluster.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)

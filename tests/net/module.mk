@@ -6,6 +6,6 @@ NET_TOOLS := $(B)/tests/net/netholder $(B)/tests/net/delay_relay
 TEST_BINS += $(NET_TOOLS)
 $(B)/tests/net/netholder.o: MOD_CFLAGS += -Ilib/lease
 $(B)/tests/net/netholder: $(B)/tests/net/netholder.o $(LIBFENCE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
 $(B)/tests/net/delay_relay: $(B)/tests/net/delay_relay.o
 	$(CC) -o $@ $^ $(REAL_LDFLAGS)

@@ -21,10 +21,3 @@ $(B)/tests/sqlite/test_sqlite_upgrade.o: MOD_CFLAGS += \
 $(SQLITE_TEST_BINS): $(B)/tests/sqlite/%: $(B)/tests/sqlite/%.o $(SQLITEUTIL_OBJ) $(TESTUTIL_OBJ) \
                                           $(LIBFENCE_SQLITE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(CHECK_LIBS)
-
-
-# Benchmark (make bench, never make test).
-BENCH_BINS += $(B)/tests/bench/bench_sqlite
-$(B)/tests/bench/bench_sqlite.o: MOD_CFLAGS += -Ilib/sqlite
-$(B)/tests/bench/bench_sqlite: $(B)/tests/bench/bench_sqlite.o $(LIBFENCE_SQLITE)
-	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) -lm

@@ -1,4 +1,5 @@
-/* errslot.c -- the per-thread error slot behind fence_pg_errmsg() and
+/* errmsg.c -- libfence_pg's slot in lib/common's error-message scheme: the
+ * per-thread error slot behind fence_pg_errmsg() and
  * fence_pg_sqlstate(): the common scheme (common.h: per thread, keyed by
  * the PGconn) plus the SQLSTATE of the same failure, kept next to it so the
  * two can never describe different failures. */

@@ -1,5 +1,6 @@
-/* gate_err.c -- the gate's error messages: per gate, per thread, through
- * lib/common's error slots (fence__errslot).
+/* errmsg.c -- libfence_gate's slot in lib/common's error-message scheme:
+ * the gate's error messages, per gate and per thread, through lib/common's
+ * error slots (fence__errslot).
  *
  * A gate is shared by threads, so each thread keeps its own messages.  A
  * thread may use several gates, so it keeps a few slots (not one), each

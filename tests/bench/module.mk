@@ -1,0 +1,51 @@
+# The benchmarks (make bench runs them through scripts/run-bench; never
+# part of make test): one program per library, tests/bench/bench_*.c.
+
+# bench_lease: the lease core against bare hiredis baselines, on the same Redis.
+BENCH_BINS += $(B)/tests/bench/bench_lease
+$(B)/tests/bench/bench_lease.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) -lm
+
+# Issue 20: what one fenced acquire+release costs the Redis server
+# (redis_usec_per_cycle_vs_floor_ratio, goal <= 1.5), where that time goes,
+# 8 threads on one client vs 1, and (node + npm present) ioredis beside it.
+BENCH_BINS += $(B)/tests/bench/bench_redis_cost
+$(B)/tests/bench/bench_redis_cost.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_redis_cost: $(B)/tests/bench/bench_redis_cost.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
+
+# Issue 9: acquire_release_tls_vs_plain_ratio (goal <= 1.3), a program of its
+# own (it starts a TLS Redis through scripts/redis-set): run it with
+#   scripts/with-servers -- $(B)/tests/bench/bench_tls
+BENCH_BINS += $(B)/tests/bench/bench_tls
+$(B)/tests/bench/bench_tls.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_tls: $(B)/tests/bench/bench_tls.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
+
+# Issue 9: renew_10k_cluster_round_trips_per_node (goal 1) and
+# renew_10k_cluster_pass_ms, a program of its own (it starts a Redis Cluster
+# through scripts/redis-set): run it with
+#   scripts/with-servers -- $(B)/tests/bench/bench_cluster
+BENCH_BINS += $(B)/tests/bench/bench_cluster
+$(B)/tests/bench/bench_cluster.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_cluster: $(B)/tests/bench/bench_cluster.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
+
+# bench_pg: what fencing costs a PostgreSQL write (fence.sql and the extension).
+BENCH_BINS += $(B)/tests/bench/bench_pg
+$(B)/tests/bench/bench_pg.o: MOD_CFLAGS += -Ilib/pg $(PQ_CFLAGS)
+$(B)/tests/bench/bench_pg: $(B)/tests/bench/bench_pg.o $(LIBFENCE_PG)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(PQ_LIBS) -lm
+
+# bench_sqlite: what fencing costs an SQLite UPDATE.
+BENCH_BINS += $(B)/tests/bench/bench_sqlite
+$(B)/tests/bench/bench_sqlite.o: MOD_CFLAGS += -Ilib/sqlite
+$(B)/tests/bench/bench_sqlite: $(B)/tests/bench/bench_sqlite.o $(LIBFENCE_SQLITE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) -lm
+
+# bench_gate: begin/commit per second through the write gate.
+BENCH_BINS += $(B)/tests/bench/bench_gate
+$(B)/tests/bench/bench_gate.o: MOD_CFLAGS += -Ilib/gate
+$(B)/tests/bench/bench_gate: $(B)/tests/bench/bench_gate.o $(LIBFENCE_GATE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) -lm
