@@ -3,7 +3,7 @@
 #   make                     libraries (static + shared with SONAME), .pc files, CLI, extensions
 #   make test                the whole test suite against real servers (installs deps if missing)
 #   make check SANITIZER=address|undefined|thread   the same suite under a sanitizer
-#   make valgrind            the core suites under valgrind memcheck
+#   make valgrind            the Check suites under valgrind memcheck (shell suites as usual)
 #   make bench               the benchmarks (never part of make test); writes docs/benchmarks.md
 #   make demo                the paused-holder race, shown and defeated
 #   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR,
@@ -315,7 +315,7 @@ help:
 	@echo 'make examples     the example programs (examples/)'
 	@echo 'make test         every test suite against throwaway Redis and PostgreSQL (installs deps if missing)'
 	@echo 'make check SANITIZER=address|undefined|thread   the same suites under a sanitizer'
-	@echo 'make valgrind     the core suites under valgrind memcheck'
+	@echo 'make valgrind     the Check suites under valgrind memcheck (shell suites as usual)'
 	@echo 'make bench        the benchmarks (never part of make test); writes docs/benchmarks.md'
 	@echo 'make demo         the paused-holder race, shown and defeated'
 	@echo 'make fuzz         the libFuzzer targets, FUZZ_SECONDS each (clang, build/fuzz)'
