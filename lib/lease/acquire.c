@@ -98,3 +98,8 @@ fence_status fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms
     fence_lease_options_init(&o, ttl_ms);
     return fence_acquire(c, name, &o, out);
 }
+
+fence_status fence__check_lease_opts(fence_client *c, const fence_lease_options *o)
+{
+    return check_opts(c, o);
+}

@@ -278,3 +278,36 @@ const char *fence_client_url(const fence_client *c)
 {
     return c != NULL ? c->url.display : "";
 }
+
+/* ---- for the asynchronous API ---------------------------------------------- */
+
+fence_status fence__client_prepare(fence_client **out, const fence_client_options *o)
+{
+    *out = NULL;
+    fence_client *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return fence__fail(NULL, FENCE_ENOMEM, "out of memory");
+    }
+    fence__cond_init_monotonic(&c->cond);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->cmd_lock, NULL);
+    pthread_mutex_init(&c->hb_lock, NULL);
+    c->hb_wake_us = INT64_MAX;
+    atomic_init(&c->m.persistence, -1);
+    *out = c;
+    fence_status st = setup(c, o);
+    if (st == FENCE_OK) {
+        fence__clear(c);
+    }
+    return st;
+}
+
+void fence__client_close_offline(fence_client *c)
+{
+    if (c != NULL) {
+        pthread_mutex_lock(&c->lock);
+        c->offline = 1;
+        pthread_mutex_unlock(&c->lock);
+        fence_client_close(c);
+    }
+}

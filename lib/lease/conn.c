@@ -354,3 +354,60 @@ int fence__scripts_preload(fence__conn *rc)
     }
     return 0;
 }
+
+/* ---- for the asynchronous API: the same steps, as queued commands -------- */
+
+void fence__conn_target(const fence_client *c, fence__target *t)
+{
+    t->path = c->url.is_unix ? c->url.path : NULL;
+    t->host = c->url.host;
+    t->port = c->url.port;
+    t->tls_ctx = c->url.tls_ctx;
+    t->tls_name = c->url.tls_server_name;
+    t->tls_insecure = c->url.tls_insecure;
+}
+
+int fence__conn_append_login(const fence_client *c, fence__conn *cn)
+{
+    int n = 0;
+    if (c->url.password != NULL) {
+        const char *argv[3] = {"AUTH", c->url.user, c->url.password};
+        if (c->url.user == NULL) {
+            argv[1] = c->url.password;
+        }
+        if (fence__tr_append(cn, c->url.user != NULL ? 3 : 2, argv, NULL) != 0) {
+            return -1;
+        }
+        n++;
+    }
+    if (c->url.db != 0) {
+        if (fence__tr_appendf(cn, "SELECT %d", c->url.db) != 0) {
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
+fence_status fence__conn_login_reply(fence_client *c, int i, const void *reply)
+{
+    const redisReply *r = reply;
+    int is_auth = i == 0 && c->url.password != NULL;
+    if (r == NULL) {
+        return fence__fail(c, FENCE_ECONN, "%s: %s failed", c->url.display,
+                           is_auth ? "AUTH" : "SELECT");
+    }
+    if (r->type != REDIS_REPLY_ERROR) {
+        return FENCE_OK;
+    }
+    if (!is_auth && strstr(r->str, "cluster mode") != NULL) {
+        return fence__fail(c, FENCE_EINVAL, "%s: the server is a Redis Cluster node, which "
+                           "has database 0 only: drop /%d from the URL", c->url.display,
+                           c->url.db);
+    }
+    if (is_auth || fence__is_auth_error(r->str)) {
+        return fence__fail(c, FENCE_EAUTH, "%s: authentication refused: %.200s",
+                           c->url.display, r->str);
+    }
+    return fence__fail(c, FENCE_EPROTO, "%s: SELECT refused: %.200s", c->url.display, r->str);
+}

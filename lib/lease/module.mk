@@ -11,7 +11,8 @@ LEASE_OBJ := $(LEASE_SRC:%.c=$(B)/%.o) $(B)/lib/lease/lua_embed.o $(COMMON_OBJ)
 LIBS_STATIC += $(LIBFENCE)
 LIBS_SHARED += $(B)/libfence.so
 PC_FILES    += $(B)/fence.pc
-HEADERS     += lib/lease/fence.h
+HEADERS     += lib/lease/fence.h lib/lease/fence_async.h \
+               lib/lease/adapters/fence_libuv.h lib/lease/adapters/fence_libevent.h
 
 $(B)/lib/lease/%.o: MOD_CFLAGS += -Ilib/lease
 $(eval $(call embed_rule,$(B)/lib/lease/lua_embed.c,fence__lua_,$(LEASE_LUA)))

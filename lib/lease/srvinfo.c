@@ -129,3 +129,11 @@ fence_status fence__srv_refuse(fence_client *c, const fence_server_info *si)
     }
     return FENCE_OK;
 }
+
+void fence__srv_fill(fence_client *c, void *const replies[3], fence_server_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->persistence = FENCE_PERSIST_UNKNOWN;
+    fill(out, replies[0], replies[1], replies[2]);
+    atomic_store(&c->m.persistence, fence__persistence_gauge(out->persistence));
+}
