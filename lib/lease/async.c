@@ -206,6 +206,10 @@ fence_status fence_async_handle(fence_async *a, int events)
         really_close(a);
         return FENCE_OK;
     }
+    /* Always told after a handle: a loop's one-shot timer may have fired a
+     * little early (libuv's clock is the loop's cached one), and must be
+     * armed again even when the deadline is the same. */
+    a->w_due = -1;
     notify(a);
     return FENCE_OK;
 }
