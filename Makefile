@@ -122,7 +122,7 @@ endef
 
 # Every module; a missing one is an error, not a silent skip.
 MODULES := lib/lease lib/pg lib/pgext lib/sqlite lib/gate cli examples \
-           tests tests/lease tests/pg tests/sqlite tests/gate tests/net
+           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/async
 include $(MODULES:%=%/module.mk)
 # Rules a fragment defers until every fragment has been read, because
 # lines at its end may still append to the lists they read (tests/pg).

@@ -1,0 +1,11 @@
+# Tests of the asynchronous API (lib/lease/fence_async.h): Check suites on
+# a real Redis (scripts/with-servers, plus servers of their own), and a
+# shell suite that runs the libuv and libevent examples.
+ASYNC_TESTS := async async_net
+ASYNC_TEST_BINS := $(ASYNC_TESTS:%=$(B)/tests/async/test_%)
+TEST_BINS += $(ASYNC_TEST_BINS)
+$(B)/tests/async/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease -Itests/async
+$(ASYNC_TEST_BINS): $(B)/tests/async/test_%: $(B)/tests/async/test_%.o \
+		$(B)/tests/async/asyncutil.o $(LEASEUTIL_OBJ) $(B)/tests/lease/setutil.o \
+		$(TESTUTIL_OBJ) $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS)

@@ -1,0 +1,2 @@
+#include "asyncutil.h"
+int main(void) { return 0; }
