@@ -1,6 +1,7 @@
 /* acquire.c -- fence_acquire(): check the arguments, start the heartbeat,
  * then try once (lease.c) or wait (wait.c). */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <inttypes.h>
 #include <string.h>

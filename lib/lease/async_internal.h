@@ -17,6 +17,7 @@
 
 #include "fence_async.h"
 #include "lease_internal.h"
+#include "lease_async.h"
 #include "redis/pipe.h"
 
 enum { FENCE__A_IDLE, FENCE__A_CONNECTING, FENCE__A_SETUP, FENCE__A_READY };

@@ -1,6 +1,7 @@
 /* client.c -- opening and closing a client (the top of the layering in
  * lease_internal.h: nothing in the library calls it). */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <hiredis/hiredis.h>
 #include <stdlib.h>

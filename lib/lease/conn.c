@@ -2,6 +2,7 @@
  * the Sentinels for a redis-sentinel:// URL, then ROLE), AUTH, SELECT, and
  * script loading (running scripts: eval.c). */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>

@@ -1,6 +1,7 @@
 /* lease.c -- one acquire attempt, renew, release, and what a lease tells
  * about itself. */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -547,49 +548,12 @@ int64_t fence_lease_valid_ms(const fence_lease *l)
     return left > 0 ? left / 1000 : 0;
 }
 
+/* ---- the same pieces, for the asynchronous API (lease_async.h) ---------------- */
 
-/* ---- the same pieces, for the asynchronous API --------------------------------- */
-
-fence_status fence__acquire_prepare(fence_client *c, const char *name,
-                                    const fence_lease_options *o, fence__acq_args *a,
-                                    fence_lease **out)
+fence_status fence__lease_new(fence_client *c, const char *name, const fence_lease_options *o,
+                              char *owner, char **counter, fence_lease **out)
 {
-    memset(a, 0, sizeof *a);
-    fence_status st = lease_new(c, name, o, a->owner, &a->counter, out);
-    if (st != FENCE_OK) {
-        return st;
-    }
-    fence_lease *l = *out;
-    if (l->has_info && (a->info = strdup(o->holder_info)) == NULL) {
-        fence__acq_args_free(a);
-        fence__lease_free(l);
-        *out = NULL;
-        return fence__fail(c, FENCE_ENOMEM, "out of memory");
-    }
-    /* The order of fence__try_once's. */
-    snprintf(a->ttl, sizeof a->ttl, "%" PRId64, o->ttl_ms);
-    const char *mode = fence__mode_args(c, a->jump, a->limit, a->idle);
-    a->v[a->n++] = l->owner_key;
-    a->v[a->n++] = a->counter;
-    if (l->has_info) {
-        a->v[a->n++] = l->info_key;
-    }
-    a->nkeys = a->n;
-    const char *rest[7] = {"a", a->owner, a->ttl, mode, a->jump, a->limit, a->idle};
-    for (int i = 0; i < 7; i++) {
-        a->v[a->n++] = rest[i];
-    }
-    if (l->has_info) {
-        a->v[a->n++] = a->info;
-    }
-    return FENCE_OK;
-}
-
-void fence__acq_args_free(fence__acq_args *a)
-{
-    free(a->counter);
-    free(a->info);
-    a->counter = a->info = NULL;
+    return lease_new(c, name, o, owner, counter, out);
 }
 
 fence_status fence__acquire_reply(fence_client *c, const char *name, void *r, uint64_t *token,
@@ -606,18 +570,4 @@ void fence__lease_publish(fence_lease *l, const char *owner, uint64_t token, int
 int fence__release_args(const fence_lease *l, const char **args, int *nkeys)
 {
     return release_args(l, args, nkeys);
-}
-
-int fence__renew_args(const fence_lease *l, const char *value, const char *ttl,
-                      const char **args)
-{
-    /* renew_send's: the holder description's key as KEYS[2] when there is one. */
-    int i = 0;
-    args[i++] = l->owner_key;
-    if (l->info_key != NULL) {
-        args[i++] = l->info_key;
-    }
-    args[i++] = value;
-    args[i++] = ttl;
-    return l->info_key != NULL ? 2 : 1;
 }

@@ -2,6 +2,7 @@
  * persistence, CONFIG GET save), and whether fence may issue tokens there:
  * an allkeys-* eviction policy can evict a token counter. */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>

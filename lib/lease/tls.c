@@ -3,6 +3,7 @@
  * BIO that sends with MSG_NOSIGNAL (a peer that went away must never kill
  * the program with SIGPIPE).  Nothing here knows about Redis. */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
