@@ -9,3 +9,9 @@ $(ASYNC_TEST_BINS): $(B)/tests/async/test_%: $(B)/tests/async/test_%.o \
 		$(B)/tests/async/asyncutil.o $(LEASEUTIL_OBJ) $(B)/tests/lease/setutil.o \
 		$(TESTUTIL_OBJ) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS) $(CHECK_LIBS)
+
+# Benchmark (make bench): async_64_inflight_vs_blocking_ratio (goal >= 5).
+BENCH_BINS += $(B)/tests/bench/bench_async
+$(B)/tests/bench/bench_async.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_async: $(B)/tests/bench/bench_async.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(HIREDIS_LIBS)
