@@ -12,8 +12,9 @@
  *
  * One uv_poll_t on the handle's descriptor (made again when the
  * descriptor changes, closed before the old one is) and one uv_timer_t
- * for its next timer.  Once nothing is pending the handles are stopped, so
- * uv_run() returns when the program has nothing else to do.
+ * for its next timer.  While connected the descriptor stays watched (a
+ * server closing it is noticed at once): uv_run() returns once the
+ * adapter is closed (fence_uv_close).
  */
 #ifndef FENCE_LIBUV_H
 #define FENCE_LIBUV_H
