@@ -397,6 +397,7 @@ static void start_connect(fence_async *a)
         return;
     }
     a->state = FENCE__A_CONNECTING;
+    a->opening_ev = POLLOUT; /* connect() in progress */
     a->connect_end_us = fence__now_us() + (int64_t)c->connect_timeout_ms * 1000;
 }
 
@@ -412,6 +413,7 @@ static void connect_step(fence_async *a)
         unwatch(a); /* its next step closes this socket */
         rc = fence__tr_open_step(&a->opening, &cn, &ev, err, sizeof err);
     }
+    a->opening_ev = ev;
     if (rc == 0 && fence__now_us() >= a->connect_end_us) {
         snprintf(err, sizeof err, "Connection timed out");
         rc = -1;
@@ -496,8 +498,9 @@ int fence__async_conn_fd(const fence_async *a)
 
 int fence__async_conn_events(const fence_async *a)
 {
-    if (a->state == FENCE__A_CONNECTING) {
-        return FENCE_ASYNC_WRITE | FENCE_ASYNC_READ; /* TLS reads and writes */
+    if (a->state == FENCE__A_CONNECTING) { /* the connect, or the TLS handshake's turn */
+        return ((a->opening_ev & POLLIN) ? FENCE_ASYNC_READ : 0) |
+               ((a->opening_ev & POLLOUT) ? FENCE_ASYNC_WRITE : 0);
     }
     if (a->p.cn == NULL || a->p.cn->err) {
         return 0;

@@ -56,6 +56,7 @@ struct fence_async {
     fence__pipe p;
     int state;
     fence__tr_opening *opening;
+    short opening_ev; /* what the connecting step waits for (poll events) */
     int64_t connect_end_us;
     int checked, checking; /* the server check on this connection */
     char sha[FENCE__NSCRIPTS][41];
