@@ -43,10 +43,6 @@ fence_status fence_async_open(fence_async **out, const fence_client_options *o)
         c->ready = 0;
         st = fence__fail(c, FENCE_EINVAL, "redis-sentinel:// URLs are not supported by the "
                          "asynchronous API: use the blocking API (fence_client_open)");
-    } else if (st == FENCE_OK && c->min_replicas > 0) {
-        c->ready = 0;
-        st = fence__fail(c, FENCE_EINVAL, "min_replicas is not supported by the asynchronous "
-                         "API: use the blocking API (fence_client_open)");
     }
     return st;
 }
@@ -266,6 +262,7 @@ fence_status fence_async_acquire(fence_async *a, const char *name,
     op->nargs = op->acq.n;
     op->nkeys = op->acq.nkeys;
     op->needs_check = 1;
+    op->wait = c->min_replicas > 0;
     op->on_reply = fence__async_acquired;
     op->acb = cb;
     op->user = user;

@@ -58,7 +58,9 @@ static void fail_op(fence__aop *op, fence_status st, const char *msg)
     op->st = st;
     snprintf(op->msg, sizeof op->msg, "%s", msg);
     op->on_reply(op, NULL);
-    fence__async_finish(op->a, op);
+    if (!op->keep) {
+        fence__async_finish(op->a, op);
+    }
 }
 
 static void unflight(fence_async *a, fence__aop *op)
@@ -88,6 +90,11 @@ static void op_done(fence__req *q, void *arg)
     fence_async *a = op->a;
     fence_client *c = a->c;
     redisReply *r = q->state == FENCE__REQ_DONE ? fence__req_take(q, 0) : NULL;
+    redisReply *w = q->state == FENCE__REQ_DONE && q->want == 2 ? fence__req_take(q, 1) : NULL;
+    if (w != NULL) {
+        op->acked = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
+        freeReplyObject(w);
+    }
     char why[256];
     snprintf(why, sizeof why, "%s", q->errstr);
     fence__req_free(q);
@@ -113,7 +120,9 @@ static void op_done(fence__req *q, void *arg)
         return;
     }
     op->on_reply(op, r);
-    fence__async_finish(a, op);
+    if (!op->keep) {
+        fence__async_finish(a, op);
+    }
 }
 
 /* EVALSHA (EVAL once NOSCRIPT came, or without a SHA) onto the pipe. */
@@ -134,15 +143,23 @@ static void send_op(fence_async *a, fence__aop *op)
         argv[3 + i] = op->args[i];
         lens[3 + i] = strlen(op->args[i]);
     }
-    fence__req *q = fence__req_new(1, (int64_t)a->c->io_timeout_ms * 1000);
+    fence_client *c = a->c;
+    /* WAIT holds its reply back for up to its own timeout (eval.c's rule). */
+    int64_t allow_ms = c->io_timeout_ms + (op->wait ? c->replica_timeout_ms : 0);
+    fence__req *q = fence__req_new(op->wait ? 2 : 1, allow_ms * 1000);
     if (q == NULL) {
-        fence__fail(a->c, FENCE_ENOMEM, "out of memory");
-        fail_op(op, FENCE_ENOMEM, fence_client_errmsg(a->c));
+        fence__fail(c, FENCE_ENOMEM, "out of memory");
+        fail_op(op, FENCE_ENOMEM, fence_client_errmsg(c));
         return;
     }
     q->done = op_done;
     q->arg = op;
+    op->acked = -1;
     fence__tr_append(a->p.cn, op->nargs + 3, argv, lens); /* a failure fails q */
+    if (op->wait) {
+        fence__tr_appendf(a->p.cn, "WAIT %d %lld", c->min_replicas,
+                          (long long)c->replica_timeout_ms);
+    }
     op->fnext = a->flight;
     a->flight = op;
     op->sent_us = fence__now_us();

@@ -36,6 +36,10 @@ struct fence__aop {
     fence__acq_args acq;   /* acquire */
     char value[2 * FENCE_OWNER_BYTES + 1 + 21], ttl[24]; /* renew */
     int was_held;          /* release */
+    int wait;              /* acquire: WAIT min_replicas pipelined behind it */
+    long long acked;       /* ... its answer (-1 unknown) */
+    fence__aop *parent;    /* the acquire a give-back release finishes */
+    int keep;              /* on_reply chained a request that finishes op */
     /* The reply (owned by on_reply), or NULL when the request failed (st
      * and msg say why).  Called in the I/O phase: no user code. */
     void (*on_reply)(fence__aop *op, void *reply);

@@ -6,6 +6,7 @@
 #include "async_internal.h"
 
 #include <hiredis/hiredis.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,49 @@ static int64_t retry_us(const fence_lease *l)
 {
     int64_t r = l->renew_every_ms * 1000 / 4;
     return r < 10000 ? 10000 : r > 250000 ? 250000 : r;
+}
+
+/* The give-back release of an acquisition too few replicas acknowledged
+ * came back (or failed): the acquire fails with lease.c's message. */
+static void given_back(fence__aop *rel, void *reply)
+{
+    fence__aop *op = rel->parent;
+    fence_client *c = op->a->c;
+    fence_lease *l = rel->free_l;
+    rel->free_l = NULL;
+    if (reply != NULL) {
+        freeReplyObject(reply);
+    }
+    op->st = fence__fail(c, FENCE_EREPLICAS, "%lld of %d replicas acknowledged lease '%s' "
+                         "within %" PRId64 " ms; %s", op->acked < 0 ? 0 : op->acked,
+                         c->min_replicas, l->name, c->replica_timeout_ms,
+                         reply != NULL ? "it was released" : "it could not be released "
+                         "(it expires by its TTL)");
+    snprintf(op->msg, sizeof op->msg, "%s", fence_client_errmsg(c));
+    fence__lease_free(l);
+    op->keep = 0;
+    fence__async_finish(op->a, op);
+}
+
+/* Fewer replicas than asked acknowledged l (granted token): give it back
+ * (compare-and-delete) before the acquire fails, as fence__try_once does. */
+static void give_back(fence__aop *op, fence_lease *l, uint64_t token)
+{
+    fence__aop *rel = fence__aop_new(op->a, FENCE__RELEASE);
+    if (rel == NULL) {
+        op->st = fence__fail(op->a->c, FENCE_ENOMEM, "out of memory");
+        snprintf(op->msg, sizeof op->msg, "%s", fence_client_errmsg(op->a->c));
+        fence__lease_free(l);
+        return;
+    }
+    l->token = token;
+    snprintf(l->value, sizeof l->value, "%s:%" PRIu64, op->acq.owner, token);
+    rel->nargs = fence__release_args(l, rel->args, &rel->nkeys);
+    rel->free_l = l; /* the arguments point into it: freed when it is done */
+    rel->parent = op;
+    rel->on_reply = given_back;
+    op->keep = 1;
+    fence__async_submit(op->a, rel);
 }
 
 void fence__async_acquired(fence__aop *op, void *reply)
@@ -35,6 +79,10 @@ void fence__async_acquired(fence__aop *op, void *reply)
         return;
     }
     l->clock_behind_us = behind;
+    if (c->min_replicas > 0 && op->acked < c->min_replicas) {
+        give_back(op, l, token);
+        return;
+    }
     fence__lease_publish(l, op->acq.owner, token, op->sent_us);
     op->out = l;
     op->msg[0] = '\0';

@@ -38,8 +38,8 @@ typedef struct fence_async fence_async;
  * the same statuses and messages), without connecting: the connection is
  * made when the first request needs it, and again after a failure.
  * heartbeat_mode is ignored (the caller's loop renews).  Refused with
- * FENCE_EINVAL: redis-sentinel:// URLs and min_replicas > 0 (use the
- * blocking API); a Redis Cluster is refused at the first request.  On
+ * FENCE_EINVAL: redis-sentinel:// URLs (use the blocking API); a Redis
+ * Cluster is refused at the first request.  On
  * failure *out is still a handle whose fence_async_errmsg() says why
  * (unless out was NULL or memory ran out); close it either way.
  */
@@ -96,6 +96,7 @@ FENCE_API void fence_async_set_watch(fence_async *a, fence_async_watch_cb cb, vo
  * caller's now: fence_async_release() it), FENCE_BUSY with the holder's
  * remaining TTL in pttl_ms (lease NULL), or an error (lease NULL) with msg
  * saying why (FENCE_ECONN, FENCE_EAUTH, FENCE_ECONFIG, FENCE_ECLOCK,
+ * FENCE_EREPLICAS (min_replicas: given back first, as fence_acquire does),
  * FENCE_ESTATE when the handle was closed first: the acquisition may then
  * have happened in Redis and expires by its TTL).  msg is "" on FENCE_OK
  * and valid during the call only.

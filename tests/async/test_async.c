@@ -364,11 +364,6 @@ START_TEST(bad_open_input)
     ck_assert_int_eq(fence_async_open(&a, &o), FENCE_EINVAL);
     ck_assert_ptr_nonnull(strstr(fence_async_errmsg(a), "use the blocking API"));
     fence_async_close(a);
-    o.url = url();
-    o.min_replicas = 1;
-    ck_assert_int_eq(fence_async_open(&a, &o), FENCE_EINVAL);
-    ck_assert_ptr_nonnull(strstr(fence_async_errmsg(a), "min_replicas"));
-    fence_async_close(a);
 }
 END_TEST
 

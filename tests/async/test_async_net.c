@@ -4,7 +4,8 @@
  * it -- refused, silent, sending garbage, a TLS handshake that never
  * ends, killed while a lease is held, paused, connections killed -- each
  * answered within a deadline (nothing hangs); the server check
- * (allkeys-* eviction: the blocking API's status and message); Redis
+ * (allkeys-* eviction: the blocking API's status and message); WAIT for
+ * min_replicas (given back and FENCE_EREPLICAS as fence_acquire); Redis
  * Cluster refused with a clear error. */
 #include "asyncutil.h"
 
@@ -292,6 +293,41 @@ START_TEST(eviction_policy_refused_as_blocking)
 }
 END_TEST
 
+START_TEST(min_replicas_as_blocking)
+{
+    lu_set s;
+    lu_set_start(&s, "replica", NULL);
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = s.master_url;
+    o.min_replicas = 1;
+    fence_async *a = NULL;
+    ck_assert_int_eq(fence_async_open(&a, &o), FENCE_OK);
+    acquire_release(a, "async-wait-1"); /* the one replica acknowledges */
+    fence_async_close(a);
+
+    /* Two asked, one there: given back, FENCE_EREPLICAS with fence_acquire's message. */
+    o.min_replicas = 2;
+    fence_client *c = NULL;
+    ck_assert_int_eq(fence_client_open(&c, &o), FENCE_OK);
+    fence_lease *l = NULL;
+    ck_assert_int_eq(fence_try_acquire(c, "async-wait-2", 2000, &l), FENCE_EREPLICAS);
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s", fence_client_errmsg(c));
+    fence_client_close(c);
+    ck_assert_int_eq(fence_async_open(&a, &o), FENCE_OK);
+    au_acq r = au_acquire(a, "async-wait-2", 2000, NULL);
+    ck_assert_int_eq(r.st, FENCE_EREPLICAS);
+    ck_assert_str_eq(r.msg, msg);
+    ck_assert_ptr_null(r.lease);
+    redisContext *rc = lu_connect(s.master);
+    ck_assert_int_eq(lu_rexists(rc, "fence:{async-wait-2}"), 0); /* given back */
+    redisFree(rc);
+    fence_async_close(a);
+    lu_set_stop(&s);
+}
+END_TEST
+
 START_TEST(cluster_refused)
 {
     lu_set s;
@@ -317,6 +353,7 @@ static Suite *suite(void)
     tcase_add_test(t, paused_server_times_out);
     tcase_add_test(t, killed_connection_reconnects);
     tcase_add_test(t, eviction_policy_refused_as_blocking);
+    tcase_add_test(t, min_replicas_as_blocking);
     tcase_add_test(t, cluster_refused);
     suite_add_tcase(s, t);
     return s;
