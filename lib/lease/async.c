@@ -192,7 +192,9 @@ fence_status fence_async_handle(fence_async *a, int events)
     a->depth++;
     fence__async_io(a);
     fence__async_timers(a, fence__now_us());
-    fence__async_io(a); /* the renewals just queued go out */
+    if (a->p.cn != NULL && a->p.cn->olen > 0) {
+        fence__async_io(a); /* the renewals just queued go out */
+    }
     fire(a);
     if (!a->closing && a->p.cn != NULL && a->p.cn->olen > 0) {
         fence__async_io(a); /* what the callbacks queued, at once */
