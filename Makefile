@@ -156,7 +156,7 @@ endef
 
 # Every module; a missing one is an error, not a silent skip.
 MODULES := lib/lease lib/pg lib/pgext lib/sqlite lib/gate cli examples \
-           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench tests/fuzz
+           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench tests/fuzz tests/async
 include $(MODULES:%=%/module.mk)
 
 all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS) $(PG_EXTENSIONS)

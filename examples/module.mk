@@ -37,3 +37,15 @@ EXAMPLE_BINS += $(B)/examples/self_heal
 $(B)/examples/self_heal.o: MOD_CFLAGS += -Ilib/lease -Ilib/sqlite
 $(B)/examples/self_heal: $(B)/examples/self_heal.o $(EX_ENV_OBJ) $(LIBFENCE_SQLITE) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(LEASE_LIBS)
+
+# async_libuv / async_libevent: a lease held from an event loop through the
+# asynchronous API (lib/lease/fence_async.h) and its header-only adapters
+# (lib/lease/adapters): the program links libuv or libevent, libfence never.
+UV_LIBS    = $(or $(shell pkg-config --libs libuv 2>/dev/null),-luv)
+EVENT_LIBS = $(or $(shell pkg-config --libs libevent 2>/dev/null),-levent)
+EXAMPLE_BINS += $(B)/examples/async_libuv $(B)/examples/async_libevent
+$(B)/examples/async_libuv.o $(B)/examples/async_libevent.o: MOD_CFLAGS += -Ilib/lease -Ilib/lease/adapters
+$(B)/examples/async_libuv: $(B)/examples/async_libuv.o $(EX_ENV_OBJ) $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) $(UV_LIBS)
+$(B)/examples/async_libevent: $(B)/examples/async_libevent.o $(EX_ENV_OBJ) $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) $(EVENT_LIBS)

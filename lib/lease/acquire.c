@@ -1,6 +1,7 @@
 /* acquire.c -- fence_acquire(): check the arguments, start the heartbeat,
  * then try once (lease.c) or wait (wait.c). */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -97,4 +98,9 @@ fence_status fence_try_acquire(fence_client *c, const char *name, int64_t ttl_ms
     fence_lease_options o;
     fence_lease_options_init(&o, ttl_ms);
     return fence_acquire(c, name, &o, out);
+}
+
+fence_status fence__check_lease_opts(fence_client *c, const fence_lease_options *o)
+{
+    return check_opts(c, o);
 }

@@ -4,6 +4,7 @@
  * build time), and the lease layer's check of a server before the first
  * token on a connection. */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <hiredis/hiredis.h>
 #include <stdlib.h>
@@ -252,12 +253,11 @@ static fence_status probe(fence_client *c)
     return st;
 }
 
-fence_status fence_client_open(fence_client **out, const fence_client_options *o)
+/* A new handle with its locks and engine set up, options not yet read
+ * (*out is set even when o is NULL, so its message can be read). */
+static fence_status client_new(fence_client **out, const fence_client_options *o,
+                               const char *fn)
 {
-    if (out == NULL) {
-        return fence__fail(NULL, FENCE_EINVAL, "fence_client_open: out is NULL");
-    }
-    *out = NULL;
     fence_client *c = calloc(1, sizeof *c);
     if (c == NULL) {
         return fence__fail(NULL, FENCE_ENOMEM, "out of memory");
@@ -280,12 +280,22 @@ fence_status fence_client_open(fence_client **out, const fence_client_options *o
     atomic_init(&c->m.persistence, -1);
     *out = c;
     if (o == NULL) {
-        return fence__fail(c, FENCE_EINVAL, "fence_client_open: options are NULL");
+        return fence__fail(c, FENCE_EINVAL, "%s: options are NULL", fn);
     }
-    fence_status st = setup(c, o);
+    return setup(c, o);
+}
+
+fence_status fence_client_open(fence_client **out, const fence_client_options *o)
+{
+    if (out == NULL) {
+        return fence__fail(NULL, FENCE_EINVAL, "fence_client_open: out is NULL");
+    }
+    *out = NULL;
+    fence_status st = client_new(out, o, "fence_client_open");
     if (st != FENCE_OK) {
         return st;
     }
+    fence_client *c = *out;
     st = connect_cmd(c);
     if (st == FENCE_OK) {
         st = probe(c);
@@ -350,4 +360,26 @@ void fence_client_close(fence_client *c)
 const char *fence_client_url(const fence_client *c)
 {
     return c != NULL ? c->rd.url.display : "";
+}
+
+/* ---- for the asynchronous API ---------------------------------------------- */
+
+fence_status fence__client_prepare(fence_client **out, const fence_client_options *o)
+{
+    *out = NULL;
+    fence_status st = client_new(out, o, "fence_client_open");
+    if (st == FENCE_OK) {
+        fence__clear(*out);
+    }
+    return st;
+}
+
+void fence__client_close_offline(fence_client *c)
+{
+    if (c != NULL) {
+        pthread_mutex_lock(&c->lock);
+        c->offline = 1;
+        pthread_mutex_unlock(&c->lock);
+        fence_client_close(c);
+    }
 }

@@ -1,6 +1,7 @@
 /* lease.c -- one acquire attempt, renew, release, and what a lease tells
  * about itself. */
 #include "lease_internal.h"
+#include "lease_async.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -577,3 +578,26 @@ int64_t fence_lease_valid_ms(const fence_lease *l)
     return left > 0 ? left / 1000 : 0;
 }
 
+/* ---- the same pieces, for the asynchronous API (lease_async.h) ---------------- */
+
+fence_status fence__lease_new(fence_client *c, const char *name, const fence_lease_options *o,
+                              char *owner, char **counter, fence_lease **out)
+{
+    return lease_new(c, name, o, owner, counter, out);
+}
+
+fence_status fence__acquire_reply(fence_client *c, const char *name, void *r, uint64_t *token,
+                                  int64_t *behind_us, int64_t *pttl_ms)
+{
+    return acquire_reply(c, name, r, token, behind_us, pttl_ms);
+}
+
+void fence__lease_publish(fence_lease *l, const char *owner, uint64_t token, int64_t sent_us)
+{
+    publish(l, owner, token, sent_us);
+}
+
+int fence__release_args(const fence_lease *l, const char **args, int *nkeys)
+{
+    return release_args(l, args, nkeys);
+}

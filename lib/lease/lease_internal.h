@@ -28,6 +28,8 @@
  *   6  acquire.c     fence_acquire: check, start the heartbeat, once or wait
  *   7  client.c      open (the engine's handle, the scripts, the server
  *                    check) and close
+ *   8-10 async_conn.c async_lease.c async.c   the asynchronous API
+ *                    (fence_async.h; its own levels: async_internal.h)
  *
  * The Redis key contract, the thread rules and how the pieces work are in
  * docs/redis.md. */

@@ -374,3 +374,60 @@ int fence__scripts_preload(const fence__redis *rs, fence__conn *rc)
     }
     return 0;
 }
+
+/* ---- the pieces the asynchronous API uses (async_conn.c) ------------------ */
+
+void fence__conn_target(const fence__redis *rs, fence__target *t)
+{
+    t->path = rs->url.is_unix ? rs->url.path : NULL;
+    t->host = rs->url.host;
+    t->port = rs->url.port;
+    t->tls_ctx = rs->url.tls_ctx;
+    t->tls_name = rs->url.tls_server_name;
+    t->tls_insecure = rs->url.tls_insecure;
+}
+
+int fence__conn_append_login(const fence__redis *rs, fence__conn *cn)
+{
+    int n = 0;
+    if (rs->url.password != NULL) {
+        const char *argv[3] = {"AUTH", rs->url.user, rs->url.password};
+        if (rs->url.user == NULL) {
+            argv[1] = rs->url.password;
+        }
+        if (fence__tr_append(cn, rs->url.user != NULL ? 3 : 2, argv, NULL) != 0) {
+            return -1;
+        }
+        n++;
+    }
+    if (rs->url.db != 0) {
+        if (fence__tr_appendf(cn, "SELECT %d", rs->url.db) != 0) {
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
+fence_status fence__conn_login_reply(const fence__redis *rs, int i, const void *reply)
+{
+    const redisReply *r = reply;
+    int is_auth = i == 0 && rs->url.password != NULL;
+    if (r == NULL) {
+        return fence__rd_fail(rs, FENCE_ECONN, "%s: %s failed", rs->url.display,
+                              is_auth ? "AUTH" : "SELECT");
+    }
+    if (r->type != REDIS_REPLY_ERROR) {
+        return FENCE_OK;
+    }
+    if (!is_auth && strstr(r->str, "cluster mode") != NULL) {
+        return fence__rd_fail(rs, FENCE_EINVAL, "%s: the server is a Redis Cluster node, which "
+                           "has database 0 only: drop /%d from the URL", rs->url.display,
+                           rs->url.db);
+    }
+    if (is_auth || fence__is_auth_error(r->str)) {
+        return fence__rd_fail(rs, FENCE_EAUTH, "%s: authentication refused: %.200s",
+                           rs->url.display, r->str);
+    }
+    return fence__rd_fail(rs, FENCE_EPROTO, "%s: SELECT refused: %.200s", rs->url.display, r->str);
+}

@@ -23,6 +23,7 @@
  *   2  sentinel.c    asking the Sentinels for the master
  *      pipe.c        many requests in flight on one connection (the
  *                    blocking callers' queue, and an event loop's core)
+ *      connect_async.c  connecting without waiting (the asynchronous API)
  *   3  conn.c        the error slot; connections (AUTH, SELECT, ROLE);
  *                    loading the scripts
  *   4  srvinfo.c     what the server says of itself
@@ -440,6 +441,48 @@ fence_status fence__cluster_open(fence__redis *rs, int node, fence__conn **out,
  * new one; a new connection after an earlier one counts as a reconnect. */
 fence_status fence__cluster_ensure(fence__redis *rs, int node, fence__conn **rc, int *ever,
                                    int64_t timeout_ms);
+
+/* ---- connect_async.c, tls.c, transport.c, conn.c: what the asynchronous
+ * API needs -- connecting and logging in without waiting ------------------- */
+/* tls.c: a handshake in steps.  fence__tls_start: a session on the
+ * connected socket fd (SNI and verified name as fence__tls_connect), NULL
+ * with why in err.  fence__tls_step: 1 done, 0 wants *ev (poll, then call
+ * again), -1 failed (err).  fence__tls_drop: free a session that never
+ * finished its handshake. */
+void *fence__tls_start(void *ctx, int fd, const char *name, int insecure, char *err,
+                       size_t errlen);
+int fence__tls_step(void *ssl, short *ev, char *err, size_t errlen);
+void fence__tls_drop(void *ssl);
+
+/* connect_async.c (on transport.c): connecting without waiting.  Start: the socket is made and
+ * connect() begun (DNS through getaddrinfo, which blocks for a host name;
+ * numeric addresses and unix sockets never do); FENCE_OK and *op, or
+ * FENCE_ECONN / FENCE_ENOMEM with why in err.  Step: 1 connected (*out,
+ * op freed and NULLed), 0 in progress (poll fence__tr_opening_fd for
+ * *ev), 2 this address failed and the next step closes its socket for
+ * the next one (stop watching it first), -1 failed (err; op freed and
+ * NULLed).  The caller keeps the deadline (abort when it passes). */
+typedef struct fence__tr_opening fence__tr_opening;
+fence_status fence__tr_open_start(const fence__target *t, int64_t io_ms, fence__tr_opening **op,
+                                  char *err, size_t errlen);
+int fence__tr_open_step(fence__tr_opening **op, fence__conn **out, short *ev, char *err,
+                        size_t errlen);
+int fence__tr_opening_fd(const fence__tr_opening *op);
+void fence__tr_open_abort(fence__tr_opening **op);
+/* transport.c: a connection on a connected socket fd (and its TLS session
+ * ssl, or NULL), I/O calls taking up to io_ms; NULL out of memory (fd and
+ * ssl are then still the caller's). */
+fence__conn *fence__tr_adopt(int fd, void *ssl, int64_t io_ms);
+
+/* conn.c: where rs's URL points (standalone or unix: not Sentinel). */
+void fence__conn_target(const fence__redis *rs, fence__target *t);
+/* Append AUTH and SELECT as the URL and options ask: how many commands
+ * (0..2), or -1 out of memory. */
+int fence__conn_append_login(const fence__redis *rs, fence__conn *cn);
+/* The reply to the i-th command fence__conn_append_login appended
+ * (NULL: none came): FENCE_OK, or the status and message of the blocking
+ * path (FENCE_EAUTH, FENCE_EINVAL for SELECT on a cluster node, ...). */
+fence_status fence__conn_login_reply(const fence__redis *rs, int i, const void *reply);
 
 /* ==== level 5 ============================================================ */
 

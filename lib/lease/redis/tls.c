@@ -299,3 +299,49 @@ void fence__tls_free(void *ssl)
         ERR_clear_error();
     }
 }
+
+/* ---- a handshake in steps (the asynchronous API: an event loop waits) ---- */
+
+void *fence__tls_start(void *ctx, int fd, const char *name, int insecure, char *err,
+                       size_t errlen)
+{
+    pthread_once(&bio_once, bio_init_once);
+    SSL *ssl = bio_method != NULL ? SSL_new(ctx) : NULL;
+    BIO *bio = ssl != NULL ? BIO_new(bio_method) : NULL;
+    if (bio == NULL) {
+        ssl_error(err, errlen, "TLS: out of memory");
+        SSL_free(ssl);
+        return NULL;
+    }
+    BIO_set_data(bio, (void *)(intptr_t)fd);
+    SSL_set_bio(ssl, bio, bio);
+    if (name != NULL && set_name(ssl, name, insecure) != 0) {
+        ssl_error(err, errlen, "TLS: cannot set the server name");
+        SSL_free(ssl);
+        return NULL;
+    }
+    return ssl;
+}
+
+int fence__tls_step(void *ssl, short *ev, char *err, size_t errlen)
+{
+    *ev = 0;
+    errno = 0;
+    int rc = SSL_connect(ssl);
+    if (rc == 1) {
+        return 1;
+    }
+    int e = SSL_get_error(ssl, rc);
+    *ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (*ev != 0) {
+        return 0;
+    }
+    handshake_error(ssl, rc, err, errlen);
+    return -1;
+}
+
+void fence__tls_drop(void *ssl)
+{
+    SSL_free(ssl); /* a handshake that failed or was given up: no close_notify */
+    ERR_clear_error();
+}

@@ -492,3 +492,18 @@ int fence__is_auth_error(const char *s)
            strncmp(s, "ERR invalid password", 20) == 0 ||
            strncmp(s, "ERR AUTH", 8) == 0 || strncmp(s, "NOPERM", 6) == 0;
 }
+
+/* ---- for the asynchronous API (connect_async.c connects) ------------------- */
+
+fence__conn *fence__tr_adopt(int fd, void *ssl, int64_t io_ms)
+{
+    fence__conn *cn = calloc(1, sizeof *cn);
+    if (cn == NULL || (cn->reader = reader_new()) == NULL) {
+        free(cn);
+        return NULL;
+    }
+    cn->fd = fd;
+    cn->ssl = ssl;
+    cn->io_ms = io_ms > 0 ? io_ms : 1;
+    return cn;
+}
