@@ -76,11 +76,6 @@ static void unflight(fence_async *a, fence__aop *op)
 
 /* ---- script calls on the pipe ---------------------------------------------- */
 
-static int is_noscript(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
-
 static void send_op(fence_async *a, fence__aop *op);
 
 /* A script call's request finished (in fence__pipe_step). */
@@ -104,17 +99,18 @@ static void op_done(fence__req *q, void *arg)
         fail_op(op, FENCE_ECONN, fence_client_errmsg(c));
         return;
     }
-    if (!op->eval_body && is_noscript(r)) {
+    int noscript = 0;
+    fence_status st = fence__script_verdict(&c->rd, r, NULL, &noscript);
+    if (noscript && !op->eval_body) {
         freeReplyObject(r); /* Redis restarted or SCRIPT FLUSH: send the body */
         op->eval_body = 1;
         send_op(a, op);
         return;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-        fence_status st = fence__is_auth_error(r->str)
-                              ? fence__fail(c, FENCE_EAUTH, "%s: %.200s", c->rd.url.display, r->str)
-                              : fence__fail(c, FENCE_EPROTO, "%s: script error: %.300s",
-                                            c->rd.url.display, r->str);
+    if (st != FENCE_OK) {
+        if (noscript) {
+            st = fence__fail(c, FENCE_EPROTO, "%s: NOSCRIPT after EVAL", c->rd.url.display);
+        }
         freeReplyObject(r);
         fail_op(op, st, fence_client_errmsg(c));
         return;
@@ -125,28 +121,13 @@ static void op_done(fence__req *q, void *arg)
     }
 }
 
-/* EVALSHA (EVAL once NOSCRIPT came, or without a SHA) onto the pipe. */
+/* EVALSHA (EVAL once NOSCRIPT came, or without a SHA) onto the pipe: the
+ * engine's script call, as the blocking path sends it. */
 static void send_op(fence_async *a, fence__aop *op)
 {
-    const char *argv[3 + 11];
-    size_t lens[3 + 11];
-    char nk[16];
-    int use_sha = !op->eval_body && a->sha[op->script][0] != '\0';
-    snprintf(nk, sizeof nk, "%d", op->nkeys);
-    argv[0] = use_sha ? "EVALSHA" : "EVAL";
-    argv[1] = use_sha ? a->sha[op->script] : a->c->rd.script[op->script];
-    argv[2] = nk;
-    lens[0] = strlen(argv[0]);
-    lens[1] = use_sha ? 40 : a->c->rd.script_len[op->script];
-    lens[2] = strlen(nk);
-    for (int i = 0; i < op->nargs; i++) {
-        argv[3 + i] = op->args[i];
-        lens[3 + i] = strlen(op->args[i]);
-    }
     fence_client *c = a->c;
-    /* WAIT holds its reply back for up to its own timeout (eval.c's rule). */
-    int64_t allow_ms = c->rd.io_timeout_ms + (op->wait ? c->replica_timeout_ms : 0);
-    fence__req *q = fence__req_new(op->wait ? 2 : 1, allow_ms * 1000);
+    fence__eval_opts io = {0, op->wait ? c->min_replicas : 0, c->replica_timeout_ms, -1};
+    fence__req *q = fence__req_new(op->wait ? 2 : 1, fence__script_allowance_us(&c->rd, &io));
     if (q == NULL) {
         fence__fail(c, FENCE_ENOMEM, "out of memory");
         fail_op(op, FENCE_ENOMEM, fence_client_errmsg(c));
@@ -155,10 +136,12 @@ static void send_op(fence_async *a, fence__aop *op)
     q->done = op_done;
     q->arg = op;
     op->acked = -1;
-    fence__tr_append(a->p.cn, op->nargs + 3, argv, lens); /* a failure fails q */
-    if (op->wait) {
-        fence__tr_appendf(a->p.cn, "WAIT %d %lld", c->min_replicas,
-                          (long long)c->replica_timeout_ms);
+    if (fence__script_append(&c->rd, a->p.cn, op->script, !op->eval_body, op->nkeys, op->nargs,
+                             op->args, 0, &io) < 0) {
+        fence__req_free(q);
+        fence__fail(c, FENCE_EINVAL, "internal: bad script call");
+        fail_op(op, FENCE_EINVAL, fence_client_errmsg(c));
+        return;
     }
     op->fnext = a->flight;
     a->flight = op;
@@ -343,7 +326,7 @@ static fence_status setup_check(fence_async *a, fence__req *q, int nlogin)
                                      c->rd.url.display, r->str);
         }
         if (r->type == REDIS_REPLY_STRING && r->len == 40) {
-            memcpy(a->sha[used_scripts[i]], r->str, 41);
+            memcpy(c->rd.sha[used_scripts[i]], r->str, 41);
         }
     }
     const redisReply *ci = q->reply[nlogin + 3];
@@ -444,7 +427,7 @@ static void connect_step(fence_async *a)
     }
     if (rc == 1) {
         a->p.cn = cn;
-        atomic_fetch_add(&c->rd.reconnects, a->sha[FENCE__ACQUIRE][0] != '\0');
+        atomic_fetch_add(&c->rd.reconnects, c->rd.sha[FENCE__ACQUIRE][0] != '\0');
         start_setup(a);
     }
 }

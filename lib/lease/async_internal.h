@@ -62,7 +62,6 @@ struct fence_async {
     short opening_ev; /* what the connecting step waits for (poll events) */
     int64_t connect_end_us;
     int checked, checking; /* the server check on this connection */
-    char sha[FENCE__NSCRIPTS][41];
     fence__aop *waiting, *waiting_tail; /* for the connection or the check */
     fence__aop *done, *done_tail;       /* finished: callbacks due */
     fence__aop *flight;                 /* on the pipe */

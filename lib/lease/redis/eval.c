@@ -45,7 +45,7 @@ static int is_noscript(const redisReply *r)
 
 /* An error reply to a script: auth, a cluster redirection (into *rd),
  * or the script's own error. */
-static fence_status script_error(fence__redis *rs, const redisReply *r, fence__redirect *rd)
+static fence_status script_error(const fence__redis *rs, const redisReply *r, fence__redirect *rd)
 {
     if (rd != NULL && fence__redirect_parse(r->str, rd) != FENCE__RD_NONE) {
         return fence__rd_fail(rs, FENCE_ECONN, "%s: %.200s", rs->url.display, r->str);
@@ -142,17 +142,6 @@ static fence_status exchange(fence__redis *rs, dest *d, fence__req *q, int64_t d
     return FENCE_OK;
 }
 
-/* The time a request's replies may take the server before the connection
- * counts as dead: the I/O timeout, plus WAIT's own. */
-static int64_t allowance_us(const fence__redis *rs, const fence__eval_opts *io)
-{
-    int64_t ms = rs->io_timeout_ms;
-    if (io != NULL && io->min_replicas > 0) {
-        ms += io->replica_timeout_ms;
-    }
-    return ms * 1000;
-}
-
 /* Before the first call asking for it on a connection: read what the
  * server says of itself and let the owner refuse it (cmd_lock held).
  * Checked once per connection (callers that come at once may each ask);
@@ -165,7 +154,7 @@ static fence_status check_server_locked(fence__redis *rs, dest *d, const call *k
         return FENCE_OK;
     }
     unsigned gen = ln->gen;
-    fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, allowance_us(rs, NULL));
+    fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, fence__script_allowance_us(rs, NULL));
     if (q == NULL) {
         return fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
     }
@@ -184,46 +173,87 @@ static fence_status check_server_locked(fence__redis *rs, dest *d, const call *k
     return st;
 }
 
-/* The script itself on d's connection (cmd_lock held): EVALSHA, EVAL
- * after NOSCRIPT; ASKING before it, WAIT behind it when asked. */
-static fence_status run_script(fence__redis *rs, dest *d, const call *k, int asking,
-                               fence__redirect *rd, int *timed_out)
+int fence__script_append(const fence__redis *rs, fence__conn *cn, int script, int use_sha,
+                         int nkeys, int nargs, const char **args, int asking,
+                         const fence__eval_opts *io)
 {
     enum { MAXARGV = 3 + 11 }; /* acquire with a holder description: 3 keys, 8 arguments */
     const char *argv[MAXARGV];
     size_t argvlen[MAXARGV];
     char nk[16];
-    if (k->script < 0 || k->script >= rs->nscripts) {
-        return fence__rd_fail(rs, FENCE_EINVAL, "internal: no script %d", k->script);
+    if (script < 0 || script >= rs->nscripts || nargs < 0 || nargs + 3 > MAXARGV) {
+        return -1;
     }
-    if (k->nargs + 3 > MAXARGV) {
-        return fence__rd_fail(rs, FENCE_EINVAL, "internal: too many script arguments");
-    }
-    snprintf(nk, sizeof nk, "%d", k->nkeys);
-    for (int i = 0; i < k->nargs; i++) {
-        argv[3 + i] = k->args[i];
-        argvlen[3 + i] = strlen(k->args[i]);
-    }
+    use_sha = use_sha && rs->sha[script][0] != '\0';
+    argv[0] = use_sha ? "EVALSHA" : "EVAL";
+    argvlen[0] = strlen(argv[0]);
+    argv[1] = use_sha ? rs->sha[script] : rs->script[script];
+    argvlen[1] = use_sha ? 40 : rs->script_len[script];
+    snprintf(nk, sizeof nk, "%d", nkeys);
     argv[2] = nk;
     argvlen[2] = strlen(nk);
+    for (int i = 0; i < nargs; i++) {
+        argv[3 + i] = args[i];
+        argvlen[3 + i] = strlen(args[i]);
+    }
+    int wait = io != NULL && io->min_replicas > 0;
+    /* An append that fails (out of memory) marks the connection failed:
+     * its request then fails, nothing is sent. */
+    (void)(asking && fence__tr_appendf(cn, "ASKING") != 0);
+    fence__tr_append(cn, nargs + 3, argv, argvlen);
+    (void)(wait && fence__tr_appendf(cn, "WAIT %d %lld", io->min_replicas,
+                                     (long long)io->replica_timeout_ms) != 0);
+    return asking + 1 + wait;
+}
+
+fence_status fence__script_verdict(const fence__redis *rs, const void *reply,
+                                   fence__redirect *rd, int *noscript)
+{
+    const redisReply *r = reply;
+    *noscript = 0;
+    if (r->type != REDIS_REPLY_ERROR) {
+        return FENCE_OK;
+    }
+    if (is_noscript(r)) {
+        *noscript = 1; /* Redis restarted or SCRIPT FLUSH: send the body */
+        return FENCE_EPROTO;
+    }
+    if (rs->url.sentinel && fence__is_failover_error(r->str)) {
+        /* READONLY / LOADING / MASTERDOWN from a Sentinel-managed node: a
+         * failover.  The transport has marked the connection failed (a new
+         * one asks the Sentinels again). */
+        return fence__rd_fail(rs, FENCE_ECONN, "%s: connection failed: the server is no master "
+                              "now (%.60s): asking the Sentinels again", rs->url.display, r->str);
+    }
+    return script_error(rs, r, rd);
+}
+
+int64_t fence__script_allowance_us(const fence__redis *rs, const fence__eval_opts *io)
+{
+    int64_t ms = rs->io_timeout_ms;
+    if (io != NULL && io->min_replicas > 0) {
+        ms += io->replica_timeout_ms;
+    }
+    return ms * 1000;
+}
+
+/* The script itself on d's line (cmd_lock held): EVALSHA, EVAL after
+ * NOSCRIPT; ASKING before it, WAIT behind it when asked. */
+static fence_status run_script(fence__redis *rs, dest *d, const call *k, int asking,
+                               fence__redirect *rd, int *timed_out)
+{
     int wait = k->io != NULL && k->io->min_replicas > 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        int use_sha = attempt == 0 && rs->sha[k->script][0] != '\0';
-        argv[0] = use_sha ? "EVALSHA" : "EVAL";
-        argv[1] = use_sha ? rs->sha[k->script] : rs->script[k->script];
-        argvlen[1] = use_sha ? 40 : rs->script_len[k->script];
-        argvlen[0] = strlen(argv[0]);
-        fence__req *q = fence__req_new(asking + 1 + wait, allowance_us(rs, k->io));
+        fence__req *q = fence__req_new(asking + 1 + wait, fence__script_allowance_us(rs, k->io));
         if (q == NULL) {
             return fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
         }
-        /* An append that fails (out of memory) marks the connection
-         * failed: the request then fails in exchange(), nothing is sent. */
-        fence__conn *cn = d->ln->p.cn;
-        (void)(asking && fence__tr_appendf(cn, "ASKING") != 0);
-        fence__tr_append(cn, k->nargs + 3, argv, argvlen);
-        (void)(wait && fence__tr_appendf(cn, "WAIT %d %lld", k->io->min_replicas,
-                                         (long long)k->io->replica_timeout_ms) != 0);
+        if (fence__script_append(rs, d->ln->p.cn, k->script, attempt == 0, k->nkeys, k->nargs,
+                                 k->args, asking, k->io) < 0) {
+            fence__req_free(q);
+            return fence__rd_fail(rs, FENCE_EINVAL, "internal: no script %d, or too many "
+                                  "arguments (%d)", k->script, k->nargs);
+        }
         fence_status st = exchange(rs, d, q, fence__now_us() + k->iot * 1000, timed_out);
         if (st != FENCE_OK) {
             return st;
@@ -235,29 +265,20 @@ static fence_status run_script(fence__redis *rs, dest *d, const call *k, int ask
             k->io->acked = w->type == REDIS_REPLY_INTEGER ? w->integer : -1;
         }
         fence__req_free(q);
-        if (use_sha && is_noscript(r)) {
-            freeReplyObject(r); /* Redis restarted or SCRIPT FLUSH: send the body */
-            continue;
+        int noscript = 0;
+        st = fence__script_verdict(rs, r, rd, &noscript);
+        if (st == FENCE_OK) {
+            *k->reply = r;
+            return FENCE_OK;
         }
-        if (r->type == REDIS_REPLY_ERROR && rs->url.sentinel && fence__is_failover_error(r->str)) {
-            /* READONLY / LOADING / MASTERDOWN from a Sentinel-managed node:
-             * a failover.  The transport has marked the connection failed
-             * (a new one asks the Sentinels again). */
-            fence_status fst = fence__rd_fail(rs, FENCE_ECONN, "%s: connection failed: the "
-                                              "server is no master now (%.60s): asking the "
-                                              "Sentinels again", rs->url.display, r->str);
-            freeReplyObject(r);
-            return fst;
+        freeReplyObject(r);
+        if (!noscript || attempt > 0) {
+            return noscript ? fence__rd_fail(rs, FENCE_EPROTO, "%s: NOSCRIPT after EVAL",
+                                             rs->url.display)
+                            : st;
         }
-        if (r->type == REDIS_REPLY_ERROR) {
-            fence_status est = script_error(rs, r, rd);
-            freeReplyObject(r);
-            return est;
-        }
-        *k->reply = r;
-        return FENCE_OK;
     }
-    return fence__rd_fail(rs, FENCE_EPROTO, "%s: NOSCRIPT after EVAL", rs->url.display);
+    return FENCE_EPROTO; /* not reached */
 }
 
 /* One attempt on d: connect if needed, the server check, the script.
@@ -416,7 +437,7 @@ fence_status fence__cmd_server_info(fence__redis *rs, fence_server_info *out)
     pthread_mutex_lock(&rs->cmd_lock);
     fence_status st = line_ready(rs, &d, 0, &fresh);
     if (st == FENCE_OK) {
-        fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, allowance_us(rs, NULL));
+        fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, fence__script_allowance_us(rs, NULL));
         if (q == NULL) {
             st = fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
         } else {

@@ -502,6 +502,23 @@ typedef struct fence__eval_opts {
     int64_t replica_timeout_ms;
     long long acked;            /* out: WAIT's answer (-1 unknown) */
 } fence__eval_opts;
+/* The pieces of a script call, for the command line below and for the
+ * asynchronous API's own connection.  Append [ASKING] EVALSHA (use_sha,
+ * when the SHA is known) or EVAL, and WAIT behind it when io asks, to cn:
+ * the number of replies to expect, or -1 for a bad script index or too
+ * many arguments (nothing appended). */
+int fence__script_append(const fence__redis *rs, fence__conn *cn, int script, int use_sha,
+                         int nkeys, int nargs, const char **args, int asking,
+                         const fence__eval_opts *io);
+/* What the script's reply means: FENCE_OK (a reply to use), *noscript
+ * (send the body with EVAL), or the status and message of an error reply
+ * (FENCE_EAUTH, FENCE_ECONN for a failover under Sentinel or a cluster
+ * redirection, into rd when given; FENCE_EPROTO for the script's own). */
+fence_status fence__script_verdict(const fence__redis *rs, const void *reply,
+                                   fence__redirect *rd, int *noscript);
+/* How long a script call's replies may take before its connection counts
+ * as dead: the I/O timeout, plus WAIT's own. */
+int64_t fence__script_allowance_us(const fence__redis *rs, const fence__eval_opts *io);
 /* Run a script (an index into rs's table) on the command line: EVALSHA,
  * falling back to EVAL on NOSCRIPT, queued behind the other callers'
  * requests (any number of threads at once), with one retry on a new
