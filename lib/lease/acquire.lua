@@ -83,9 +83,11 @@ end
 -- per counter after each restart, promotion or migration).  Exact: a
 -- master's master_replid is random at its start and at every promotion
 -- (shiftReplicationId), and a server takes another's master_replid only as
--- its replica, so the master that has run's master_replid is the process
--- that wrote run (docs/redis.md, "What the scripts cost the server").  A
--- writable replica (role:slave) shares its master's: it reads in full.
+-- its replica (Redis 4.0.2 on; 4.0.0-4.0.1 also restored it on a master
+-- from an RDB file), so the master that has run's master_replid is the
+-- process that wrote run (docs/redis.md, "What the scripts cost the
+-- server"; tests/lease/test_incarnation.sh).  A writable replica
+-- (role:slave) shares its master's: it reads in full.
 local function incarnation(run)
   local s = redis.call('INFO', 'replication')
   local replid = info_field(s, 'master_replid')

@@ -131,11 +131,32 @@ else
   nok "replica: role $(role "$B"), master_replid $(replid "$B") (master's $(replid "$A")), n $(counter "$B" job)"
 fi
 
+# A restart of a master that has a replica: its RDB file carries the
+# replication id (Redis 4.0.0 and 4.0.1 restored it on a master; since
+# 4.0.2 a master keeps it only as master_replid2).
+ida=$(runid "$A"); repa=$(replid "$A")
+rc "$A" save >/dev/null
+scripts/redis-ctl "$PAIR/master" stop && scripts/redis-ctl "$PAIR/master" start ||
+  die "the master (with a replica) would not restart"
+if [ "$(runid "$A")" != "$ida" ] && [ "$(replid "$A")" != "$repa" ] &&
+   [ "$(field "$A" replication master_replid2)" = "$repa" ] && [ "$(counter "$A" job)" = "$u1" ]; then
+  ok "restart from RDB of a master with a replica: new run_id, new master_replid (the file's is master_replid2), the counter kept"
+else
+  nok "restart of a master with a replica: run_id $ida -> $(runid "$A"), master_replid $repa -> $(replid "$A") (replid2 $(field "$A" replication master_replid2)), n $(counter "$A" job) (was $u1)"
+fi
+u3=$(issue "$A" job)
+expect "restart of a master with a replica, first acquisition" "$A" job "$u1" "$u3" 1
+relinked() { [ "$(field "$B" replication master_link_status)" = up ] &&
+             [ "$(replid "$B")" = "$(replid "$A")" ]; }
+wait_for 10 relinked || die "the replica did not reconnect to the restarted master"
+synced "$A" || die "the replica did not acknowledge after the restart"
+
 # A writable replica shares the master's master_replid: it must read run_id
 # (role:slave), and its run_id is not the master's, so it jumps.
 rc "$B" config set replica-read-only no >/dev/null
+nw=$(counter "$B" job)
 w=$(issue "$B" job)
-expect "writable replica (role:slave: INFO server read)" "$B" job "$u1" "$w" 1
+expect "writable replica (role:slave: INFO server read)" "$B" job "$nw" "$w" 1
 rc "$B" config set replica-read-only yes >/dev/null
 
 # Promotion: REPLICAOF NO ONE.
