@@ -148,7 +148,7 @@ local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
       redis.call('PERSIST', key)
     end
   else
-    s = string.format('%.0f', token)
+    s = string.format('%d', token)
     redis.call('HSET', key, 'n', s)
     redis.call('PERSIST', key)
   end
