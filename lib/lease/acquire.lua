@@ -68,8 +68,7 @@ end
 -- This server incarnation, "<run_id>:<master_replid>": run_id is new at
 -- every start; master_replid at every promotion (a master cut off, resynced
 -- as a replica and promoted again keeps its run_id, and its copy of a
--- counter it wrote before would get no jump: docs/model.md).  One INFO call
--- for both sections (Redis 7); two before that.
+-- counter it wrote before would get no jump: docs/model.md).
 -- The fields are found with a plain search and an anchored match of the
 -- hex digits only: a pattern scan over the whole reply cost about 7 µs
 -- (tests/bench/bench_redis_cost.c).
@@ -78,12 +77,25 @@ local function info_field(s, name)
   return i and string.match(s, '^%x+', i + #name + 2) or ''
 end
 
-local function incarnation()
-  local s = redis.pcall('INFO', 'server', 'replication')
-  if type(s) ~= 'string' then
-    s = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
+-- The incarnation, given the counter's run: run itself when it names this
+-- server's master_replid and this server is a master, read from the small
+-- INFO replication alone; else read in full (INFO server for run_id: once
+-- per counter after each restart, promotion or migration).  Exact: a
+-- master's master_replid is random at its start and at every promotion
+-- (shiftReplicationId), and a server takes another's master_replid only as
+-- its replica (Redis 4.0.2 on; 4.0.0-4.0.1 also restored it on a master
+-- from an RDB file), so the master that has run's master_replid is the
+-- process that wrote run (docs/redis.md, "What the scripts cost the
+-- server"; tests/lease/test_incarnation.sh).  A writable replica
+-- (role:slave) shares its master's: it reads in full.
+local function incarnation(run)
+  local s = redis.call('INFO', 'replication')
+  local replid = info_field(s, 'master_replid')
+  if run and replid ~= '' and string.sub(run, -#replid - 1) == ':' .. replid and
+     string.find(s, '\nrole:master\r', 1, true) then
+    return run
   end
-  return info_field(s, 'run_id') .. ':' .. info_field(s, 'master_replid')
+  return info_field(redis.call('INFO', 'server'), 'run_id') .. ':' .. replid
 end
 
 -- The next token for counter key: its decimal string and how far behind
@@ -94,12 +106,13 @@ local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
   if raised then
     n = floor
   end
+  local nn = n + 0 -- a number (Lua's coercion: one conversion, tonumber's two)
   local inc = 1 -- the token is n + inc
   local id, now, behind = nil, 0, 0
   if mode == 'clock' then
-    id = incarnation()
+    id = incarnation(run)
     local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now = t[1] * 1000000 + t[2]
     local lt = last_t and tonumber(last_t)
     if lt and lt > now then
       behind = lt - now
@@ -107,15 +120,15 @@ local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
         return nil, behind
       end
     end
-    if tonumber(n) + 1 < now then -- both exact: n is below now < 2^53
-      inc = now - tonumber(n)
+    if nn + 1 < now then -- both exact: n is below now < 2^53
+      inc = now - nn
     end
     if run ~= id then
       inc = inc + jump_us
     end
   end
   local s
-  local token = tonumber(n) + inc
+  local token = nn + inc
   if token >= TWO53 then
     if raised then redis.call('HSET', key, 'n', n) end
     redis.call('HINCRBY', key, 'n', inc) -- fails past 2^63-1: n stays
@@ -123,15 +136,19 @@ local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
     if id then redis.call('HSET', key, 'run', id, 't', string.format('%.0f', now)) end
     redis.call('PERSIST', key)
   elseif id then
-    s = string.format('%.0f', token)
-    redis.call('HSET', key, 'n', s, 'run', id, 't', string.format('%.0f', now))
+    s = string.format('%d', token) -- %d: exact below 2^53, cheaper than %.0f
+    if run == id then -- the same incarnation: run stays as it is
+      redis.call('HSET', key, 'n', s, 't', string.format('%d', now))
+    else
+      redis.call('HSET', key, 'n', s, 'run', id, 't', string.format('%d', now))
+    end
     if idle_ms >= 0 and token - now <= jump_us then
-      redis.call('PEXPIREAT', key, string.format('%.0f', math.floor(token / 1000) + 1 + idle_ms))
+      redis.call('PEXPIREAT', key, string.format('%d', math.floor(token / 1000) + 1 + idle_ms))
     else
       redis.call('PERSIST', key)
     end
   else
-    s = string.format('%.0f', token)
+    s = string.format('%d', token)
     redis.call('HSET', key, 'n', s)
     redis.call('PERSIST', key)
   end
@@ -150,8 +167,8 @@ if ARGV[1] == 'r' then
   if v ~= ARGV[3] then
     return {0}
   end
-  local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]),
-                              tonumber(ARGV[7]), ARGV[8])
+  local token, behind = issue(KEYS[2], ARGV[4], ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0,
+                              ARGV[8])
   if not token then
     return {2, string.format('%.0f', behind)}
   end
@@ -165,8 +182,7 @@ if v then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local token, behind = issue(KEYS[2], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]),
-                            tonumber(ARGV[7]), nil)
+local token, behind = issue(KEYS[2], ARGV[4], ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0, nil)
 if not token then
   return {2, string.format('%.0f', behind)}
 end
