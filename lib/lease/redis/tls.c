@@ -196,42 +196,27 @@ static void handshake_error(SSL *ssl, int rc, char *err, size_t errlen)
 int fence__tls_connect(void *ctx, int fd, const char *name, int insecure, int64_t deadline_us,
                        void **out, int *timed_out, char *err, size_t errlen)
 {
+    /* The stepwise handshake below, waited for here. */
     *out = NULL;
     *timed_out = 0;
-    pthread_once(&bio_once, bio_init_once);
-    SSL *ssl = bio_method != NULL ? SSL_new(ctx) : NULL;
-    BIO *bio = ssl != NULL ? BIO_new(bio_method) : NULL;
-    if (bio == NULL) {
-        ssl_error(err, errlen, "TLS: out of memory");
-        SSL_free(ssl);
-        return -1;
-    }
-    BIO_set_data(bio, (void *)(intptr_t)fd);
-    SSL_set_bio(ssl, bio, bio);
-    if (name != NULL && set_name(ssl, name, insecure) != 0) {
-        ssl_error(err, errlen, "TLS: cannot set the server name");
-        SSL_free(ssl);
+    void *ssl = fence__tls_start(ctx, fd, name, insecure, err, errlen);
+    if (ssl == NULL) {
         return -1;
     }
     for (;;) {
-        errno = 0;
-        int rc = SSL_connect(ssl);
+        short ev = 0;
+        int rc = fence__tls_step(ssl, &ev, err, errlen);
         if (rc == 1) {
             *out = ssl;
             return 0;
         }
-        int e = SSL_get_error(ssl, rc);
-        short ev = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-        if (ev == 0) {
-            handshake_error(ssl, rc, err, errlen);
-            SSL_free(ssl);
-            return -1;
-        }
-        int n = fence__wait_fd(fd, ev, deadline_us);
+        int n = rc == 0 ? fence__wait_fd(fd, ev, deadline_us) : -2;
         if (n <= 0) {
-            *timed_out = n == 0;
-            snprintf(err, errlen, "TLS: handshake %s", n == 0 ? "timed out" : "failed");
-            SSL_free(ssl);
+            if (n != -2) {
+                *timed_out = n == 0;
+                snprintf(err, errlen, "TLS: handshake %s", n == 0 ? "timed out" : "failed");
+            }
+            fence__tls_drop(ssl);
             return -1;
         }
     }
@@ -300,7 +285,8 @@ void fence__tls_free(void *ssl)
     }
 }
 
-/* ---- a handshake in steps (the asynchronous API: an event loop waits) ---- */
+/* ---- a handshake in steps (an event loop waits; fence__tls_connect above
+ * waits itself) ---------------------------------------------------------- */
 
 void *fence__tls_start(void *ctx, int fd, const char *name, int insecure, char *err,
                        size_t errlen)
