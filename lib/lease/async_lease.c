@@ -10,14 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* How soon to retry a renewal that could not reach Redis (heartbeat.c's
- * rule: a quarter period, 10 ms to 250 ms). */
-static int64_t retry_us(const fence_lease *l)
-{
-    int64_t r = l->renew_every_ms * 1000 / 4;
-    return r < 10000 ? 10000 : r > 250000 ? 250000 : r;
-}
-
 /* The give-back release of an acquisition too few replicas acknowledged
  * came back (or failed): the acquire fails with lease.c's message. */
 static void given_back(fence__aop *rel, void *reply)
@@ -177,7 +169,7 @@ static void renewed(fence__aop *op, void *reply)
             fence__renewed_locked(l, op->sent_us);
         } else {
             l->retrying = 1;
-            l->next_renew_us = now + retry_us(l);
+            l->next_renew_us = now + fence__retry_us(l);
             if (l->next_renew_us > l->valid_until_us) {
                 l->next_renew_us = l->valid_until_us;
             }

@@ -12,19 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-/* How soon to retry a renewal that could not reach Redis. */
-static int64_t retry_us(const fence_lease *l)
-{
-    int64_t r = l->renew_every_ms * 1000 / 4;
-    if (r < 10000) {
-        r = 10000;
-    }
-    if (r > 250000) {
-        r = 250000;
-    }
-    return r;
-}
-
 static int due(const fence_lease *l, int64_t now)
 {
     /* Not one whose validity already ran out: it is lost (the sweep in
@@ -252,7 +239,7 @@ static void apply_results_locked(fence_client *c, pass *p, int64_t now, fence__l
             fence__lose_locked(l, FENCE_LOST, lost); /* renewal refused */
         } else {
             l->retrying = 1;
-            l->next_renew_us = now + retry_us(l);
+            l->next_renew_us = now + fence__retry_us(l);
             if (l->next_renew_us > l->valid_until_us) {
                 l->next_renew_us = l->valid_until_us;
             }

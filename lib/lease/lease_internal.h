@@ -164,6 +164,9 @@ int64_t fence__margin_us(int64_t ttl_ms);
 int64_t fence__valid_until(const fence_lease *l, int64_t sent_us);
 /* When the heartbeat renews l next (c->lock held, or l not yet shared). */
 int64_t fence__renew_at(const fence_lease *l);
+/* How soon to retry a renewal that could not reach Redis: a quarter of
+ * the renewal period, 10 ms to 250 ms (the heartbeat's and the event loop's). */
+int64_t fence__retry_us(const fence_lease *l);
 /* The TTL argument of renew.lua / renew_batch.lua for l: "<ttl_ms>", or
  * "-<ttl_ms>" when l has a holder description whose key must be extended
  * too (so leases without one cost no extra command). */

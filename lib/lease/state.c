@@ -66,6 +66,12 @@ void fence__renew_ttl_arg(const fence_lease *l, char *buf, size_t size)
     snprintf(buf, size, "%s%" PRId64, l->has_info ? "-" : "", l->ttl_ms);
 }
 
+int64_t fence__retry_us(const fence_lease *l)
+{
+    int64_t r = l->renew_every_ms * 1000 / 4;
+    return r < 10000 ? 10000 : r > 250000 ? 250000 : r;
+}
+
 int64_t fence__renew_at(const fence_lease *l)
 {
     /* Within a quarter period of its renewal a lease rides along with a

@@ -19,13 +19,7 @@
 
 int fence__rd_init(fence__redis *rs)
 {
-    /* Adaptive: a caller woken with its reply spins briefly for the lock
-     * the driver still holds, instead of going back to sleep on it. */
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
-    pthread_mutex_init(&rs->cmd_lock, &a);
-    pthread_mutexattr_destroy(&a);
+    pthread_mutex_init(&rs->cmd_lock, NULL);
     atomic_init(&rs->reconnects, 0);
     return fence__pipe_init(&rs->cmd.p);
 }
