@@ -24,6 +24,26 @@ int fence__u64_parse(const char *s, size_t len, uint64_t max, uint64_t *out);
 /* A fencing token: such a decimal in 1..FENCE_TOKEN_MAX.  0 or -1. */
 int fence__token_parse(const char *s, size_t len, uint64_t *out);
 
+/* ---- rule.c: the store rule, once for the C stores ----------------------
+ * A resource's mark (highest admitted token, 0 = none, and the holder it
+ * was admitted for, NULL or "" = none) admits TOKEN from HOLDER when it is
+ * higher (the mark becomes token and holder), or equal from the same
+ * holder (nothing changes); refuses a lower token (older) and an equal one
+ * from another holder (repeat: the token was issued twice).  A row's stamp
+ * compares tokens only: at least the stamp is admitted.  Every store runs
+ * tests/common/rule_cases.tsv against its implementation. */
+enum {
+    FENCE__RULE_ADMIT = 0,  /* admitted, the mark unchanged */
+    FENCE__RULE_RAISE = 1,  /* admitted, the mark becomes (token, holder) */
+    FENCE__RULE_OLDER = 2,  /* refused: below the mark (reason=older) */
+    FENCE__RULE_REPEAT = 3  /* refused: equal, another holder (reason=repeat) */
+};
+int fence__mark_rule(uint64_t mark, const char *mark_holder, uint64_t token, const char *holder);
+/* FENCE__RULE_ADMIT or FENCE__RULE_OLDER. */
+int fence__stamp_rule(uint64_t stamp, uint64_t token);
+/* "older" or "repeat" for a refusal, NULL for an admission. */
+const char *fence__rule_reason(int outcome);
+
 /* ---- name.c: lease and resource names ---------------------------------- */
 enum {
     FENCE__NAME_ANY_BYTE = 0,  /* any byte but NUL */
