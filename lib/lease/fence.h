@@ -1,12 +1,17 @@
 /*
- * fence.h -- Redis leases that carry a monotonic fencing token (libfence).
+ * fence.h -- leases that carry a monotonic fencing token (libfence).
  *
  * Each acquisition returns a token strictly greater than every token issued
  * before for that lease name (clock tokens: also across a lost counter,
  * under the clock assumption of docs/redis.md); the storage libraries
- * reject writes with an older one.  Status codes, limits and fence_strerror() are in
- * fence_common.h.  How it works, the Redis key contract and the thread and
- * process rules in full: docs/redis.md.
+ * reject writes with an older one.  The server that keeps the leases and
+ * issues the tokens is an issuer, named by the URL's scheme: Redis
+ * (redis://, rediss://, unix://, redis-sentinel://) in this build;
+ * postgresql:// and etcd:// are refused as not available here
+ * (fence_url_issuer, fence_client_issuer).  Status codes, limits and
+ * fence_strerror() are in fence_common.h.  How it works, the Redis key
+ * contract and the thread and process rules in full: docs/redis.md;
+ * timeouts and the issuers: docs/api.md.
  *
  * Threads and ownership: a fence_client may be shared by any number of
  * threads.  A fence_lease belongs to the client that acquired it and is
@@ -74,7 +79,17 @@ enum fence_heartbeat_mode {
 /*
  * Options for fence_client_open().  Initialise with
  * fence_client_options_init(), then set what you need; zero means "the
- * default" for every numeric field.
+ * default" for every numeric field.  url, the credentials, the timeouts,
+ * heartbeat_mode and renew_batch are every issuer's; the others are the
+ * Redis issuer's, and setting one with a URL of another issuer is refused
+ * (FENCE_EINVAL, naming the option).
+ *
+ * Timeouts: every call is held to one budget of its own -- at most
+ * connect_timeout_ms to get a usable connection when it has to make one
+ * (TCP, TLS, AUTH, SELECT, loading the scripts), then at most io_timeout_ms
+ * (plus replica_timeout_ms with min_replicas) for everything it asks the
+ * server in that call; so never longer than their sum, however the server
+ * paces its answers (docs/api.md, "Timeouts").
  */
 typedef struct fence_client_options {
     /* redis://[user:password@]host[:port][/db], rediss://... (TLS),
@@ -102,8 +117,10 @@ typedef struct fence_client_options {
      * (default FENCE_TOKEN_JUMP_DEFAULT_MS). */
     int64_t token_jump_ms;
     /* 0 (default): before the first token on each connection, refuse a
-     * server whose maxmemory-policy is allkeys-* (FENCE_ECONFIG): it may
-     * evict owner keys and counters.  1: issue anyway. */
+     * server whose maxmemory-policy is anything but noeviction
+     * (FENCE_ECONFIG): allkeys-* may evict any key, volatile-* the keys
+     * with a TTL -- and a held lease's owner key always has one, so it
+     * picks exactly them (two holders at once).  1: issue anyway. */
     int allow_eviction;
     /* 0 (default): off.  1..FENCE_MIN_REPLICAS_MAX: acquire pipelines
      * WAIT min_replicas replica_timeout_ms behind its script; fewer acks:
@@ -153,8 +170,9 @@ FENCE_API void fence_client_options_init(fence_client_options *opts);
 FENCE_API fence_status fence_client_open(fence_client **out, const fence_client_options *opts);
 
 /* fence_client_open() with default options and the given URL.  url NULL:
- * the environment variable FENCE_REDIS_URL when it is set and not empty,
- * else "redis://127.0.0.1:6379" (as the fence CLI does). */
+ * the environment variable FENCE_URL when it is set and not empty, else
+ * FENCE_REDIS_URL likewise, else "redis://127.0.0.1:6379" (as the fence
+ * CLI does). */
 FENCE_API fence_status fence_client_open_url(fence_client **out, const char *url);
 
 /* Stop the heartbeat thread, release every lease still open on the client
@@ -172,14 +190,24 @@ FENCE_API const char *fence_client_errmsg(const fence_client *c);
 /* The URL the client talks to, with any credentials removed. */
 FENCE_API const char *fence_client_url(const fence_client *c);
 
+/* The issuer a URL's scheme names -- "redis" (redis://, rediss://, unix://,
+ * redis-sentinel://), "postgresql" (postgresql://, postgres://), "etcd"
+ * (etcd://, etcds://) -- whether this build has it or not; NULL for any
+ * other text (NULL too).  Static strings. */
+FENCE_API const char *fence_url_issuer(const char *url);
+
+/* The issuer of an open client ("redis"); "" for NULL. */
+FENCE_API const char *fence_client_issuer(const fence_client *c);
+
 /* ------------------------------------------------------------------ */
 /* Leases                                                               */
 /* ------------------------------------------------------------------ */
 
 /*
- * Called exactly once when a held lease is lost; reason is FENCE_LOST
- * (renewal refused, or validity ran out with no renewal tried) or
- * FENCE_ECONN (validity ran out while Redis was unreachable).  Runs on the
+ * Called exactly once when a held lease is lost (also when memory has run
+ * out: losing a lease allocates nothing); reason is FENCE_LOST (renewal
+ * refused, or validity ran out with no renewal tried) or FENCE_ECONN
+ * (validity ran out while renewals went unanswered).  Runs on the
  * heartbeat thread (or in fence_heartbeat_run()/fence_renew()) with no lock
  * held; may call any fence_* function except fence_client_close() on its
  * own client.  Never for a lease its user released, never after
@@ -373,11 +401,30 @@ typedef struct fence_server_info {
 } fence_server_info;
 
 /* Ask the client's Redis (INFO memory, INFO persistence, CONFIG GET
- * save; one round trip).  Fields it refused to tell stay ""/unknown. */
+ * save; one round trip).  Fields it refused to tell stay ""/unknown.  A
+ * Redis call: FENCE_EINVAL for a client of another issuer. */
 FENCE_API fence_status fence_client_server_info(fence_client *c, fence_server_info *out);
 
 /* "off", "rdb", "aof", "aof+rdb" or "unknown". */
 FENCE_API const char *fence_persistence_name(int persistence);
+
+/* What an issuer says of its server (fence_client_describe(); `fence
+ * status` shows it for any issuer). */
+#define FENCE_DESCRIBE_FIELDS 8
+typedef struct fence_issuer_info {
+    char issuer[16]; /* fence_client_issuer(): "redis" */
+    char url[400];   /* fence_client_url(): no credentials */
+    int nfields;
+    struct fence_issuer_field {
+        char key[32];    /* Redis: "persistence", "maxmemory_policy" */
+        char value[128]; /* "" when the server would not tell */
+        char note[160];  /* a remark for people reading it, or "" */
+    } field[FENCE_DESCRIBE_FIELDS];
+} fence_issuer_info;
+
+/* Ask the client's server what it says of itself (one round trip for
+ * Redis: fence_client_server_info's) and fill *out (zeroed first). */
+FENCE_API fence_status fence_client_describe(fence_client *c, fence_issuer_info *out);
 
 /* ------------------------------------------------------------------ */
 /* Metrics                                                              */

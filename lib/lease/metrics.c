@@ -21,9 +21,13 @@ void fence__metrics_latency(fence__metrics *m, int64_t us)
     atomic_fetch_add(&m->hb_sum_ns, (uint64_t)us * 1000);
 }
 
-int fence__persistence_gauge(int p)
+void fence__metrics_behind(fence__metrics *m, int64_t behind_us)
 {
-    return p == FENCE_PERSIST_UNKNOWN ? -1 : p != FENCE_PERSIST_OFF;
+    atomic_fetch_add(&m->clock_behind, 1);
+    int_fast64_t seen = atomic_load(&m->clock_behind_max_us);
+    while (behind_us > seen &&
+           !atomic_compare_exchange_weak(&m->clock_behind_max_us, &seen, behind_us)) {
+    }
 }
 
 fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
@@ -42,11 +46,9 @@ fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
     out->acquire_timeouts = atomic_load(&m->acquire_timeouts);
     out->renew_ok = atomic_load(&m->renew_ok);
     out->renew_failed = atomic_load(&m->renew_failed);
-    out->reconnects = atomic_load(&c->rd.reconnects);
     int64_t held = atomic_load(&m->leases_held);
     out->leases_held = held > 0 ? (uint64_t)held : 0;
     out->token_regressions = atomic_load(&m->token_regressions);
-    out->redis_persistence = atomic_load(&m->persistence);
     for (int i = 0; i < FENCE_LATENCY_NBUCKETS; i++) {
         out->heartbeat_latency_bucket[i] = atomic_load(&m->hb_bucket[i]);
     }
@@ -54,6 +56,10 @@ fence_status fence_client_metrics(const fence_client *c, fence_metrics *out)
     out->heartbeat_latency_sum_s = (double)atomic_load(&m->hb_sum_ns) / 1e9;
     out->clock_behind = atomic_load(&m->clock_behind);
     out->clock_behind_max_us = atomic_load(&m->clock_behind_max_us);
+    out->redis_persistence = -1;
+    if (c->iss != NULL) {
+        c->ops->metrics(c->iss, out); /* reconnects, redis_persistence */
+    }
     return FENCE_OK;
 }
 

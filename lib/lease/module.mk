@@ -1,11 +1,12 @@
-# libfence: the Redis lease library (the token issuer).  Links hiredis
-# (RESP encoding and parsing) and OpenSSL (TLS) only, never libpq or
-# SQLite: $(LEASE_LIBS) (the top Makefile), which whatever links libfence
-# links too.  Its Lua lives in lib/lease/*.lua, embedded at build time.
-LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c))
-LEASE_LUA := $(sort $(wildcard lib/lease/*.lua))
+# libfence: the lease core (lib/lease/*.c), the Redis issuer with its private
+# Redis client (lib/lease/redis/), and the asynchronous API
+# (lib/lease/async/).  Links hiredis (RESP parsing) and OpenSSL (TLS) only,
+# never libpq or SQLite: $(LEASE_LIBS) (the top Makefile), which whatever
+# links libfence links too.  The Redis issuer's Lua lives in
+# lib/lease/redis/*.lua, embedded at build time.
+LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c lib/lease/async/*.c))
+LEASE_LUA := $(sort $(wildcard lib/lease/redis/*.lua))
 $(eval $(call embed_rule,$(B)/lib/lease/lua_embed.c,fence__lua_,$(LEASE_LUA)))
-$(B)/lib/lease/client.o: $(B)/lib/lease/lua_embed.c
 $(eval $(call library,fence,lib/lease,$(LEASE_SRC),$(B)/lib/lease/lua_embed.c,LEASE_LIBS))
 # The asynchronous API and its header-only event-loop adapters (libfence
 # links neither libuv nor libevent).

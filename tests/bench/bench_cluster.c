@@ -12,6 +12,7 @@
  *       scripts/with-servers -- build/h-C/tests/bench/bench_cluster
  */
 #include "lease_internal.h"
+#include "redis/rissuer.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -94,7 +95,7 @@ int main(void)
     o.heartbeat_mode = FENCE_HEARTBEAT_MANUAL;
     o.renew_batch = 5000;
     fence_client *c = NULL;
-    if (fence_client_open(&c, &o) != FENCE_OK || c->rd.cl == NULL) {
+    if (fence_client_open(&c, &o) != FENCE_OK || c->iss->rd.cl == NULL) {
         die("open (a cluster)", c);
     }
     static fence_lease *ls[LEASES];
@@ -116,8 +117,8 @@ int main(void)
             die("heartbeat pass", c);
         }
         ms[p] = now_ns() - t0;
-        nodes = (int64_t)atomic_load(&c->rd.cl->hb_last_nodes);
-        rt[p] = (int64_t)atomic_load(&c->rd.cl->hb_last_round_trips);
+        nodes = (int64_t)atomic_load(&c->iss->rd.cl->hb_last_nodes);
+        rt[p] = (int64_t)atomic_load(&c->iss->rd.cl->hb_last_round_trips);
         if (nodes != 3) {
             die("a pass did not reach all three masters", c);
         }

@@ -6,9 +6,10 @@
  * migrated while leases in it are held (ASK, TRYAGAIN, then MOVED); a
  * master killed (its replica takes over) and then a master with no replica
  * (CLUSTERDOWN, bounded); wake-ups; bad input.  The internal counters of
- * lease_internal.h (c->rd.cl) say what happened inside.
+ * lease_internal.h (c->iss->rd.cl) say what happened inside.
  */
 #include "lease_internal.h"
+#include "redis/rissuer.h"
 #include "setutil.h"
 
 #include <fcntl.h>
@@ -60,7 +61,7 @@ static fence_client *open_port(int port, int mode)
     o.url = url;
     o.heartbeat_mode = mode;
     fence_client *c = lu_open_opts(&o);
-    ck_assert_msg(c->rd.cl != NULL, "%s: not detected as a cluster", url);
+    ck_assert_msg(c->iss->rd.cl != NULL, "%s: not detected as a cluster", url);
     return c;
 }
 
@@ -173,8 +174,8 @@ START_TEST(heartbeat_one_round_trip_per_node)
     for (int i = 0; i < N; i++) {
         ck_assert(!fence_lease_lost(ls[i]));
     }
-    uint64_t rt = atomic_load(&c->rd.cl->hb_round_trips);
-    uint64_t nv = atomic_load(&c->rd.cl->hb_node_visits);
+    uint64_t rt = atomic_load(&c->iss->rd.cl->hb_round_trips);
+    uint64_t nv = atomic_load(&c->iss->rd.cl->hb_node_visits);
     ck_assert_msg(rt > 0 && rt == nv, "%llu round trips for %llu node visits",
                   (unsigned long long)rt, (unsigned long long)nv);
     for (int i = 0; i < N; i++) {
@@ -189,8 +190,8 @@ START_TEST(heartbeat_one_round_trip_per_node)
     tu_sleep_ms(120);
     int64_t next = 0;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
-    ck_assert_uint_eq(atomic_load(&c->rd.cl->hb_last_nodes), 3);
-    ck_assert_uint_eq(atomic_load(&c->rd.cl->hb_last_round_trips), 3);
+    ck_assert_uint_eq(atomic_load(&c->iss->rd.cl->hb_last_nodes), 3);
+    ck_assert_uint_eq(atomic_load(&c->iss->rd.cl->hb_last_round_trips), 3);
     fence_metrics m;
     fence_client_metrics(c, &m);
     ck_assert_uint_eq(m.renew_ok, N);
@@ -320,10 +321,10 @@ START_TEST(slot_migration)
     lu_cmd_ok(rs, "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
     migrate_name(src, dst, names[0]); /* partly moved: names[0] only */
 
-    uint64_t ask0 = atomic_load(&c->rd.cl->ask);
+    uint64_t ask0 = atomic_load(&c->iss->rd.cl->ask);
     EXPECT_RC(fence_renew(l[0]), FENCE_OK, c); /* ASK */
     EXPECT_RC(fence_renew(l[1]), FENCE_OK, c); /* still on the source */
-    ck_assert_uint_gt(atomic_load(&c->rd.cl->ask), ask0);
+    ck_assert_uint_gt(atomic_load(&c->iss->rd.cl->ask), ask0);
     tu_sleep_ms(120);
     int64_t next;
     uint64_t ok0 = lu_metrics(c).renew_ok;
@@ -336,7 +337,7 @@ START_TEST(slot_migration)
     fence_client *c2 = open_port(shared_ports[0], FENCE_HEARTBEAT_THREAD);
     fence_lease *busy = NULL;
     EXPECT_RC(fence_try_acquire(c2, names[0], 2000, &busy), FENCE_BUSY, c2);
-    ck_assert_uint_gt(atomic_load(&c2->rd.cl->ask), 0);
+    ck_assert_uint_gt(atomic_load(&c2->iss->rd.cl->ask), 0);
     EXPECT_RC(fence_release(l[0]), FENCE_OK, c); /* ASK */
     /* Free now, but its counter is on the target and its owner key on
      * neither: a two-key script there is TRYAGAIN until the migration
@@ -356,13 +357,13 @@ START_TEST(slot_migration)
         lu_cmd_ok(r, "CLUSTER SETSLOT %d NODE %s", slot, did);
         redisFree(r);
     }
-    uint64_t moved0 = atomic_load(&c->rd.cl->moved);
+    uint64_t moved0 = atomic_load(&c->iss->rd.cl->moved);
     tu_sleep_ms(120);
     ok0 = lu_metrics(c).renew_ok;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c); /* MOVED */
     ck_assert_uint_eq(lu_metrics(c).renew_ok - ok0, 2);
     EXPECT_RC(fence_renew(l[1]), FENCE_OK, c);
-    ck_assert_uint_gt(atomic_load(&c->rd.cl->moved), moved0);
+    ck_assert_uint_gt(atomic_load(&c->iss->rd.cl->moved), moved0);
     ck_assert_int_eq(slot_owner(shared_ports[0], slot), dst);
     for (int i = 0; i < 3; i++) {
         if (l[i] != NULL) {
@@ -579,11 +580,11 @@ START_TEST(info_migration)
     ck_assert_msg(rc == FENCE_ECONN && strstr(fence_client_errmsg(c), "TRYAGAIN") != NULL,
                   "renew: %d %s", rc, fence_client_errmsg(c));
     tu_sleep_ms(120);
-    uint64_t try0 = atomic_load(&c->rd.cl->tryagain);
+    uint64_t try0 = atomic_load(&c->iss->rd.cl->tryagain);
     int64_t next;
     rc = fence_heartbeat_run(c, &next);
     ck_assert_msg(rc != FENCE_EPROTO, "heartbeat: %s", fence_client_errmsg(c));
-    ck_assert_uint_gt(atomic_load(&c->rd.cl->tryagain), try0);
+    ck_assert_uint_gt(atomic_load(&c->iss->rd.cl->tryagain), try0);
     ck_assert(!fence_lease_lost(l));
 
     migrate_keys(src, dst, name, "", ":token"); /* all moved: ASK */
@@ -770,7 +771,7 @@ START_TEST(unknown_endpoint)
 {
     config_all("cluster-preferred-endpoint-type", "unknown-endpoint");
     fence_client *c = open_port(shared_ports[1], FENCE_HEARTBEAT_THREAD);
-    int ok = c->rd.cl->nnodes >= 3;
+    int ok = c->iss->rd.cl->nnodes >= 3;
     for (int i = 0; i < 20 && ok; i++) {
         fence_lease *l = NULL;
         int rc = fence_try_acquire(c, tu_name("ue"), 1000, &l);
@@ -781,9 +782,9 @@ START_TEST(unknown_endpoint)
     }
     fence__redirect rd;
     fence__redirect_parse("MOVED 5 :1", &rd);
-    int from = 1 % c->rd.cl->nnodes;
-    int to = fence__cluster_redirect(&c->rd, &rd, from);
-    ok = ok && to >= 0 && strcmp(c->rd.cl->nodes[to].host, c->rd.cl->nodes[from].host) == 0;
+    int from = 1 % c->iss->rd.cl->nnodes;
+    int to = fence__cluster_redirect(&c->iss->rd, &rd, from);
+    ok = ok && to >= 0 && strcmp(c->iss->rd.cl->nodes[to].host, c->iss->rd.cl->nodes[from].host) == 0;
     fence_client_close(c);
     config_all("cluster-preferred-endpoint-type", "ip");
     ck_assert_msg(ok, "nodes %s", ok ? "" : "failed");

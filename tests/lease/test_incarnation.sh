@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_incarnation.sh -- acquire.lua's incarnation rule on real servers
+# test_incarnation.sh -- the incarnation rule of issue.lua (in front of acquire.lua) on real servers
 # (issue 20): the counter's run is "<run_id>:<master_replid>", but the
 # script reads INFO server (run_id) only when the counter's run does not
 # end in this master's master_replid (INFO replication, a tenth of the
@@ -31,7 +31,7 @@ trap '"$FENCE_TEST_REDIS_SET" stop "$SOLO"; "$FENCE_TEST_REDIS_SET" stop "$PAIR"
 
 J=100000000 # the jump, µs
 OWNER=0123456789abcdef0123456789abcdef
-ACQUIRE=$(cat lib/lease/acquire.lua)
+ACQUIRE=$(printf '%s\n%s' "$(cat lib/lease/redis/issue.lua)" "$(cat lib/lease/redis/acquire.lua)")
 
 rc() { local p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" --raw "$@"; }
 field() { rc "$1" info "$2" | tr -d '\r' | sed -n "s/^$3://p"; }
@@ -46,7 +46,7 @@ run_of() { rc "$1" hget "fence:{$2}:token" run; }
 issue() {
   rc "$1" del "fence:{$2}" >/dev/null
   local out
-  out=$(rc "$1" eval "$ACQUIRE" 2 "fence:{$2}" "fence:{$2}:token" a "$OWNER" 60000 clock "$J" 0 86400000)
+  out=$(rc "$1" eval "$ACQUIRE" 2 "fence:{$2}" "fence:{$2}:token" "$OWNER" 60000 clock "$J" 0 86400000)
   [ "$(echo "$out" | sed -n 1p)" = 1 ] || { echo "acquire failed: $out" >&2; echo 0; return; }
   echo "$out" | sed -n 2p
 }

@@ -5,6 +5,7 @@
  * at once, none waits past its deadline; a server quiet past the head
  * request's allowance fails the connection. */
 #include "lease_internal.h"
+#include "redis/rissuer.h"
 #include "leaseutil.h"
 
 #include <check.h>

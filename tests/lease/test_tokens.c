@@ -2,11 +2,14 @@
  * test_tokens.c -- issuance (issue 8): clock tokens that never repeat or
  * go back when the counter is lost (DEL, FLUSHALL, a restart without
  * persistence, eviction), dense tokens that do (the mechanism, shown), the
- * migration of a fence 0.1 string counter, the eviction-policy check, the
- * holder id, and every new option's bad values.  Real redis-server: the
+ * migration of a fence 0.1 string counter, the eviction-policy check (every
+ * evicting policy refused; why volatile-* too: it evicts a held lease), the
+ * token mode a counter records (the other mode refused), the holder id, and
+ * every new option's bad values.  Real redis-server: the
  * shared one, or one of the test's own (setutil.h) where the test
  * reconfigures, flushes or restarts it.
  */
+#include "casetable.h"
 #include "setutil.h"
 
 #include <inttypes.h>
@@ -135,8 +138,9 @@ START_TEST(flushall_and_restart)
 }
 END_TEST
 
-/* Fill r's Redis until KEY is evicted (allkeys-lru, a small maxmemory). */
-static void evict(redisContext *r, const char *key)
+/* Fill r's Redis (a small maxmemory) until KEY is evicted, with fillers
+ * that have a TTL (volatile keys) or not. */
+static void evict(redisContext *r, const char *key, int volatile_fillers)
 {
     lu_cmd_ok(r, "CONFIG SET maxmemory 3mb");
     char val[1024];
@@ -144,7 +148,8 @@ static void evict(redisContext *r, const char *key)
     val[sizeof val - 1] = '\0';
     for (int batch = 0; batch < 200 && lu_rexists(r, key); batch++) {
         for (int i = 0; i < 500; i++) {
-            redisAppendCommand(r, "SET filler:%d:%d %s", batch, i, val);
+            redisAppendCommand(r, volatile_fillers ? "SET filler:%d:%d %s PX 600000"
+                                                   : "SET filler:%d:%d %s", batch, i, val);
         }
         for (int i = 0; i < 500; i++) {
             redisReply *rep = NULL;
@@ -156,36 +161,133 @@ static void evict(redisContext *r, const char *key)
     lu_cmd_ok(r, "CONFIG SET maxmemory 0");
 }
 
-/* allkeys-lru: refused (FENCE_ECONFIG naming the policy, nothing written);
- * with allow_eviction the counter can be evicted and clock tokens still go
- * up; volatile-lru is fine (the counter has no TTL). */
+/* Every evicting maxmemory-policy is refused before the first token
+ * (FENCE_ECONFIG naming the policy, nothing written); noeviction issues.
+ * One row per policy, on a server of the test's own. */
+static const struct {
+    const char *name;
+    const char *policy;
+    int refused;
+} policies[] = {
+    {"allkeys-lru", "allkeys-lru", 1},         {"allkeys-lfu", "allkeys-lfu", 1},
+    {"allkeys-random", "allkeys-random", 1},   {"volatile-lru", "volatile-lru", 1},
+    {"volatile-lfu", "volatile-lfu", 1},       {"volatile-random", "volatile-random", 1},
+    {"volatile-ttl", "volatile-ttl", 1},       {"noeviction", "noeviction", 0},
+};
+
 START_TEST(eviction_policy)
 {
     lu_set s;
-    lu_set_start(&s, "solo", "maxmemory-policy allkeys-lru");
+    char conf[64];
+    snprintf(conf, sizeof conf, "maxmemory-policy %s", policies[_i].policy);
+    lu_set_start(&s, "solo", conf);
     redisContext *r = lu_connect(s.master);
     fence_client *c = open_on(s.master_url, FENCE_TOKENS_CLOCK, 0, 0);
     fence_lease *l = NULL;
-    EXPECT_RC(fence_try_acquire(c, "e", 5000, &l), FENCE_ECONFIG, c);
-    ck_assert_ptr_null(l);
-    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), "allkeys-lru"));
-    ck_assert_int_eq(lu_rexists(r, "fence:{e}"), 0);
-    ck_assert_int_eq(lu_rexists(r, "fence:{e}:token"), 0);
-
-    fence_client *a = open_on(s.master_url, FENCE_TOKENS_CLOCK, 0, 1);
-    uint64_t t1 = take(a, "e");
-    evict(r, "fence:{e}:token");
-    uint64_t t2 = take(a, "e");
-    ck_assert_msg(t2 > t1, "after eviction %" PRIu64 " <= %" PRIu64, t2, t1);
-
-    lu_cmd_ok(r, "CONFIG SET maxmemory-policy volatile-lru");
-    ck_assert_uint_gt(take(c, "e"), t2); /* refused before: checked again, fine now */
+    if (policies[_i].refused) {
+        EXPECT_RC(fence_try_acquire(c, "e", 5000, &l), FENCE_ECONFIG, c);
+        ck_assert_ptr_null(l);
+        ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), policies[_i].policy));
+        ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), "allow_eviction"));
+        ck_assert_int_eq(lu_rexists(r, "fence:{e}"), 0);
+        ck_assert_int_eq(lu_rexists(r, "fence:{e}:token"), 0);
+        /* Checked again on the next call: fine once the policy is. */
+        lu_cmd_ok(r, "CONFIG SET maxmemory-policy noeviction");
+    }
+    take(c, "e");
     fence_metrics m = lu_metrics(c);
     ck_assert_int_eq(m.redis_persistence, 0); /* save "", no AOF */
     redisFree(r);
-    fence_client_close(a);
     fence_client_close(c);
     lu_set_stop(&s);
+}
+END_TEST
+
+/* Why volatile-* is refused: a held lease's owner key always has a TTL, so
+ * such a policy evicts exactly it -- with allow_eviction a second client
+ * takes the lease while the first still holds it (fencing still holds: its
+ * token is higher).  And a counter evicted under allkeys-lru is survived:
+ * clock tokens still go up. */
+START_TEST(eviction_takes_a_held_lease)
+{
+    lu_set s;
+    lu_set_start(&s, "solo", "maxmemory-policy volatile-lru");
+    redisContext *r = lu_connect(s.master);
+    fence_client *a = open_on(s.master_url, FENCE_TOKENS_CLOCK, 0, 1);
+    fence_client *b = open_on(s.master_url, FENCE_TOKENS_CLOCK, 0, 1);
+    fence_lease *la = lu_acquire_ok(a, "v", 60000, 0);
+    evict(r, "fence:{v}", 1); /* volatile fillers: the held lease's owner key goes */
+    lu_cmd_ok(r, "FLUSHDB"); /* the fillers; the counter is gone too, or not */
+    ck_assert_int_eq(fence_lease_lost(la), 0); /* a still counts itself the holder */
+    fence_lease *lb = lu_acquire_ok(b, "v", 60000, 0); /* ... and b holds it as well */
+    ck_assert_uint_gt(fence_lease_token(lb), fence_lease_token(la));
+    EXPECT_RC(fence_release(lb), FENCE_OK, b);
+    fence_release(la);
+
+    lu_cmd_ok(r, "CONFIG SET maxmemory-policy allkeys-lru");
+    uint64_t t1 = take(a, "e");
+    evict(r, "fence:{e}:token", 0);
+    uint64_t t2 = take(a, "e");
+    ck_assert_msg(t2 > t1, "after eviction %" PRIu64 " <= %" PRIu64, t2, t1);
+    redisFree(r);
+    fence_client_close(a);
+    fence_client_close(b);
+    lu_set_stop(&s);
+}
+END_TEST
+
+/* A counter records its token mode (field m); a client of the other mode
+ * is refused (FENCE_ECONFIG, nothing written), never continues it.  A
+ * counter written by the previous scripts (no m) is a clock counter when it
+ * has t or a non-empty run, else it takes the mode of its next issue. */
+START_TEST(token_mode_recorded)
+{
+    redisContext *r = tu_redis();
+    fence_client *clk = lu_open_client();
+    fence_client *den = lu_open_dense();
+    char tk[600];
+    const char *nm = tu_name("modes-c");
+    lu_token_key(tk, sizeof tk, nm);
+    uint64_t t1 = take(clk, nm);
+    redisReply *m = redisCommand(r, "HGET %s m", tk);
+    ck_assert_str_eq(m->str, "clock");
+    freeReplyObject(m);
+    fence_lease *l = NULL;
+    EXPECT_RC(fence_try_acquire(den, nm, 5000, &l), FENCE_ECONFIG, den);
+    ck_assert_ptr_null(l);
+    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(den), "clock (FENCE_TOKENS_CLOCK)"));
+    uint64_t last = 0;
+    EXPECT_RC(fence_token_last(clk, nm, &last), FENCE_OK, clk);
+    ck_assert_uint_eq(last, t1); /* nothing written */
+    ck_assert_int_gt(lu_rpttl(r, tk), 0); /* its expiry kept too */
+
+    nm = tu_name("modes-d");
+    lu_token_key(tk, sizeof tk, nm);
+    ck_assert_uint_eq(take(den, nm), 1);
+    EXPECT_RC(fence_try_acquire(clk, nm, 5000, &l), FENCE_ECONFIG, clk);
+    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(clk), "dense (FENCE_TOKENS_DENSE)"));
+    ck_assert_uint_eq(take(den, nm), 2);
+
+    /* The previous scripts' counters: with t (clock), with n only (none). */
+    nm = tu_name("modes-old-c");
+    lu_token_key(tk, sizeof tk, nm);
+    lu_cmd_ok(r, "HSET %s n 1000 run x:y t 1000", tk);
+    EXPECT_RC(fence_try_acquire(den, nm, 5000, &l), FENCE_ECONFIG, den);
+    ck_assert_uint_gt(take(clk, nm), 1000);
+    m = redisCommand(r, "HGET %s m", tk);
+    ck_assert_str_eq(m->str, "clock");
+    freeReplyObject(m);
+    nm = tu_name("modes-old-d");
+    lu_token_key(tk, sizeof tk, nm);
+    lu_cmd_ok(r, "HSET %s n 7", tk);
+    ck_assert_uint_eq(take(den, nm), 8);
+    m = redisCommand(r, "HGET %s m", tk);
+    ck_assert_str_eq(m->str, "dense");
+    freeReplyObject(m);
+    EXPECT_RC(fence_try_acquire(clk, nm, 5000, &l), FENCE_ECONFIG, clk);
+    fence_client_close(clk);
+    fence_client_close(den);
+    redisFree(r);
 }
 END_TEST
 
@@ -419,7 +521,7 @@ START_TEST(counter_expires_when_idle)
     ck_assert_int_eq(lu_rpttl(r, tk), -1);
     fence_client_close(c);
 
-    /* -1: never; and dense tokens remove an expiry another client set. */
+    /* -1: never. */
     nm = tu_name("idle2");
     lu_token_key(tk, sizeof tk, nm);
     o.token_jump_ms = 0;
@@ -431,10 +533,6 @@ START_TEST(counter_expires_when_idle)
     c = lu_open_client();
     take(c, nm);
     ck_assert_int_gt(lu_rpttl(r, tk), 0);
-    fence_client_close(c);
-    c = lu_open_dense();
-    take(c, nm);
-    ck_assert_int_eq(lu_rpttl(r, tk), -1);
     fence_client_close(c);
     redisFree(r);
 }
@@ -550,7 +648,9 @@ static Suite *tokens_suite(void)
     tcase_add_test(tc, dense_tokens_are_consecutive);
     tcase_add_test(tc, counter_deleted);
     tcase_add_test(tc, flushall_and_restart);
-    tcase_add_test(tc, eviction_policy);
+    CT_ADD_CASES(tc, eviction_policy, policies);
+    tcase_add_test(tc, eviction_takes_a_held_lease);
+    tcase_add_test(tc, token_mode_recorded);
     tcase_add_test(tc, migrate_string_counter);
     tcase_add_test(tc, raise_with_clock_tokens);
     tcase_add_test(tc, jump_on_top_of_the_counter);

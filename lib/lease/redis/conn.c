@@ -1,5 +1,5 @@
-/* conn.c -- the handle and its connections to Redis: libfence's error
- * slot, the transport options, connect (through the Sentinels for a
+/* conn.c -- the handle and its connections to Redis: its messages (into
+ * the slot its owner gives), the transport options, connect (through the Sentinels for a
  * redis-sentinel:// URL, then ROLE), AUTH, SELECT, and script loading
  * (running scripts: eval.c). */
 #include "redis.h"
@@ -10,19 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The one slot of libfence (engine and lease layer alike): see redis.h. */
-static _Thread_local fence__errslot tl_err;
-
-fence__errslot *fence__rd_errslot(void)
-{
-    return &tl_err;
-}
-
 fence_status fence__rd_fail(const fence__redis *rs, fence_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fence__err_vset(&tl_err, rs->errkey, (int)status, fmt, ap);
+    fence__err_vset(rs->errslot(), rs->errkey, (int)status, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -91,7 +83,7 @@ static fence_status check_path(fence__redis *rs, const char *v, const char *name
     return FENCE_OK;
 }
 
-static fence_status check_tls_opts(fence__redis *rs, const fence_client_options *o)
+static fence_status check_tls_opts(fence__redis *rs, const fence__rd_opts *o)
 {
     if (o->tls != 0 && o->tls != 1) {
         return fence__rd_fail(rs, FENCE_EINVAL, "tls must be 0 or 1");
@@ -131,7 +123,7 @@ static fence_status check_tls_opts(fence__redis *rs, const fence_client_options 
     return FENCE_OK;
 }
 
-fence_status fence__conn_config(fence__redis *rs, const fence_client_options *o)
+fence_status fence__conn_config(fence__redis *rs, const fence__rd_opts *o)
 {
     rs->url.tls |= o->tls == 1;
     fence_status st = check_tls_opts(rs, o);

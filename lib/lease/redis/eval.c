@@ -7,9 +7,15 @@
  *
  * cmd_lock guards the lines (the client's and the cluster nodes'); it is
  * held to queue a request and to look at a line, and released while a
- * caller waits for its reply or connects.  Nobody closes a connection
- * while a caller drives its I/O (fence__pipe_wait polls its fd unlocked);
- * a line is reconnected only once every request on it has failed. */
+ * caller waits for its reply or connects -- and never held across a
+ * cluster's back-off or a refresh of its slot map, which other callers'
+ * calls must not wait for.  Nobody closes a connection while a caller
+ * drives its I/O (fence__pipe_wait polls its fd unlocked); a line is
+ * reconnected only once every request on it has failed.
+ *
+ * Each call has one budget (redis.h, fence__eval_cmd): a connect phase of
+ * connect_timeout_ms, a request phase of io_timeout_ms (+ WAIT's), the
+ * whole capped by their sum and by the caller's deadline. */
 #include "redis.h"
 
 #include <hiredis/hiredis.h>
@@ -30,6 +36,11 @@ void fence__rd_close(fence__redis *rs)
     fence__cluster_free(rs);
     fence__url_free(&rs->url);
     pthread_mutex_destroy(&rs->cmd_lock);
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
 }
 
 static int is_noscript(const redisReply *r)
@@ -62,19 +73,17 @@ typedef struct call {
     const char **args;
     fence__eval_opts *io;
     void **reply;
-    int64_t bound_ms, iot;
+    int64_t end_us;  /* the whole call's deadline */
+    int64_t io_us;   /* the request phase's budget: the I/O timeout, plus WAIT's */
 } call;
 
 /* Make d's connection usable (cmd_lock held; released while waiting for
- * another caller's connect or while connecting).  *fresh: this call
- * opened it. */
-static fence_status line_ready(fence__redis *rs, dest *d, int64_t bound_ms, int *fresh)
+ * another caller's connect or while connecting), before deadline_us.
+ * *fresh: this call opened it. */
+static fence_status line_ready(fence__redis *rs, dest *d, int64_t deadline_us, int *fresh)
 {
     fence__line *ln = d->ln;
     *fresh = 0;
-    int64_t span = bound_ms > 0 && bound_ms < rs->connect_timeout_ms ? bound_ms
-                                                                      : rs->connect_timeout_ms;
-    int64_t deadline = fence__now_us() + span * 1000;
     for (;;) {
         if (!ln->opening && ln->p.cn != NULL && ln->p.cn->err == 0) {
             return FENCE_OK;
@@ -84,12 +93,17 @@ static fence_status line_ready(fence__redis *rs, dest *d, int64_t bound_ms, int 
         }
         /* Another caller is connecting, or still leaving a failed
          * connection's poll: wait for it. */
-        if (fence__now_us() >= deadline) {
+        if (fence__now_us() >= deadline_us) {
             return fence__rd_fail(rs, FENCE_ECONN, "%s: cannot connect: timed out waiting for "
                                   "another caller's connect", rs->url.display);
         }
-        struct timespec ts = fence__timespec_ns(deadline * 1000);
+        struct timespec ts = fence__timespec_ns(deadline_us * 1000);
         pthread_cond_timedwait(&ln->p.cond, &rs->cmd_lock, &ts);
+    }
+    int64_t left_ms = (deadline_us - fence__now_us()) / 1000;
+    if (left_ms < 1) {
+        return fence__rd_fail(rs, FENCE_ECONN, "%s: cannot connect: timed out",
+                              rs->url.display);
     }
     fence__pipe_fail_all(&ln->p, "the connection was replaced", 0);
     fence__tr_close(&ln->p.cn);
@@ -97,8 +111,8 @@ static fence_status line_ready(fence__redis *rs, dest *d, int64_t bound_ms, int 
     int ever = ln->ever;
     pthread_mutex_unlock(&rs->cmd_lock);
     fence__conn *cn = NULL;
-    fence_status st = d->node < 0 ? fence__conn_ensure(rs, &cn, &ever, bound_ms)
-                                  : fence__cluster_ensure(rs, d->node, &cn, &ever, bound_ms);
+    fence_status st = d->node < 0 ? fence__conn_ensure(rs, &cn, &ever, left_ms)
+                                  : fence__cluster_ensure(rs, d->node, &cn, &ever, left_ms);
     pthread_mutex_lock(&rs->cmd_lock);
     ln->opening = 0;
     ln->ever = ever;
@@ -137,10 +151,10 @@ static fence_status exchange(fence__redis *rs, dest *d, fence__req *q, int64_t d
 }
 
 /* Before the first call asking for it on a connection: read what the
- * server says of itself and let the owner refuse it (cmd_lock held).
- * Checked once per connection (callers that come at once may each ask);
- * a refusal is asked again next time. */
-static fence_status check_server_locked(fence__redis *rs, dest *d, const call *k,
+ * server says of itself and let the owner refuse it (cmd_lock held), before
+ * deadline_us.  Checked once per connection (callers that come at once may
+ * each ask); a refusal is asked again next time. */
+static fence_status check_server_locked(fence__redis *rs, dest *d, int64_t deadline_us,
                                         int *timed_out)
 {
     fence__line *ln = d->ln;
@@ -153,11 +167,11 @@ static fence_status check_server_locked(fence__redis *rs, dest *d, const call *k
         return fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
     }
     fence__srv_append(ln->p.cn);
-    fence_status st = exchange(rs, d, q, fence__now_us() + k->iot * 1000, timed_out);
+    fence_status st = exchange(rs, d, q, deadline_us, timed_out);
     if (st != FENCE_OK) {
         return st;
     }
-    fence_server_info si;
+    fence__srvinfo si;
     fence__srv_fill(&si, q->reply);
     fence__req_free(q);
     st = rs->first_use(rs->first_use_arg, &si);
@@ -171,7 +185,7 @@ int fence__script_append(const fence__redis *rs, fence__conn *cn, int script, in
                          int nkeys, int nargs, const char **args, int asking,
                          const fence__eval_opts *io)
 {
-    enum { MAXARGV = 3 + 11 }; /* acquire with a holder description: 3 keys, 8 arguments */
+    enum { MAXARGV = 3 + 11 }; /* acquire with a holder description: 3 keys, 7 arguments */
     const char *argv[MAXARGV];
     size_t argvlen[MAXARGV];
     char nk[16];
@@ -180,7 +194,7 @@ int fence__script_append(const fence__redis *rs, fence__conn *cn, int script, in
     }
     use_sha = use_sha && rs->sha[script][0] != '\0';
     argv[0] = use_sha ? "EVALSHA" : "EVAL";
-    argvlen[0] = strlen(argv[0]);
+    argvlen[0] = use_sha ? 7 : 4;
     argv[1] = use_sha ? rs->sha[script] : rs->script[script];
     argvlen[1] = use_sha ? 40 : rs->script_len[script];
     snprintf(nk, sizeof nk, "%d", nkeys);
@@ -231,10 +245,11 @@ int64_t fence__script_allowance_us(const fence__redis *rs, const fence__eval_opt
     return ms * 1000;
 }
 
-/* The script itself on d's line (cmd_lock held): EVALSHA, EVAL after
- * NOSCRIPT; ASKING before it, WAIT behind it when asked. */
+/* The script itself on d's line (cmd_lock held), before deadline_us:
+ * EVALSHA, EVAL after NOSCRIPT; ASKING before it, WAIT behind it when
+ * asked. */
 static fence_status run_script(fence__redis *rs, dest *d, const call *k, int asking,
-                               fence__redirect *rd, int *timed_out)
+                               int64_t deadline_us, fence__redirect *rd, int *timed_out)
 {
     int wait = k->io != NULL && k->io->min_replicas > 0;
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -248,7 +263,7 @@ static fence_status run_script(fence__redis *rs, dest *d, const call *k, int ask
             return fence__rd_fail(rs, FENCE_EINVAL, "internal: no script %d, or too many "
                                   "arguments (%d)", k->script, k->nargs);
         }
-        fence_status st = exchange(rs, d, q, fence__now_us() + k->iot * 1000, timed_out);
+        fence_status st = exchange(rs, d, q, deadline_us, timed_out);
         if (st != FENCE_OK) {
             return st;
         }
@@ -275,9 +290,10 @@ static fence_status run_script(fence__redis *rs, dest *d, const call *k, int ask
     return FENCE_EPROTO; /* not reached */
 }
 
-/* One attempt on d: connect if needed, the server check, the script.
- * *fresh: the connection is new; *unsent: failed before the script went
- * out (safe to retry). */
+/* One attempt on d (takes cmd_lock for its own length): connect if needed
+ * (the connect phase), the server check and the script (the request
+ * phase).  *fresh: the connection is new; *unsent: failed before the script
+ * went out (safe to retry). */
 static fence_status attempt(fence__redis *rs, dest *d, const call *k, int asking,
                             fence__redirect *rd, int *fresh, int *unsent, int *timed_out)
 {
@@ -287,21 +303,23 @@ static fence_status attempt(fence__redis *rs, dest *d, const call *k, int asking
         rd->kind = FENCE__RD_NONE;
     }
     *k->reply = NULL;
-    fence_status st = line_ready(rs, d, k->bound_ms, fresh);
-    if (st != FENCE_OK) {
-        return st;
+    pthread_mutex_lock(&rs->cmd_lock);
+    fence_status st = line_ready(rs, d, min64(k->end_us,
+                                              fence__now_us() + rs->connect_timeout_ms * 1000),
+                                 fresh);
+    int64_t req_end = min64(k->end_us, fence__now_us() + k->io_us);
+    if (st == FENCE_OK && k->io != NULL && k->io->check) {
+        st = check_server_locked(rs, d, req_end, timed_out);
     }
-    if (k->io != NULL && k->io->check) {
-        st = check_server_locked(rs, d, k, timed_out);
-        if (st != FENCE_OK) {
-            return st;
-        }
+    if (st == FENCE_OK) {
+        *unsent = 0;
+        st = run_script(rs, d, k, asking, req_end, rd, timed_out);
     }
-    *unsent = 0;
-    return run_script(rs, d, k, asking, rd, timed_out);
+    pthread_mutex_unlock(&rs->cmd_lock);
+    return st;
 }
 
-static fence_status standalone_locked(fence__redis *rs, const call *k, int *retried)
+static fence_status standalone(fence__redis *rs, const call *k, int *retried)
 {
     dest d = {&rs->cmd, -1};
     fence_status st = FENCE_ECONN;
@@ -310,11 +328,11 @@ static fence_status standalone_locked(fence__redis *rs, const call *k, int *retr
         st = attempt(rs, &d, k, 0, NULL, &fresh, &unsent, &timed_out);
         /* A connection that had been idle may have been closed by a Redis
          * restart: retry once on a new one.  The owner's scripts must be
-         * safe to repeat (the lease layer's are: see lease.c), and *retried
-         * tells the caller, whose answer may then be ambiguous.
-         * A timeout is not retried: Redis is there but not answering, and
-         * a second wait would only double the caller's. */
-        if (st != FENCE_ECONN || fresh || timed_out || unsent) {
+         * safe to repeat (the issuer's are: rissuer.h), and *retried tells
+         * the caller, whose answer may then be ambiguous.  A timeout is not
+         * retried: Redis is there but not answering, and a second wait
+         * would only double the caller's. */
+        if (st != FENCE_ECONN || fresh || timed_out || unsent || fence__now_us() >= k->end_us) {
             break;
         }
         if (retried != NULL) {
@@ -327,7 +345,8 @@ static fence_status standalone_locked(fence__redis *rs, const call *k, int *retr
 #define MAX_REDIRECTS 5
 
 /* What to do after a failed cluster attempt: 1 retry (on *next, -1: the
- * map's node), 0 stop.  Redirections mean the script did not run. */
+ * map's node), 0 stop.  Redirections mean the script did not run.  A
+ * back-off sleeps here, with no lock held. */
 static int cluster_next(fence__redis *rs, const fence__redirect *rd, int *redirs, int *next,
                         int *asking, int64_t end, int from)
 {
@@ -345,26 +364,27 @@ static int cluster_next(fence__redis *rs, const fence__redirect *rd, int *redirs
         *asking = *next >= 0;
     } else {
         /* TRYAGAIN, CLUSTERDOWN, or a node we could not reach (a failover
-         * may be promoting its replica): back off, look at the map again. */
+         * may be promoting its replica): back off, look at the map again
+         * -- unless the back-off would use up the call's time, which an
+         * attempt then would not have. */
         atomic_fetch_add(&rs->cl->tryagain, 1);
-        int64_t us = (int64_t)25000 << *redirs, left = end - fence__now_us();
-        fence__sleep_us(us < left ? us : left);
+        int64_t us = (int64_t)25000 << *redirs;
+        if (fence__now_us() + us >= end) {
+            return 0;
+        }
+        fence__sleep_us(us);
     }
     return 1;
 }
 
-static fence_status cluster_locked(fence__redis *rs, const call *k, int *retried)
+static fence_status cluster(fence__redis *rs, const call *k, int *retried)
 {
     const char *key = k->args[0];
     int slot = fence__key_slot(key, strlen(key));
-    int64_t span = k->bound_ms > 0 ? k->bound_ms
-                   : (rs->connect_timeout_ms > rs->io_timeout_ms ? rs->connect_timeout_ms
-                                                               : rs->io_timeout_ms);
-    int64_t end = fence__now_us() + span * 1000;
     int redirs = 0, next = -1, asking = 0, io_retried = 0;
     char last[200] = "";
     for (;;) {
-        int64_t left = (end - fence__now_us()) / 1000;
+        int64_t left = (k->end_us - fence__now_us()) / 1000;
         int node = next >= 0 ? next : fence__cluster_node_of(rs, slot, left > 1 ? left : 1);
         fence__redirect rd = {.kind = FENCE__RD_NONE};
         fence_status st;
@@ -380,11 +400,11 @@ static fence_status cluster_locked(fence__redis *rs, const call *k, int *retried
         if (st != FENCE_ECONN) {
             return st;
         }
-        snprintf(last, sizeof last, "%s", fence__err_get(fence__rd_errslot(), rs->errkey));
+        snprintf(last, sizeof last, "%s", fence__err_get(rs->errslot(), rs->errkey));
         if (rd.kind == FENCE__RD_NONE) {
             fence__cluster_stale(rs);
-            /* Sent and unanswered: today's rule (one retry of an idle
-             * connection, never after a timeout). */
+            /* Sent and unanswered: the rule of one server (one retry of an
+             * idle connection, never after a timeout). */
             if (!unsent && (fresh || timed_out || io_retried++)) {
                 return st;
             }
@@ -392,51 +412,50 @@ static fence_status cluster_locked(fence__redis *rs, const call *k, int *retried
                 *retried = 1;
             }
         }
-        if (!cluster_next(rs, &rd, &redirs, &next, &asking, end, node)) {
+        if (!cluster_next(rs, &rd, &redirs, &next, &asking, k->end_us, node)) {
             return fence__rd_fail(rs, FENCE_ECONN, "%s: slot %d: gave up after %d attempts "
                                   "(last: %.150s)", rs->url.display, slot, redirs, last);
         }
     }
 }
 
+/* The whole call's deadline: connect + I/O (+ WAIT's), capped by the
+ * caller's. */
+static int64_t call_end(const fence__redis *rs, int64_t io_us, int64_t deadline_us)
+{
+    return min64(deadline_us, fence__now_us() + rs->connect_timeout_ms * 1000 + io_us);
+}
+
 fence_status fence__eval_cmd(fence__redis *rs, int script, int nkeys, int nargs,
-                             const char **args, int64_t bound_ms, int *retried,
+                             const char **args, int64_t deadline_us, int *retried,
                              fence__eval_opts *io, void **reply)
 {
-    int64_t iot = rs->io_timeout_ms;
-    if (bound_ms > 0 && bound_ms < iot) {
-        iot = bound_ms;
-    }
-    /* WAIT holds the reply back for up to its own timeout. */
-    if (io != NULL && io->min_replicas > 0) {
-        iot += io->replica_timeout_ms;
-    }
     if (retried != NULL) {
         *retried = 0;
     }
-    call k = {script, nkeys, nargs, args, io, reply, bound_ms, iot};
-    pthread_mutex_lock(&rs->cmd_lock);
-    fence_status st = rs->cl != NULL ? cluster_locked(rs, &k, retried)
-                                     : standalone_locked(rs, &k, retried);
-    pthread_mutex_unlock(&rs->cmd_lock);
-    return st;
+    int64_t io_us = fence__script_allowance_us(rs, io); /* WAIT holds the reply back */
+    call k = {script, nkeys, nargs, args, io, reply, call_end(rs, io_us, deadline_us), io_us};
+    return rs->cl != NULL ? cluster(rs, &k, retried) : standalone(rs, &k, retried);
 }
 
-fence_status fence__cmd_server_info(fence__redis *rs, fence_server_info *out)
+fence_status fence__cmd_server_info(fence__redis *rs, int64_t deadline_us, fence__srvinfo *out)
 {
     memset(out, 0, sizeof *out);
-    out->persistence = FENCE_PERSIST_UNKNOWN;
+    out->aof = out->rdb = -1;
+    int64_t io_us = rs->io_timeout_ms * 1000;
+    int64_t end = call_end(rs, io_us, deadline_us);
     dest d = {&rs->cmd, -1};
     int fresh = 0, timed_out = 0;
     pthread_mutex_lock(&rs->cmd_lock);
-    fence_status st = line_ready(rs, &d, 0, &fresh);
+    fence_status st = line_ready(rs, &d, min64(end, fence__now_us() +
+                                               rs->connect_timeout_ms * 1000), &fresh);
     if (st == FENCE_OK) {
-        fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, fence__script_allowance_us(rs, NULL));
+        fence__req *q = fence__req_new(FENCE__SRV_NREPLIES, io_us);
         if (q == NULL) {
             st = fence__rd_fail(rs, FENCE_ENOMEM, "out of memory");
         } else {
             fence__srv_append(d.ln->p.cn);
-            st = exchange(rs, &d, q, fence__now_us() + rs->io_timeout_ms * 1000, &timed_out);
+            st = exchange(rs, &d, q, min64(end, fence__now_us() + io_us), &timed_out);
             if (st == FENCE_OK) {
                 fence__srv_fill(out, q->reply);
                 fence__req_free(q);

@@ -14,18 +14,34 @@
  * fails that caller only); the connection is given up only when the
  * server has sent nothing for the head request's allowance (the I/O
  * timeout, plus WAIT's) -- then every waiting request fails, since a
- * reply that comes later could no longer be matched to its request. */
+ * reply that comes later could no longer be matched to its request.
+ *
+ * The driver is woken, never re-polls: while it waits in poll() (without
+ * the lock) a caller that queues bytes writes to the pipe's eventfd, which
+ * the driver polls beside the socket, and the driver sends everything
+ * queued at once.  It reads only when poll() says the socket is readable,
+ * and a reply nobody asked for is looked for in what was already read, and
+ * on a connection reused after more than IDLE_CHECK_US of quiet: no system
+ * call is spent on either in a busy loop. */
 #include "redis.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* A connection quiet this long is read before it is used again: what a
+ * server (or a proxy) sent meanwhile is a reply nobody asked for. */
+#define IDLE_CHECK_US 1000
 
 int fence__pipe_init(fence__pipe *p)
 {
     memset(p, 0, sizeof *p);
+    p->wake_fd = -1;
     return fence__cond_init_monotonic(&p->cond);
 }
 
@@ -33,6 +49,10 @@ void fence__pipe_destroy(fence__pipe *p)
 {
     fence__pipe_fail_all(p, "the connection was closed", 0);
     fence__tr_close(&p->cn);
+    if (p->wake_fd >= 0) {
+        close(p->wake_fd);
+        p->wake_fd = -1;
+    }
     pthread_cond_destroy(&p->cond);
 }
 
@@ -108,10 +128,47 @@ int fence__pipe_fail_all(fence__pipe *p, const char *why, int timed_out)
     return n;
 }
 
+int fence__pipe_idle_check(fence__pipe *p)
+{
+    fence__conn *cn = p->cn;
+    void *r = NULL;
+    short ev = 0;
+    int got = fence__tr_try_reply(cn, &r, &ev);
+    if (got > 0) {
+        freeReplyObject(r);
+        snprintf(cn->errstr, sizeof cn->errstr, "a reply nobody asked for");
+        cn->err = 1;
+    }
+    return cn->err ? -1 : 0;
+}
+
+/* Bytes were queued while another caller drives: wake it (its poll() then
+ * sends them with whatever else is queued).  Without an eventfd (none could
+ * be made), write them ourselves. */
+static void nudge(fence__pipe *p)
+{
+    if (!p->polling || p->woken) {
+        return;
+    }
+    if (p->wake_fd >= 0 && eventfd_write(p->wake_fd, 1) == 0) {
+        p->woken = 1;
+        return;
+    }
+    short ev = 0;
+    if (fence__tr_send_some(p->cn, &ev) != 0) {
+        fence__pipe_fail_all(p, p->cn->errstr, 0);
+    }
+}
+
 void fence__pipe_submit(fence__pipe *p, fence__req *q, int write_now)
 {
     q->next = NULL;
     q->state = FENCE__REQ_WAITING;
+    int64_t now = fence__now_us();
+    if (p->cn != NULL && p->cn->err == 0 && p->head == NULL &&
+        now - p->idle_since_us > IDLE_CHECK_US) {
+        fence__pipe_idle_check(p);
+    }
     if (p->cn == NULL || p->cn->err) {
         q->state = FENCE__REQ_FAILED;
         snprintf(q->errstr, sizeof q->errstr, "%s",
@@ -120,7 +177,7 @@ void fence__pipe_submit(fence__pipe *p, fence__req *q, int write_now)
     }
     if (p->head == NULL) {
         p->head = q;
-        p->quiet_since_us = fence__now_us();
+        p->quiet_since_us = now;
     } else {
         p->tail->next = q;
     }
@@ -128,6 +185,8 @@ void fence__pipe_submit(fence__pipe *p, fence__req *q, int write_now)
     short ev = 0;
     if (write_now && fence__tr_send_some(p->cn, &ev) != 0) {
         fence__pipe_fail_all(p, p->cn->errstr, 0);
+    } else if (p->driving) {
+        nudge(p);
     }
 }
 
@@ -150,7 +209,9 @@ static int deliver(fence__pipe *p, void *r)
     return 1;
 }
 
-int fence__pipe_step(fence__pipe *p)
+/* One step: send what is queued, read (when may_read: the socket may have
+ * something), hand out replies, fail on errors and quiet. */
+static int step(fence__pipe *p, int may_read)
 {
     fence__conn *cn = p->cn;
     if (cn == NULL || p->head == NULL) {
@@ -161,7 +222,7 @@ int fence__pipe_step(fence__pipe *p)
     if (cn->err == 0 && cn->olen > 0) {
         fence__tr_send_some(cn, &ev);
     }
-    while (cn->err == 0 && p->head != NULL) {
+    while (may_read && cn->err == 0 && p->head != NULL) {
         void *r = NULL;
         if (fence__tr_try_reply(cn, &r, &ev) <= 0) {
             break;
@@ -169,10 +230,13 @@ int fence__pipe_step(fence__pipe *p)
         finished += deliver(p, r);
     }
     if (cn->err == 0 && p->head == NULL) {
-        /* Nothing waits, yet the server may have said more: a reply no
-         * request asked for is a broken server or proxy. */
+        /* Nothing waits, yet the server may have said more in what was read
+         * already: a reply no request asked for is a broken server or
+         * proxy.  (What comes later is read before the next use:
+         * fence__pipe_submit.) */
         void *r = NULL;
-        if (fence__tr_try_reply(cn, &r, &ev) > 0) {
+        p->idle_since_us = fence__now_us();
+        if (fence__tr_parsed(cn, &r) > 0) {
             freeReplyObject(r);
             snprintf(cn->errstr, sizeof cn->errstr, "a reply nobody asked for");
             cn->err = 1;
@@ -184,6 +248,11 @@ int fence__pipe_step(fence__pipe *p)
         finished += fence__pipe_fail_all(p, "Resource temporarily unavailable (timed out)", 1);
     }
     return finished;
+}
+
+int fence__pipe_step(fence__pipe *p)
+{
+    return step(p, 1);
 }
 
 short fence__pipe_events(const fence__pipe *p)
@@ -201,30 +270,60 @@ int64_t fence__pipe_deadline(const fence__pipe *p)
     return p->head != NULL ? p->quiet_since_us + p->head->allow_us : INT64_MAX;
 }
 
+/* Wait (no lock held) until the connection fd is ready for ev, the wake-up
+ * fd wfd (-1: none) is readable, or until_us: whether fd is readable (or
+ * failed). */
+static int wait_two(int fd, short ev, int wfd, int64_t until_us)
+{
+    struct pollfd pf[2] = {{fd, ev, 0}, {wfd, POLLIN, 0}};
+    for (;;) {
+        int64_t left = until_us - fence__now_us();
+        int ms = left <= 0 ? 0 : left > 1000000 ? 1000 : (int)((left + 999) / 1000);
+        int n = poll(pf, wfd >= 0 ? 2 : 1, ms);
+        if (n > 0) {
+            return (pf[0].revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
+        }
+        if ((n < 0 && errno != EINTR) || (n == 0 && fence__now_us() >= until_us)) {
+            return n < 0;
+        }
+    }
+}
+
 /* Do the I/O until q finishes or deadline_us passes (lk held on entry and
  * exit, released while polling).  The connection stays open meanwhile:
  * it is only closed while nobody drives. */
 static void drive(fence__pipe *p, pthread_mutex_t *lk, fence__req *q, int64_t deadline_us)
 {
     p->driving = 1;
+    if (p->wake_fd < 0) {
+        p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    }
+    int readable = 0;
     for (;;) {
-        fence__pipe_step(p); /* finished requests' callers are woken one by one */
+        step(p, readable); /* finished requests' callers are woken one by one */
         int64_t now = fence__now_us();
         if (q->state != FENCE__REQ_WAITING || now >= deadline_us) {
             break;
         }
         int64_t until = fence__pipe_deadline(p);
         until = until < deadline_us ? until : deadline_us;
-        short ev = fence__pipe_events(p);
-        if (p->cn->olen > 0 && until > now + 50000) {
-            /* Bytes another caller queued while we polled without POLLOUT:
-             * look again soon. */
-            until = now + 50000;
+        if (p->wake_fd < 0 && until > now + 1000) {
+            /* No eventfd could be made: the others write their own bytes
+             * (nudge), and we look at what they queued every ms. */
+            until = now + 1000;
         }
-        int fd = p->cn->fd;
+        short ev = fence__pipe_events(p);
+        int fd = p->cn->fd, wfd = p->wake_fd;
+        p->polling = 1;
         pthread_mutex_unlock(lk);
-        fence__wait_fd(fd, ev, until);
+        readable = wait_two(fd, ev, wfd, until);
         pthread_mutex_lock(lk);
+        p->polling = 0;
+        if (p->woken) {
+            eventfd_t v;
+            eventfd_read(p->wake_fd, &v);
+            p->woken = 0;
+        }
     }
     p->driving = 0;
     /* Hand the I/O to the next caller still waiting, if any; and tell

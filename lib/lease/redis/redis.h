@@ -4,12 +4,13 @@
  * It speaks Redis -- URLs, the transport (TCP, unix sockets, TLS),
  * connections (AUTH, SELECT, Sentinel, ROLE), Redis Cluster (node table,
  * slot map, redirections), what a server says of itself, and running
- * scripts by index -- and knows nothing of leases: the lease layer
- * (lease_internal.h) sits above it, owns one fence__redis per client and
- * gives it the script bodies and its check before a connection's first
- * use.  Its files include only this header (plus lib/common's common.h and
- * fence.h, for fence_status, fence_client_options and fence_server_info),
- * never lease_internal.h, and call nothing of lib/lease/ (its .c files)
+ * scripts by index -- and knows nothing of leases: the Redis issuer above
+ * it in this room (rissuer.h: the lease operations in Redis's terms) owns
+ * one fence__redis per client and gives it the script bodies, its check
+ * before a connection's first use and the error slot to write into.  Its
+ * files include only this header (and lib/common's common.h and
+ * fence_common.h, for fence_status), never issuer.h, fence.h or
+ * lease_internal.h, and call nothing of lib/lease/ (its .c files)
  * (scripts/check-layering checks both).
  *
  * Layering: a file calls only files on its own level's left or on a lower
@@ -36,8 +37,8 @@
 #ifndef FENCE_REDIS_H
 #define FENCE_REDIS_H
 
-#include "fence.h"
 #include "common.h"
+#include "fence_common.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -155,7 +156,11 @@ typedef struct fence__pipe {
     struct fence__conn *cn; /* NULL: not connected */
     fence__req *head, *tail;
     int64_t quiet_since_us; /* the last reply, or when the queue became non-empty */
+    int64_t idle_since_us;  /* when the queue last became empty */
     int driving;            /* a blocking caller is doing the I/O */
+    int polling;            /* ... and is in poll() without the lock */
+    int woken;              /* a wake-up was written to wake_fd, not yet read */
+    int wake_fd;            /* eventfd that wakes a polling driver; -1: not made yet */
     pthread_cond_t cond;    /* the driver left (blocking callers are woken by their requests) */
 } fence__pipe;
 
@@ -174,6 +179,22 @@ typedef struct fence__line {
 /* ---- the handle ------------------------------------------------------------ */
 #define FENCE__RD_MAX_SCRIPTS 8
 #define FENCE__SLOTS 16384
+
+/* What a server says of itself (srvinfo.c): its maxmemory-policy ("" when
+ * INFO memory would not tell), AOF and RDB snapshots (1 on, 0 off, -1
+ * unknown: a refused INFO persistence or CONFIG GET save). */
+typedef struct fence__srvinfo {
+    char maxmemory_policy[32];
+    int aof, rdb;
+} fence__srvinfo;
+
+/* The transport options the owner takes from its callers (conn.c checks
+ * them): TLS, and the Sentinels' own credentials. */
+typedef struct fence__rd_opts {
+    int tls, tls_insecure;
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;
+    const char *sentinel_username, *sentinel_password;
+} fence__rd_opts;
 #define FENCE__CL_MAX_NODES 64
 #define FENCE__CL_NONE 0xffff
 
@@ -187,9 +208,11 @@ typedef struct fence__redis {
     fence__url url;
     int64_t connect_timeout_ms;
     int64_t io_timeout_ms;
-    /* Error messages go to this thread's slot (fence__rd_errslot) keyed by
-     * errkey: the owner's handle, so its errmsg function shows them. */
+    /* Error messages go to the slot errslot() gives (this thread's, the
+     * owner's library's) keyed by errkey: the owner's handle, so its errmsg
+     * function shows them. */
     const void *errkey;
+    fence__errslot *(*errslot)(void);
     /* Scripts, known by index: bodies the owner gave; SHAs "" until
      * SCRIPT LOAD told us. */
     int nscripts;
@@ -199,7 +222,7 @@ typedef struct fence__redis {
     /* The owner's check of a server before a call that asks for it
      * (fence__eval_opts.check) runs for the first time on a connection;
      * FENCE_OK lets the call go on.  NULL: no check. */
-    fence_status (*first_use)(void *arg, const fence_server_info *si);
+    fence_status (*first_use)(void *arg, const fence__srvinfo *si);
     void *first_use_arg;
 
     /* The command line, shared by the calling threads. */
@@ -272,7 +295,8 @@ fence_status fence__tr_open(const fence__target *t, int64_t connect_ms, int64_t 
                             fence__conn **out, char *err, size_t errlen);
 /* Close and NULL *cp (NULL: no-op). */
 void fence__tr_close(fence__conn **cp);
-/* Queue a command (RESP through redisFormatCommandArgv / redisvFormatCommand);
+/* Queue a command (RESP: fence__tr_append writes it, _appendf through
+ * hiredis's redisvFormatCommand; lens NULL: strlen of each word);
  * nothing is sent until a reply is asked for.  0, or -1 out of memory
  * (the connection is then unusable: queued commands must not go out). */
 int fence__tr_append(fence__conn *cn, int argc, const char **argv, const size_t *lens);
@@ -287,6 +311,9 @@ int fence__tr_flush(fence__conn *cn);
  * *reply, 0 none yet (poll cn->fd for *ev, then call again), -1 failed
  * (cn->err set).  Nothing is sent: fence__tr_flush first. */
 int fence__tr_try_reply(fence__conn *cn, void **reply, short *ev);
+/* A reply already read and parsed, without reading: 1 and *reply, 0 none,
+ * -1 failed (cn->err set). */
+int fence__tr_parsed(fence__conn *cn, void **reply);
 /* Write what is queued until done or the socket would block (*ev: the
  * poll(2) event it waits for, 0 when all went).  0, or -1 (cn->err set). */
 int fence__tr_send_some(fence__conn *cn, short *ev);
@@ -332,6 +359,11 @@ int fence__pipe_step(fence__pipe *p);
 short fence__pipe_events(const fence__pipe *p);
 /* When the head request's allowance ends (monotonic us), or INT64_MAX. */
 int64_t fence__pipe_deadline(const fence__pipe *p);
+/* A connection that was idle (nothing waits on p): whatever the server
+ * sent meanwhile is a reply nobody asked for (a broken server or proxy),
+ * which would otherwise be taken for the next request's: the connection is
+ * failed.  0 fine, -1 (p->cn->err set). */
+int fence__pipe_idle_check(fence__pipe *p);
 /* Fail every waiting request with why (timed_out: a timeout) and mark the
  * connection unusable; returns how many there were. */
 int fence__pipe_fail_all(fence__pipe *p, const char *why, int timed_out);
@@ -355,19 +387,16 @@ fence_status fence__sentinel_master(const fence__url *u, int64_t timeout_ms, cha
 
 /* ==== level 3 ============================================================ */
 
-/* ---- conn.c: the error slot ---------------------------------------------- */
-/* libfence's one error slot (common.h's scheme), this thread's: the
- * engine writes into it keyed by rs->errkey, the lease layer keyed by its
- * client (the same pointer), so one errmsg function reads both. */
-fence__errslot *fence__rd_errslot(void);
-/* Record a failure about rs's owner for this thread; returns status. */
+/* ---- conn.c: messages ------------------------------------------------------ */
+/* Record a failure about rs's owner for this thread (in rs->errslot()'s
+ * slot, keyed by rs->errkey); returns status. */
 fence_status fence__rd_fail(const fence__redis *rs, fence_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- conn.c: connections ----------------------------------------------------- */
 /* Check and take the transport options (TLS, the Sentinels' credentials)
  * after the URL was parsed into rs->url; FENCE_EINVAL with a message. */
-fence_status fence__conn_config(fence__redis *rs, const fence_client_options *o);
+fence_status fence__conn_config(fence__redis *rs, const fence__rd_opts *o);
 /* Open a connection: connect (within timeout_ms), set I/O timeouts, AUTH,
  * SELECT.  FENCE_ECONN / FENCE_EAUTH / FENCE_EPROTO with a message. */
 fence_status fence__conn_open(fence__redis *rs, fence__conn **out, int64_t timeout_ms);
@@ -400,7 +429,7 @@ int fence__scripts_preload(const fence__redis *rs, fence__conn *rc);
  * fields unknown). */
 #define FENCE__SRV_NREPLIES 3
 void fence__srv_append(fence__conn *rc);
-void fence__srv_fill(fence_server_info *out, void *const *replies);
+void fence__srv_fill(fence__srvinfo *out, void *const *replies);
 
 /* ---- cluster.c: hash slots ---------------------------------------------- */
 /* CRC16/XMODEM of buf (crc16("123456789") == 0x31C3). */
@@ -524,16 +553,25 @@ int64_t fence__script_allowance_us(const fence__redis *rs, const fence__eval_opt
  * requests (any number of threads at once), with one retry on a new
  * connection when one that had been idle failed.  *reply is the reply
  * (owned by the caller: freeReplyObject) on FENCE_OK; an error reply is
- * FENCE_EPROTO, a cluster redirection is followed.  bound_ms > 0 caps each
- * attempt's connect and reply time below rs's timeouts; a caller whose
- * time runs out gets FENCE_ECONN ("timed out") and leaves the connection
- * to the others.  *retried (optional) tells whether the retry happened.  io
- * (optional): the first_use check and the WAIT. */
+ * FENCE_EPROTO, a cluster redirection is followed.
+ *
+ * One budget per call: at most connect_timeout_ms to get a usable
+ * connection (when one must be made: TCP, TLS, AUTH, SELECT, the scripts),
+ * then at most io_timeout_ms (plus WAIT's replica_timeout_ms) for what it
+ * asks (the first_use check, the script, its EVAL after NOSCRIPT); the idle
+ * connection's retry and a cluster's redirections and back-offs share what
+ * is left of the whole (connect + I/O), and deadline_us (INT64_MAX: none)
+ * caps it all.  A caller whose time runs out gets FENCE_ECONN ("timed
+ * out") and leaves the connection to the others.  cmd_lock is held only to
+ * queue and to look at a line, never across a sleep or a cluster refresh.
+ * *retried (optional) tells whether the retry happened.  io (optional):
+ * the first_use check and the WAIT. */
 fence_status fence__eval_cmd(fence__redis *rs, int script, int nkeys, int nargs,
-                             const char **args, int64_t bound_ms, int *retried,
+                             const char **args, int64_t deadline_us, int *retried,
                              fence__eval_opts *io, void **reply);
-/* fence__srv_read() on the command connection (takes cmd_lock); in a
- * cluster, the seed node's. */
-fence_status fence__cmd_server_info(fence__redis *rs, fence_server_info *out);
+/* What the server says of itself (srvinfo.c's commands), on the command
+ * path (in a cluster, the seed node's line), within deadline_us and the
+ * call budget above. */
+fence_status fence__cmd_server_info(fence__redis *rs, int64_t deadline_us, fence__srvinfo *out);
 
 #endif

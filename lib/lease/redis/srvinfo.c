@@ -1,6 +1,7 @@
 /* srvinfo.c -- what a Redis server says about itself (INFO memory, INFO
- * persistence, CONFIG GET save).  What the owner makes of it is its own
- * business (the handle's first_use hook). */
+ * persistence, CONFIG GET save), as the facts: the policy, AOF on or off,
+ * RDB snapshots configured.  What the owner makes of them is its own
+ * business (the handle's first_use hook, the issuer's describe). */
 #include "redis.h"
 
 #include <hiredis/hiredis.h>
@@ -39,30 +40,8 @@ static int rdb_from(const redisReply *r)
     return r->element[1]->len > 0;
 }
 
-static int persistence_of(int aof, int rdb)
-{
-    if (aof == 1) {
-        return rdb == 1 ? FENCE_PERSIST_AOF_RDB : FENCE_PERSIST_AOF;
-    }
-    if (aof == 0 && rdb >= 0) {
-        return rdb == 1 ? FENCE_PERSIST_RDB : FENCE_PERSIST_OFF;
-    }
-    return rdb == 1 ? FENCE_PERSIST_RDB : FENCE_PERSIST_UNKNOWN;
-}
-
-const char *fence_persistence_name(int p)
-{
-    switch (p) {
-    case FENCE_PERSIST_OFF: return "off";
-    case FENCE_PERSIST_RDB: return "rdb";
-    case FENCE_PERSIST_AOF: return "aof";
-    case FENCE_PERSIST_AOF_RDB: return "aof+rdb";
-    default: return "unknown";
-    }
-}
-
 /* Fill *out from the three replies (any may be NULL or an error). */
-static void fill(fence_server_info *out, redisReply *mem, redisReply *per, redisReply *save)
+static void fill(fence__srvinfo *out, redisReply *mem, redisReply *per, redisReply *save)
 {
     if (mem != NULL && mem->type == REDIS_REPLY_STRING) {
         info_field(mem->str, "maxmemory_policy", out->maxmemory_policy,
@@ -74,7 +53,8 @@ static void fill(fence_server_info *out, redisReply *mem, redisReply *per, redis
         info_field(per->str, "aof_enabled", v, sizeof v) == 0) {
         aof = strcmp(v, "0") != 0;
     }
-    out->persistence = persistence_of(aof, rdb_from(save));
+    out->aof = aof;
+    out->rdb = rdb_from(save);
 }
 
 void fence__srv_append(fence__conn *rc)
@@ -84,9 +64,8 @@ void fence__srv_append(fence__conn *rc)
     fence__tr_appendf(rc, "CONFIG GET save");
 }
 
-void fence__srv_fill(fence_server_info *out, void *const *replies)
+void fence__srv_fill(fence__srvinfo *out, void *const *replies)
 {
     memset(out, 0, sizeof *out);
-    out->persistence = FENCE_PERSIST_UNKNOWN;
     fill(out, replies[0], replies[1], replies[2]);
 }

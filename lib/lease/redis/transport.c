@@ -1,7 +1,10 @@
 /* transport.c -- the one transport of libfence's Redis engine: the socket
  * (TCP or unix, non-blocking, close-on-exec), connect and I/O timeouts by
- * poll(), TLS through tls.c, and RESP through hiredis's encoder
- * (redisFormatCommandArgv) and reader (redisReader).  Every connection of
+ * poll(), TLS through tls.c, and RESP: commands written here (the
+ * protocol's whole request format is "*N" and N "$len" strings, written
+ * with memcpy: hiredis's redisFormatCommandArgv formats each length with
+ * sprintf, 8,000 instructions per script call), printf-style ones through
+ * hiredis's redisvFormatCommand, replies through hiredis's reader.  Every connection of
  * the library -- commands, heartbeat, pub/sub, Sentinels -- is one of
  * these.  Writes never raise SIGPIPE (send(MSG_NOSIGNAL), or tls.c's BIO). */
 #include "redis.h"
@@ -223,14 +226,12 @@ void fence__tr_timeout(fence__conn *cn, int64_t ms)
 
 /* ---- queueing commands -------------------------------------------------- */
 
-static int append_raw(fence__conn *cn, const char *cmd, long long len)
+/* Room for len more bytes in cn's output buffer: 0, or -1 (failed). */
+static int reserve(fence__conn *cn, size_t len)
 {
-    if (len < 0) {
-        return fail(cn, "out of memory");
-    }
-    if (cn->olen + (size_t)len > cn->ocap) {
+    if (cn->olen + len > cn->ocap) {
         size_t cap = cn->ocap ? cn->ocap : 256;
-        while (cap < cn->olen + (size_t)len) {
+        while (cap < cn->olen + len) {
             cap *= 2;
         }
         char *p = realloc(cn->obuf, cap);
@@ -240,18 +241,61 @@ static int append_raw(fence__conn *cn, const char *cmd, long long len)
         cn->obuf = p;
         cn->ocap = cap;
     }
+    return 0;
+}
+
+static int append_raw(fence__conn *cn, const char *cmd, long long len)
+{
+    if (len < 0 || reserve(cn, (size_t)len) != 0) {
+        return fail(cn, "out of memory");
+    }
     memcpy(cn->obuf + cn->olen, cmd, (size_t)len);
     cn->olen += (size_t)len;
     return 0;
 }
 
+/* c (a '*' or '$'), v in decimal, "\r\n" at p; returns the end. */
+static char *put_header(char *p, char c, size_t v)
+{
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    *p++ = c;
+    while (n > 0) {
+        *p++ = digits[--n];
+    }
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
 int fence__tr_append(fence__conn *cn, int argc, const char **argv, const size_t *lens)
 {
-    char *cmd = NULL;
-    long long len = redisFormatCommandArgv(&cmd, argc, argv, lens);
-    int rc = cmd != NULL ? append_raw(cn, cmd, len) : fail(cn, "out of memory");
-    free(cmd);
-    return rc;
+    enum { HEADER = 1 + 20 + 2 }; /* '*' or '$', a number, CRLF */
+    if (argc < 1) {
+        return fail(cn, "internal: a command without words");
+    }
+    size_t need = HEADER;
+    for (int i = 0; i < argc; i++) {
+        need += HEADER + (lens != NULL ? lens[i] : strlen(argv[i])) + 2;
+    }
+    if (reserve(cn, need) != 0) {
+        return -1;
+    }
+    char *p = put_header(cn->obuf + cn->olen, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        size_t n = lens != NULL ? lens[i] : strlen(argv[i]);
+        p = put_header(p, '$', n);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    cn->olen = (size_t)(p - cn->obuf);
+    return 0;
 }
 
 int fence__tr_appendf(fence__conn *cn, const char *fmt, ...)
@@ -377,6 +421,11 @@ static int parsed(fence__conn *cn, void **reply)
         fail(cn, "the server is no master now (%.60s): asking the Sentinels again", r->str);
     }
     return 1;
+}
+
+int fence__tr_parsed(fence__conn *cn, void **reply)
+{
+    return cn->err ? -1 : parsed(cn, reply);
 }
 
 int fence__tr_reply(fence__conn *cn, void **reply)

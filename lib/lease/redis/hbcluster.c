@@ -11,10 +11,10 @@
  * likewise.  A node that fails is failed for the whole pass.  A batch
  * answered MOVED or ASK is sent once more, to its new node (a second round
  * trip, for it alone); anything else unanswered stays unanswered --
- * validity comes only from accepted renewals (state.c), so a lease that
- * cannot be renewed is lost on time.  Called by heartbeat.c with hb_lock
- * held (the node heartbeat connections are under it). */
-#include "lease_internal.h"
+ * validity comes only from accepted renewals (the core's state.c), so a
+ * lease that cannot be renewed is lost on time.  Called by rrenew.c under
+ * the core's heartbeat lock (the node heartbeat connections are under it). */
+#include "rissuer.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -37,8 +37,8 @@ typedef struct batch {
 } batch;
 
 typedef struct hbc {
-    fence_client *c;
-    fence_lease **ls;
+    fence__issuer *c;
+    fence__ilease *const *ls;
     int *results;
     item *it;
     size_t n;
@@ -47,7 +47,6 @@ typedef struct hbc {
     int *failed;       /* per node: its connection failed this pass */
     const char **argv; /* room for one batch */
     size_t *lens;
-    char (*ttl)[24];
     fence_status st;
     int64_t end_us;    /* the pass's deadline */
     size_t cur[FENCE__CL_MAX_NODES], stop[FENCE__CL_MAX_NODES]; /* replies due */
@@ -77,10 +76,10 @@ static int by_node_slot(const void *a, const void *b)
 static int plan(hbc *h)
 {
     fence__cluster *cl = h->c->rd.cl;
-    size_t m = 0, per = (size_t)h->c->renew_batch;
+    size_t m = 0, per = (size_t)h->c->env.renew_batch;
     pthread_mutex_lock(&cl->lock);
     for (size_t i = 0; i < h->n; i++) {
-        const char *k = h->ls[i]->owner_key;
+        const char *k = FENCE__RKEYS(h->ls[i])->owner;
         int slot = fence__key_slot(k, strlen(k));
         int node = cl->slots[slot];
         if (node != FENCE__CL_NONE) {
@@ -118,10 +117,10 @@ static int plan(hbc *h)
  * answers ASK / TRYAGAIN before running it). */
 static int append_batch(hbc *h, fence__conn *rc, const batch *b, int use_sha, int asking)
 {
-    fence_client *c = h->c;
+    fence__issuer *c = h->c;
     size_t m = 0;
     for (size_t i = 0; i < b->k; i++) {
-        m += h->ls[h->it[b->lo + i].idx]->info_key != NULL;
+        m += h->ls[h->it[b->lo + i].idx]->has_info;
     }
     char nk[24];
     snprintf(nk, sizeof nk, "%zu", b->k + m);
@@ -132,14 +131,13 @@ static int append_batch(hbc *h, fence__conn *rc, const batch *b, int use_sha, in
     argv[2] = nk;
     size_t at = 3 + b->k, args = 3 + b->k + m;
     for (size_t i = 0; i < b->k; i++) {
-        fence_lease *l = h->ls[h->it[b->lo + i].idx];
-        fence__renew_ttl_arg(l, h->ttl[i], sizeof h->ttl[i]);
-        argv[3 + i] = l->owner_key;
-        if (l->info_key != NULL) {
-            argv[at++] = l->info_key;
+        const fence__ilease *l = h->ls[h->it[b->lo + i].idx];
+        argv[3 + i] = FENCE__RKEYS(l)->owner;
+        if (l->has_info) {
+            argv[at++] = FENCE__RKEYS(l)->info;
         }
         argv[args + 2 * i] = l->value;
-        argv[args + 2 * i + 1] = h->ttl[i];
+        argv[args + 2 * i + 1] = FENCE__RKEYS(l)->ttl;
     }
     size_t argc = args + 2 * b->k;
     for (size_t i = 0; i < argc; i++) {
@@ -156,7 +154,7 @@ static int append_batch(hbc *h, fence__conn *rc, const batch *b, int use_sha, in
 /* The reply r to batch b: results, or what to do again. */
 static void take_reply(hbc *h, batch *b, const redisReply *r)
 {
-    fence_client *c = h->c;
+    fence__issuer *c = h->c;
     fence__redirect rd;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == b->k) {
         for (size_t i = 0; i < b->k; i++) {
@@ -184,7 +182,7 @@ static void take_reply(hbc *h, batch *b, const redisReply *r)
             *b = (batch){b->node, b->lo, b->k, 1, to, ask, 0, 0};
         }
     } else {
-        h->st = fence__fail(c, FENCE_EPROTO, "%s: heartbeat: unexpected reply: %.200s",
+        h->st = fence__rd_fail(&c->rd, FENCE_EPROTO, "%s: heartbeat: unexpected reply: %.200s",
                             c->rd.url.display, r->type == REDIS_REPLY_ERROR ? r->str : "");
     }
 }
@@ -194,7 +192,7 @@ static void take_reply(hbc *h, batch *b, const redisReply *r)
 static void node_failed(hbc *h, int node, fence__conn **rc)
 {
     if (*rc != NULL) {
-        h->st = fence__fail(h->c, FENCE_ECONN, "%s: heartbeat connection to %s:%d failed: %s",
+        h->st = fence__rd_fail(&h->c->rd, FENCE_ECONN, "%s: heartbeat connection to %s:%d failed: %s",
                             h->c->rd.url.display, h->c->rd.cl->nodes[node].host,
                             h->c->rd.cl->nodes[node].port, (*rc)->errstr);
     }
@@ -207,7 +205,7 @@ static void node_failed(hbc *h, int node, fence__conn **rc)
  * connected is otherwise left for later): 1 sent, 0 left, -1 failed. */
 static int send_node(hbc *h, int nd, int use_sha, int connect)
 {
-    fence_client *c = h->c;
+    fence__issuer *c = h->c;
     fence__node *node = &c->rd.cl->nodes[nd];
     int64_t left = left_ms(h);
     if (h->failed[nd] || left < 1) {
@@ -282,7 +280,7 @@ static void read_nodes(hbc *h, const int *sent, int k)
         }
         if (left < 1) {
             for (int j = 0; j < np; j++) {
-                h->st = fence__fail(h->c, FENCE_ECONN, "%s: heartbeat: %s:%d did not answer "
+                h->st = fence__rd_fail(&h->c->rd, FENCE_ECONN, "%s: heartbeat: %s:%d did not answer "
                                     "in time", h->c->rd.url.display, cl->nodes[who[j]].host,
                                     cl->nodes[who[j]].port);
                 fence__conn_drop(&cl->nodes[who[j]].hb);
@@ -336,7 +334,7 @@ static void split(hbc *h, size_t i)
  * left; never to a node failed in this pass. */
 static void send_again(hbc *h, batch *b)
 {
-    fence_client *c = h->c;
+    fence__issuer *c = h->c;
     int nd = b->again_node;
     fence__node *node = &c->rd.cl->nodes[nd];
     b->again = 0;
@@ -388,24 +386,26 @@ static void resend(hbc *h)
     }
 }
 
-fence_status fence__hb_cluster(fence_client *c, fence_lease **ls, size_t n, int *results,
-                               int64_t bound_ms, int64_t *sent)
+fence_status fence__hb_cluster(fence__issuer *c, fence__ilease *const *ls, size_t n,
+                               int *results, int64_t deadline_us, int64_t *sent)
 {
-    size_t per = (size_t)c->renew_batch;
+    size_t per = (size_t)c->env.renew_batch;
     hbc h = {.c = c, .ls = ls, .results = results, .n = n, .st = FENCE_OK};
     h.it = malloc(n * sizeof *h.it);
     h.b = malloc(n * sizeof *h.b);
     h.failed = calloc(FENCE__CL_MAX_NODES, sizeof *h.failed);
     h.argv = malloc((3 + 4 * per) * sizeof *h.argv);
     h.lens = malloc((3 + 4 * per) * sizeof *h.lens);
-    h.ttl = malloc(per * sizeof *h.ttl);
     *sent = fence__now_us();
+    int64_t bound_ms = (deadline_us - *sent) / 1000;
+    if (bound_ms < 1) {
+        bound_ms = 1;
+    }
     /* Stop a little before the earliest validity, so that the renewals
      * answered in time can still be applied in time. */
     h.end_us = *sent + bound_ms * 1000 - (bound_ms > 20 ? 2000 : bound_ms * 100);
-    if (h.it == NULL || h.b == NULL || h.failed == NULL || h.argv == NULL || h.lens == NULL ||
-        h.ttl == NULL) {
-        h.st = fence__fail(c, FENCE_ENOMEM, "out of memory");
+    if (h.it == NULL || h.b == NULL || h.failed == NULL || h.argv == NULL || h.lens == NULL) {
+        h.st = fence__rd_fail(&c->rd, FENCE_ENOMEM, "out of memory");
     } else {
         if (atomic_load(&c->rd.cl->stale)) {
             /* A quarter of the time at most, and never waiting for a
@@ -426,6 +426,5 @@ fence_status fence__hb_cluster(fence_client *c, fence_lease **ls, size_t n, int 
     free(h.failed);
     free(h.argv);
     free(h.lens);
-    free(h.ttl);
     return h.st;
 }

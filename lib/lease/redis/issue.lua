@@ -1,28 +1,21 @@
--- acquire.lua: issue fencing tokens.  One issuance rule, two operations:
---   ARGV[1] 'a' (acquire): take the lease if it is free, with a new token.
---   ARGV[1] 'r' (reissue): while ARGV[3] (an owner value) still holds the
---   lease, raise the counter to at least ARGV[8] and give the lease a new
---   token (the owner value becomes "<owner id>:<new token>", TTL kept).
--- KEYS[1] owner key "<prefix>{NAME}", KEYS[2] counter "<prefix>{NAME}:token"
--- ARGV[2] owner id (32 hex), ARGV[3] ttl ms ('a') or owner value ('r'),
--- ARGV[4] 'clock' or 'dense', ARGV[5] the jump in microseconds (clock),
--- ARGV[6] the clock-behind limit in microseconds (clock; '0': none),
--- ARGV[7] the counter's idle time in milliseconds (clock; '-1': never
--- expires), ARGV[8] floor ('r'; decimal).
--- 'a' with ARGV[8], a holder description: KEYS[3] "<owner key>:info" (the
--- same {NAME} hash slot; declared: Redis Cluster checks every key a script
--- touches before running it) is set
--- to "<owner id>:<description>" with the owner key's TTL, in this same
--- call.  'r' leaves it alone: the owner id does not change.
--- Returns {1, token} (token as a decimal string) or {1, token, behind},
--- {0, pttl} when another owner holds it ('a'), {0} when ARGV[3] no longer
--- holds it ('r'), {2, behind} when the clock is behind by more than the
--- limit (nothing written).
+-- issue.lua: the one issuance rule of fencing tokens.  Not a script of its
+-- own: the Redis issuer puts it in front of acquire.lua and reissue.lua
+-- (rscripts.c), which end by calling issue() and granted().
 --
 -- The counter is a hash: n = the last token issued, run = the incarnation
 -- of the server that wrote it (its run_id and master_replid), t = that
--- server's TIME when it did (clock tokens).  Clock tokens: max(n + 1, now in microseconds from TIME), plus
--- the jump when the counter is missing or was written by another server
+-- server's TIME when it did (clock tokens), m = the token mode that issued
+-- it ('clock' or 'dense').  A caller of the other mode is refused and
+-- nothing is written: continuing a clock counter with n + 1, or a dense one
+-- from the clock, would mix two rules in one name's tokens (and a dense
+-- client that comes after a clock counter expired starts again at 1: the
+-- stores refuse those tokens; docs/redis.md, "Tokens").  A counter written
+-- by the previous scripts has no m: it is a clock counter if it has t or a
+-- non-empty run (only clock issues wrote them), else it takes the mode of
+-- its next issue, which records it.
+--
+-- Clock tokens: max(n + 1, now in microseconds from TIME), plus the jump
+-- when the counter is missing or was written by another server
 -- incarnation (failover, restart, flush, eviction): a replica promoted
 -- with a counter that missed the last tokens still issues above them while
 -- it lagged by less than the jump, whatever its clock (docs/redis.md,
@@ -52,7 +45,7 @@ local function gt(a, b) -- digit strings, exact at any length
 end
 
 local function read_counter(key)
-  local h = redis.pcall('HMGET', key, 'n', 'run', 't')
+  local h = redis.pcall('HMGET', key, 'n', 'run', 't', 'm')
   if h.err then -- not a hash: a fence 0.1 string counter, migrated here
     local old = redis.call('GET', key)
     if old ~= '0' and not string.match(old, '^[1-9]%d*$') then
@@ -60,9 +53,13 @@ local function read_counter(key)
     end
     redis.call('DEL', key)
     redis.call('HSET', key, 'n', old, 'run', '')
-    return old, '', nil
+    return old, '', nil, nil, false
   end
-  return h[1] or '0', h[2], h[3]
+  local m = h[4]
+  if not m and (h[3] or (h[2] and h[2] ~= '')) then
+    m = 'clock' -- written by the previous scripts: only clock issues wrote t and run
+  end
+  return h[1] or '0', h[2], h[3], m, h[4] ~= false
 end
 
 -- This server incarnation, "<run_id>:<master_replid>": run_id is new at
@@ -99,9 +96,14 @@ local function incarnation(run)
 end
 
 -- The next token for counter key: its decimal string and how far behind
--- the clock was (0 when not), or nil and behind when over the limit.
+-- the clock was (0 when not); nil and behind when over the limit; nil, 0
+-- and the counter's mode when it is another mode's.
 local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
-  local n, run, last_t = read_counter(key)
+  local n, run, last_t, m, recorded = read_counter(key)
+  if m and m ~= mode then
+    return nil, 0, m
+  end
+  local stamp = not recorded -- record the mode with this issue
   local raised = floor and gt(floor, n)
   if raised then
     n = floor
@@ -134,13 +136,14 @@ local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
     redis.call('HINCRBY', key, 'n', inc) -- fails past 2^63-1: n stays
     s = redis.call('HGET', key, 'n')
     if id then redis.call('HSET', key, 'run', id, 't', string.format('%.0f', now)) end
+    if stamp then redis.call('HSET', key, 'm', mode) end
     redis.call('PERSIST', key)
   elseif id then
     s = string.format('%d', token) -- %d: exact below 2^53, cheaper than %.0f
-    if run == id then -- the same incarnation: run stays as it is
+    if run == id and not stamp then -- the same incarnation: run stays as it is
       redis.call('HSET', key, 'n', s, 't', string.format('%d', now))
     else
-      redis.call('HSET', key, 'n', s, 'run', id, 't', string.format('%d', now))
+      redis.call('HSET', key, 'n', s, 'run', id, 't', string.format('%d', now), 'm', mode)
     end
     if idle_ms >= 0 and token - now <= jump_us then
       redis.call('PEXPIREAT', key, string.format('%d', math.floor(token / 1000) + 1 + idle_ms))
@@ -149,45 +152,27 @@ local function issue(key, mode, jump_us, limit_us, idle_ms, floor)
     end
   else
     s = string.format('%d', token)
-    redis.call('HSET', key, 'n', s)
+    if stamp then
+      redis.call('HSET', key, 'n', s, 'm', mode)
+    else
+      redis.call('HSET', key, 'n', s)
+    end
     redis.call('PERSIST', key)
   end
   return s, behind
 end
 
-local function granted(token, behind)
+-- The reply for issue()'s answer: {1, token}, {1, token, behind}, {2,
+-- behind} (over the limit) or {3, mode} (the counter is another mode's).
+local function granted(token, behind, mode)
+  if not token then
+    if mode then
+      return {3, mode}
+    end
+    return {2, string.format('%.0f', behind)}
+  end
   if behind > 0 then
     return {1, token, string.format('%.0f', behind)}
   end
   return {1, token}
 end
-
-local v = redis.call('GET', KEYS[1])
-if ARGV[1] == 'r' then
-  if v ~= ARGV[3] then
-    return {0}
-  end
-  local token, behind = issue(KEYS[2], ARGV[4], ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0,
-                              ARGV[8])
-  if not token then
-    return {2, string.format('%.0f', behind)}
-  end
-  redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'KEEPTTL')
-  return granted(token, behind)
-end
-if v then
-  local mine = ARGV[2] .. ':'
-  if string.sub(v, 1, #mine) == mine then
-    return {1, string.sub(v, #mine + 1)}
-  end
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-local token, behind = issue(KEYS[2], ARGV[4], ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0, nil)
-if not token then
-  return {2, string.format('%.0f', behind)}
-end
-redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])
-if ARGV[8] then
-  redis.call('SET', KEYS[3] or (KEYS[1] .. ':info'), ARGV[2] .. ':' .. ARGV[8], 'PX', ARGV[3])
-end
-return granted(token, behind)

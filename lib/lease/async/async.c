@@ -1,7 +1,8 @@
 /* async.c -- the public calls of fence_async.h: a handle around a
- * fence_client that never connects (its options, checks, messages, leases
- * and metrics are the blocking API's own), one connection driven by the
- * caller's loop (async_conn.c), and the leases' timers (async_lease.c).
+ * fence_client that never connects (its options, checks, messages, leases,
+ * state machine and metrics are the blocking API's own), one connection
+ * driven by the caller's loop (async_conn.c), and the leases' timers
+ * (async_lease.c).
  * User callbacks run in the fire phase at the end of fence_async_handle()
  * and in fence_async_close(), never inside the call that queued them. */
 #include "async_internal.h"
@@ -24,7 +25,6 @@ fence_status fence_async_open(fence_async **out, const fence_client_options *o)
         return fence__fail(NULL, FENCE_ENOMEM, "out of memory");
     }
     fence__async_conn_init(a);
-    fence__leasev_init(&a->lost);
     /* No heartbeat thread: the caller's loop renews (a bad mode is still
      * refused by the client's own checks). */
     fence_client_options copy = *o;
@@ -39,7 +39,14 @@ fence_status fence_async_open(fence_async **out, const fence_client_options *o)
     }
     *out = a;
     fence_client *c = a->c;
-    if (st == FENCE_OK && c->rd.url.sentinel) {
+    if (st == FENCE_OK && c->ops != &fence__redis_issuer) {
+        c->ready = 0;
+        st = fence__fail(c, FENCE_EINVAL, "the asynchronous API speaks Redis only; this URL "
+                         "names the %s issuer: use the blocking API (fence_client_open)",
+                         c->ops->name);
+    }
+    a->ri = st == FENCE_OK ? c->iss : NULL;
+    if (st == FENCE_OK && a->ri->rd.url.sentinel) {
         c->ready = 0;
         st = fence__fail(c, FENCE_EINVAL, "redis-sentinel:// URLs are not supported by the "
                          "asynchronous API: use the blocking API (fence_client_open)");
@@ -52,9 +59,9 @@ fence_status fence_async_open(fence_async **out, const fence_client_options *o)
 static void fire(fence_async *a)
 {
     a->depth++;
-    while (a->lost.n > 0 || a->done != NULL) {
-        if (a->lost.n > 0) {
-            fence__fire_lost(&a->lost); /* may free leases; empties the list */
+    while (a->lost.head != NULL || a->done != NULL) {
+        if (a->lost.head != NULL) {
+            fence__fire_lost(&a->lost); /* may free leases; empties the queue */
             continue;
         }
         fence__aop *op = a->done;
@@ -87,7 +94,6 @@ static void really_close(fence_async *a)
     fence__async_conn_shutdown(a, FENCE_ESTATE, msg);
     fire(a);         /* the requests just failed */
     fence__pipe_destroy(&a->p);
-    fence__leasev_free(&a->lost);
     fence__client_close_offline(a->c); /* frees the leases still open, Redis untold */
     free(a);
 }
@@ -129,7 +135,7 @@ int fence_async_events(const fence_async *a)
 /* The absolute time the loop must call fence_async_handle() by. */
 static int64_t due_us(const fence_async *a)
 {
-    if (a->done != NULL || a->lost.n > 0) {
+    if (a->done != NULL || a->lost.head != NULL) {
         return 0;
     }
     int64_t d = fence__async_conn_due(a), l = fence__async_lease_due(a);
@@ -255,16 +261,18 @@ fence_status fence_async_acquire(fence_async *a, const char *name,
     if (op == NULL) {
         return fence__fail(c, FENCE_ENOMEM, "out of memory");
     }
-    st = fence__acquire_prepare(c, name, o, &op->acq, &op->l);
+    st = fence__lease_new(c, name, o, &op->l);
+    if (st == FENCE_OK && op->l->il.has_info && (op->info = strdup(o->holder_info)) == NULL) {
+        fence__lease_free(op->l);
+        st = fence__fail(c, FENCE_ENOMEM, "out of memory");
+    }
     if (st != FENCE_OK) {
         fence__aop_free(op);
         return st;
     }
-    memcpy(op->args, op->acq.v, sizeof op->args);
-    op->nargs = op->acq.n;
-    op->nkeys = op->acq.nkeys;
+    op->nargs = fence__ri_acquire_args(a->ri, &op->l->il, op->info, op->args, &op->nkeys);
     op->needs_check = 1;
-    op->wait = c->min_replicas > 0;
+    op->wait = a->ri->min_replicas > 0;
     op->on_reply = fence__async_acquired;
     op->acb = cb;
     op->user = user;
@@ -292,7 +300,7 @@ fence_status fence_async_release(fence_async *a, fence_lease *l, fence_async_rel
         return fence__fail(c, FENCE_ENOMEM, "out of memory");
     }
     int contact = 0;
-    fence__async_unlink(l, &op->was_held, &contact);
+    fence__release_begin(l, 0, &op->was_held, &contact);
     op->l = l;
     op->on_reply = fence__async_released;
     op->rcb = cb;
@@ -300,16 +308,16 @@ fence_status fence_async_release(fence_async *a, fence_lease *l, fence_async_rel
     fence__clear(c);
     if (a->closing) {
         op->st = fence__fail(c, FENCE_ESTATE, "fence_async_release: the handle is closing; "
-                             "lease '%s' expires by its TTL", l->name);
+                             "lease '%s' expires by its TTL", l->il.name);
         snprintf(op->msg, sizeof op->msg, "%s", fence_client_errmsg(c));
         op->l = NULL;
         op->free_l = l;
         fence__async_finish(a, op);
     } else if (contact) {
-        op->nargs = fence__release_args(l, op->args, &op->nkeys);
+        op->nargs = fence__ri_release_args(a->ri, &l->il, op->args, &op->nkeys);
         fence__async_submit(a, op);
     } else {
-        op->st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->name);
+        op->st = fence__fail(c, FENCE_LOST, "lease '%s' had already been lost", l->il.name);
         snprintf(op->msg, sizeof op->msg, "%s", fence_client_errmsg(c));
         op->l = NULL;
         op->free_l = l;
