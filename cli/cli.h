@@ -16,13 +16,14 @@
 enum {
     CLI_EX_OK = 0,
     CLI_EX_USAGE = 64,       /* bad flags, bad durations, missing NAME or command */
-    CLI_EX_UNAVAILABLE = 69, /* Redis unreachable, refused our credentials, or misbehaved */
+    CLI_EX_UNAVAILABLE = 69, /* the server unreachable, refused our credentials, or misbehaved */
     CLI_EX_SOFTWARE = 70,    /* anything else that failed inside fence */
     CLI_EX_OSERR = 71,       /* fork, pipe or another system call failed */
     CLI_EX_TEMPFAIL = 75,    /* the lease is held by someone else (after --wait) */
     CLI_EX_LOST = 76,        /* the lease was lost while the command ran */
     CLI_EX_MAXHOLD = 77,     /* the command outlived --max-hold and was stopped */
-    CLI_EX_CONFIG = 78,      /* Redis's configuration can lose fencing state (allkeys-*) */
+    CLI_EX_CONFIG = 78,      /* the server's configuration can lose fencing state (an evicting
+                              * maxmemory-policy), or the name's counter is another token mode's */
     CLI_EX_NOEXEC = 126,     /* the command was found but could not be executed */
     CLI_EX_NOTFOUND = 127    /* the command was not found */
 };
@@ -36,12 +37,15 @@ enum {
 /* The connection options' help (every subcommand takes them). */
 #define CLI_CONN_HELP                                                                         \
     "Connection options:\n"                                                                  \
+    "  --url URL            the issuer, by the URL's scheme: Redis (this build's):\n"       \
     "  --redis URL          redis://[user:password@]host[:port][/db],\n"                    \
     "                       rediss://... (TLS), unix:///path[?db=N] or\n"                   \
     "                       redis-sentinel://[[user:]password@]host[:port][,host...][/db]#master\n" \
-    "                       (default $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ")\n"         \
-    "  --password-file FILE the Redis password, the one line in FILE, a regular\n"             \
-    "                       file (not a FIFO, pipe or device; default\n"                     \
+    "                       (postgresql:// and etcd:// are refused as not available\n"     \
+    "                       in this build; default $FENCE_URL, else $FENCE_REDIS_URL,\n"  \
+    "                       else " CLI_DEFAULT_URL ")\n"                                   \
+    "  --password-file FILE the server's password, the one line in FILE, a regular\n"      \
+    "                       file (not a FIFO, pipe or device; default, for Redis URLs:\n"  \
     "                       $FENCE_REDIS_PASSWORD, else the URL's; a password in a\n"      \
     "                       URL on the command line is blanked from fence's argv,\n"       \
     "                       with a warning: others may have seen it)\n"                     \
@@ -99,9 +103,9 @@ int cli__usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
  * control characters); else prints why and returns CLI_EX_USAGE. */
 int cli__check_name(const char *cmd, const char *name);
 
-/* --redis, else $FENCE_REDIS_URL as fence started with it (when not
- * empty), else the default. */
-const char *cli__redis_url(const char *given);
+/* --url / --redis, else $FENCE_URL, else $FENCE_REDIS_URL, as fence
+ * started with them (when not empty), else the default. */
+const char *cli__url(const char *given);
 
 /* Write s to f with every byte outside printable ASCII as '?' (text that
  * came from Redis and must not drive a terminal). */
@@ -113,14 +117,16 @@ int cli__is_opt(const char *arg, const char *name);
 /* ---- secrets.c: credentials out of argv, environ and the command's env ---- */
 
 /* First thing in main: copy $FENCE_REDIS_PASSWORD,
- * $FENCE_REDIS_SENTINEL_PASSWORD and $FENCE_REDIS_URL, overwrite their
- * secret bytes in the environment block, unset the password variables and
- * put FENCE_REDIS_URL back without credentials (the command inherits that). */
+ * $FENCE_REDIS_SENTINEL_PASSWORD, $FENCE_URL and $FENCE_REDIS_URL,
+ * overwrite their secret bytes in the environment block, unset the
+ * password variables and put the URL variables back without credentials
+ * (the command inherits those). */
 void cli__secrets_init(void);
 /* Wipe and free every copy (at exit). */
 void cli__secrets_free(void);
 /* The copies (NULL when unset or empty). */
-const char *cli__env_url(void);
+const char *cli__env_url(void);       /* $FENCE_URL */
+const char *cli__env_redis_url(void); /* $FENCE_REDIS_URL */
 const char *cli__env_password(void);
 const char *cli__env_sentinel_password(void);
 /* Whether url has "[user:]password@" before its host(s). */
@@ -139,10 +145,11 @@ int cli__read_secret(const char *cmd, const char *opt, const char *path, const c
 
 /* ---- client.c: opening a client and mapping errors -------------------- */
 
-/* The connection options every subcommand takes (--redis, the password
- * files, TLS); NULL / 0: not given. */
+/* The connection options every subcommand takes (--url / --redis, the
+ * password files, TLS); NULL / 0: not given. */
 typedef struct cli__conn {
     const char *url;
+    const char *url_opt; /* which option gave it ("--url", "--redis") */
     const char *password_file, *sentinel_password_file;
     const char *cacert, *cacertdir, *cert, *key, *sni;
     int tls, insecure;
@@ -152,8 +159,9 @@ typedef struct cli__conn {
  * is CLI_EX_OK or the usage error's status), 0 when not. */
 int cli__conn_opt(cli__argv *a, const char *arg, cli__conn *cc, int *ex);
 /* Fill o's URL, credentials and TLS fields from cc and the environment
- * (password: --password-file, else $FENCE_REDIS_PASSWORD, else the URL's;
- * same for the Sentinels'), then cli__open(). */
+ * (password: --password-file, else -- for a Redis URL -- $FENCE_REDIS_PASSWORD,
+ * else the URL's; same for the Sentinels'; the $FENCE_REDIS_* TLS defaults
+ * only for a Redis URL too), then cli__open(). */
 int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o,
                    fence_client **out);
 
@@ -163,7 +171,8 @@ int cli__exit_for(int status);
 /*
  * Open a client with options o (o->url set).  On failure prints "fence
  * CMD: what: detail" (never a password), closes what was opened and
- * returns the exit status (64 bad URL or option, 69 unreachable or refused).
+ * returns the exit status (64 bad URL or option -- an option of another
+ * issuer, an issuer this build lacks --, 69 unreachable or refused).
  */
 int cli__open(const char *cmd, const fence_client_options *o, fence_client **out);
 

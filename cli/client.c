@@ -49,7 +49,7 @@ int cli__open(const char *cmd, const fence_client_options *o, fence_client **out
     int rc = fence_client_open(&c, o);
     if (rc != FENCE_OK) {
         /* The URL itself is not printed: it may hold a password. */
-        int ex = cli__fail(cmd, c, "cannot open the Redis client", rc);
+        int ex = cli__fail(cmd, c, "cannot open the client", rc);
         fence_client_close(c);
         *out = NULL;
         return ex;
@@ -95,16 +95,21 @@ int cli__conn_opt(cli__argv *a, const char *arg, cli__conn *cc, int *ex)
         cc->insecure = 1;
         return 1;
     }
-    if (cli__is_opt(arg, "--redis")) {
-        const char *v = cli__optval(a, arg, "--redis");
+    if (cli__is_opt(arg, "--url") || cli__is_opt(arg, "--redis")) {
+        const char *name = cli__is_opt(arg, "--url") ? "--url" : "--redis";
+        const char *v = cli__optval(a, arg, name);
         if (v == NULL) {
             *ex = CLI_EX_USAGE;
         } else if (v[0] == '\0') {
-            *ex = cli__usage_error(a->cmd, "--redis: empty URL");
+            *ex = cli__usage_error(a->cmd, "%s: empty URL", name);
+        } else if (cc->url != NULL) {
+            *ex = cli__usage_error(a->cmd, "%s: the URL was given already (%s): give it once",
+                                   name, cc->url_opt);
         } else {
             /* Blank a password in our argv at once (a->argv[a->i] is v's
-             * argument, "--redis=URL" or "URL"). */
+             * argument, "--url=URL" or "URL"). */
             cc->url = cli__url_from_argv(a->argv[a->i] + (v - a->argv[a->i]));
+            cc->url_opt = name;
         }
         return 1;
     }
@@ -118,10 +123,11 @@ int cli__conn_opt(cli__argv *a, const char *arg, cli__conn *cc, int *ex)
     return 0;
 }
 
-/* A value from the command line, else from $env (an empty one is unset). */
+/* A value from the command line, else from $env (an empty one is unset;
+ * env NULL: none). */
 static const char *or_env(const char *given, const char *env)
 {
-    if (given != NULL) {
+    if (given != NULL || env == NULL) {
         return given;
     }
     const char *v = getenv(env);
@@ -132,8 +138,14 @@ int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o
                    fence_client **out)
 {
     *out = NULL;
-    const char *pw = cli__env_password();
-    const char *spw = cli__env_sentinel_password();
+    o->url = cli__url(cc->url);
+    /* The FENCE_REDIS_* variables are defaults for Redis URLs: set for every
+     * job, they must not be taken for options of another issuer (which would
+     * refuse them). */
+    const char *issuer = fence_url_issuer(o->url);
+    int redis = issuer == NULL || strcmp(issuer, "redis") == 0;
+    const char *pw = redis ? cli__env_password() : NULL;
+    const char *spw = redis ? cli__env_sentinel_password() : NULL;
     int ex = CLI_EX_OK;
     if (cc->password_file != NULL) {
         ex = cli__read_secret(cmd, "--password-file", cc->password_file, &pw);
@@ -144,7 +156,6 @@ int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o
     if (ex != CLI_EX_OK) {
         return ex;
     }
-    o->url = cli__redis_url(cc->url);
     o->password = pw;
     /* The variable may be set for every job: it applies to Sentinel URLs
      * only.  A --sentinel-password-file with another URL is refused (64). */
@@ -154,8 +165,8 @@ int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o
     }
     o->tls = cc->tls;
     o->tls_insecure = cc->insecure;
-    o->tls_cert_file = or_env(cc->cert, "FENCE_REDIS_CERT");
-    o->tls_key_file = or_env(cc->key, "FENCE_REDIS_KEY");
+    o->tls_cert_file = or_env(cc->cert, redis ? "FENCE_REDIS_CERT" : NULL);
+    o->tls_key_file = or_env(cc->key, redis ? "FENCE_REDIS_KEY" : NULL);
     if (cc->insecure) {
         /* An explicit --insecure wins over the environment's CA and name
          * (defaults, perhaps set for every job); on the command line they
@@ -166,9 +177,9 @@ int cli__conn_open(const char *cmd, const cli__conn *cc, fence_client_options *o
             return CLI_EX_USAGE;
         }
     } else {
-        o->tls_ca_file = or_env(cc->cacert, "FENCE_REDIS_CACERT");
-        o->tls_ca_dir = or_env(cc->cacertdir, "FENCE_REDIS_CACERTDIR");
-        o->tls_server_name = or_env(cc->sni, "FENCE_REDIS_SNI");
+        o->tls_ca_file = or_env(cc->cacert, redis ? "FENCE_REDIS_CACERT" : NULL);
+        o->tls_ca_dir = or_env(cc->cacertdir, redis ? "FENCE_REDIS_CACERTDIR" : NULL);
+        o->tls_server_name = or_env(cc->sni, redis ? "FENCE_REDIS_SNI" : NULL);
     }
     if (cc->insecure && (cc->tls || strncmp(o->url, "rediss://", 9) == 0)) {
         fprintf(stderr, "fence %s: warning: --insecure: the server's TLS certificate is not "

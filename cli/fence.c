@@ -1,5 +1,5 @@
 /*
- * fence.c -- the `fence` command: run a command under a Redis lease with a
+ * fence.c -- the `fence` command: run a command under a lease with a
  * fencing token, and look at leases.  main() dispatches to the
  * subcommands in run.c and info.c.
  */
@@ -24,13 +24,15 @@ static const char usage[] =
     "  status  whether NAME is held, its TTL, the holder's and the last token\n"
     "  token   the last fencing token issued for NAME (0 if none)\n"
     "\n"
-    "Redis: --redis URL, else $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ".\n"
+    "Server: --url URL (or --redis URL), else $FENCE_URL, else $FENCE_REDIS_URL, else\n"
+    CLI_DEFAULT_URL "; the URL's scheme names the issuer (Redis in this build).\n"
     "Password: --password-file FILE or $FENCE_REDIS_PASSWORD (not in the URL:\n"
     "others can see a command line).  TLS: --tls (or rediss://), --cacert FILE,\n"
     "--cacertdir DIR, --cert FILE, --key FILE, --sni NAME, --insecure.\n"
-    "Exit status: 0 ok, 64 usage, 69 Redis unreachable, 75 lease held elsewhere (-E),\n"
-    "76 lease lost, 78 Redis may evict leases (allkeys-*); `fence run` otherwise\n"
-    "exits with the command's status.\n"
+    "Exit status: 0 ok, 64 usage, 69 the server unreachable, 75 lease held elsewhere\n"
+    "(-E), 76 lease lost, 78 Redis may evict leases (maxmemory-policy), or the name's\n"
+    "counter is another token mode's; `fence run` otherwise exits with the command's\n"
+    "status.\n"
     "'fence help run' tells more.\n";
 
 static const char *help_for(const char *cmd)

@@ -10,17 +10,20 @@ const char cli__status_help[] =
     "usage: fence status [CONNECTION OPTIONS] [--json] NAME\n"
     "\n"
     "Show whether the lease NAME is held, its remaining TTL, the holder's\n"
-    "fencing token, the last token issued, and whether Redis persists its data\n"
-    "(persistence: aof, rdb, aof+rdb, off or unknown) and its maxmemory-policy.\n"
+    "fencing token, the last token issued, and what the issuer says of its\n"
+    "server: for Redis whether it persists its data (persistence: aof, rdb,\n"
+    "aof+rdb, off or unknown) and its maxmemory-policy.\n"
     "For a lease taken by `fence run`, holder_info says who holds it:\n"
     "\"host=<hostname> pid=<fence's pid> since=<UTC time>\".\n"
     "Exit 0 whether held or free.\n"
     "\n"
-    "  --json        one JSON object: {\"name\", \"redis\", \"state\": \"held\"|\"free\",\n"
+    "  --json        one JSON object: {\"name\", \"issuer\" (\"redis\"), \"url\", \"redis\"\n"
+    "                (the URL, for a Redis issuer), \"state\": \"held\"|\"free\",\n"
     "                \"held\", \"ttl_ms\" (null when free, -1 for a key without expiry),\n"
     "                \"holder_token\" (0 when free or unknown), \"last_token\",\n"
     "                \"holder\" (holder id), \"holder_info\" (null when none),\n"
-    "                \"persistence\", \"maxmemory_policy\" (null when unknown)};\n"
+    "                then what the issuer says of its server, one key each (Redis:\n"
+    "                \"persistence\", \"maxmemory_policy\"; null when unknown)};\n"
     "                always valid UTF-8: control bytes as \\u00XX, bytes that are\n"
     "                not UTF-8 as \\ufffd\n"
     "\n" CLI_CONN_HELP;
@@ -174,15 +177,21 @@ static void json_string_or_null(FILE *f, const char *s)
 /* What `fence status` shows. */
 typedef struct {
     fence_lease_info li;
-    fence_server_info si;
+    fence_issuer_info ii;
 } status_view;
 
-static void print_json(const char *name, fence_client *c, const status_view *v)
+static void print_json(const char *name, const status_view *v)
 {
     fputs("{\"name\": ", stdout);
     json_string(stdout, name);
-    fputs(", \"redis\": ", stdout);
-    json_string(stdout, fence_client_url(c));
+    fputs(", \"issuer\": ", stdout);
+    json_string(stdout, v->ii.issuer);
+    fputs(", \"url\": ", stdout);
+    json_string(stdout, v->ii.url);
+    if (strcmp(v->ii.issuer, "redis") == 0) {
+        fputs(", \"redis\": ", stdout);
+        json_string(stdout, v->ii.url);
+    }
     const fence_lease_info *li = &v->li;
     printf(", \"state\": \"%s\", \"held\": %s", li->held ? "held" : "free",
            li->held ? "true" : "false");
@@ -197,20 +206,27 @@ static void print_json(const char *name, fence_client *c, const status_view *v)
     json_string_or_null(stdout, li->holder);
     fputs(", \"holder_info\": ", stdout);
     json_string_or_null(stdout, li->holder_info);
-    printf(", \"persistence\": \"%s\", \"maxmemory_policy\": ",
-           fence_persistence_name(v->si.persistence));
-    if (v->si.maxmemory_policy[0] != '\0') {
-        json_string(stdout, v->si.maxmemory_policy);
-    } else {
-        fputs("null", stdout);
+    for (int i = 0; i < v->ii.nfields; i++) {
+        fputs(", ", stdout);
+        json_string(stdout, v->ii.field[i].key);
+        fputs(": ", stdout);
+        json_string_or_null(stdout, v->ii.field[i].value);
     }
     fputs("}\n", stdout);
 }
 
-static void print_text(const char *name, fence_client *c, const status_view *v)
+/* "key:" padded to the values' column. */
+static void put_key(const char *key)
+{
+    int pad = 13 - (int)strlen(key);
+    printf("%s:%*s", key, pad > 1 ? pad : 1, "");
+}
+
+static void print_text(const char *name, const status_view *v)
 {
     printf("name:         %s\n", name);
-    printf("redis:        %s\n", fence_client_url(c));
+    printf("issuer:       %s\n", v->ii.issuer);
+    printf("%s        %s\n", strcmp(v->ii.issuer, "redis") == 0 ? "redis:" : "url:  ", v->ii.url);
     const fence_lease_info *li = &v->li;
     printf("state:        %s\n", li->held ? "held" : "free");
     if (li->held && li->pttl_ms >= 0) {
@@ -231,11 +247,17 @@ static void print_text(const char *name, fence_client *c, const status_view *v)
         fputc('\n', stdout);
     }
     printf("last_token:   %" PRIu64 "\n", li->last_token);
-    printf("persistence:  %s%s\n", fence_persistence_name(v->si.persistence),
-           v->si.persistence == FENCE_PERSIST_OFF ? " (a restart loses the counters: clock "
-                                                    "tokens jump past them)" : "");
-    printf("maxmemory_policy: %s\n",
-           v->si.maxmemory_policy[0] != '\0' ? v->si.maxmemory_policy : "unknown");
+    for (int i = 0; i < v->ii.nfields; i++) {
+        const struct fence_issuer_field *f = &v->ii.field[i];
+        put_key(f->key);
+        cli__put_printable(stdout, f->value[0] != '\0' ? f->value : "unknown");
+        if (f->note[0] != '\0') {
+            fputs(" (", stdout);
+            cli__put_printable(stdout, f->note);
+            fputc(')', stdout);
+        }
+        fputc('\n', stdout);
+    }
 }
 
 int cli__cmd_status(int argc, char **argv)
@@ -257,11 +279,10 @@ int cli__cmd_status(int argc, char **argv)
     }
     status_view v;
     memset(&v, 0, sizeof v);
-    v.si.persistence = FENCE_PERSIST_UNKNOWN;
     int rc = fence_lease_inspect_info(c, ia.name, &v.li);
     const char *what = "cannot inspect the lease";
     if (rc == FENCE_OK) {
-        rc = fence_client_server_info(c, &v.si);
+        rc = fence_client_describe(c, &v.ii);
         what = "cannot ask the server about itself";
     }
     if (rc != FENCE_OK) {
@@ -270,9 +291,9 @@ int cli__cmd_status(int argc, char **argv)
         return ex;
     }
     if (ia.json) {
-        print_json(ia.name, c, &v);
+        print_json(ia.name, &v);
     } else {
-        print_text(ia.name, c, &v);
+        print_text(ia.name, &v);
     }
     fence_client_close(c);
     if (fflush(stdout) != 0) {

@@ -1,14 +1,14 @@
 /*
- * secrets.c -- Redis credentials kept out of sight.
+ * secrets.c -- the server's credentials kept out of sight.
  *
  * - A URL given on the command line with a password: fence copies it, then
  *   overwrites the password's bytes in its own argv (what /proc/PID/cmdline
  *   and ps show) and warns once.  It was visible until then.
  * - $FENCE_REDIS_PASSWORD, $FENCE_REDIS_SENTINEL_PASSWORD and the password
- *   in $FENCE_REDIS_URL: copied at start, their bytes overwritten in the
- *   environment block (/proc/PID/environ), the password variables unset
- *   and FENCE_REDIS_URL replaced by the URL without credentials, so the
- *   command fence runs inherits none of them.
+ *   in $FENCE_URL or $FENCE_REDIS_URL: copied at start, their bytes
+ *   overwritten in the environment block (/proc/PID/environ), the password
+ *   variables unset and the URL variables replaced by the URL without
+ *   credentials, so the command fence runs inherits none of them.
  * - --password-file / --sentinel-password-file: read here; only a regular
  *   file (a FIFO without a writer would block fence forever).
  * Copies are wiped when fence exits (cli__secrets_free).
@@ -25,7 +25,8 @@
 
 #define SECRET_FILE_MAX 4096 /* bytes in a password file */
 
-static char *env_url;      /* $FENCE_REDIS_URL as fence found it (may hold a password) */
+static char *env_url;       /* $FENCE_URL as fence found it (may hold a password) */
+static char *env_redis_url; /* $FENCE_REDIS_URL likewise */
 static char *env_password; /* $FENCE_REDIS_PASSWORD */
 static char *env_sentinel_password;
 static char **kept;        /* copies made for argv URLs and password files */
@@ -144,7 +145,7 @@ const char *cli__url_from_argv(char *val)
     blank_password(val);
     if (!warned) {
         warned = 1;
-        fputs("fence: warning: a password in --redis URL can be seen by other users in the "
+        fputs("fence: warning: a password in the --url / --redis URL can be seen by other users in the "
               "process list until fence blanks it (and stays in shell history); use "
               "FENCE_REDIS_PASSWORD or --password-file FILE\n", stderr);
     }
@@ -188,33 +189,42 @@ static char *take_env(const char *name)
     return copy;
 }
 
+/* Copy URL variable $name (NULL when unset or empty), then leave every
+ * copy of it in the environment without credentials: one stripped copy is
+ * all the command sees. */
+static char *take_url_env(const char *name)
+{
+    char *url = getenv(name);
+    if (url == NULL || url[0] == '\0') {
+        wipe_every_copy(name, 1);
+        return NULL;
+    }
+    char *copy = strdup(url);
+    char *stripped = copy != NULL ? cli__url_strip(copy) : NULL;
+    wipe_every_copy(name, 1);
+    unsetenv(name);
+    if (stripped != NULL) {
+        setenv(name, stripped, 1);
+        free(stripped);
+    }
+    return copy;
+}
+
 void cli__secrets_init(void)
 {
     env_password = take_env("FENCE_REDIS_PASSWORD");
     env_sentinel_password = take_env("FENCE_REDIS_SENTINEL_PASSWORD");
-    char *url = getenv("FENCE_REDIS_URL");
-    if (url == NULL || url[0] == '\0') {
-        wipe_every_copy("FENCE_REDIS_URL", 1);
-        return;
-    }
-    env_url = strdup(url);
-    /* Every copy loses its credentials (the first one's are in env_url);
-     * then one stripped copy is all the command sees. */
-    char *stripped = env_url != NULL ? cli__url_strip(env_url) : NULL;
-    wipe_every_copy("FENCE_REDIS_URL", 1);
-    unsetenv("FENCE_REDIS_URL");
-    if (stripped != NULL) {
-        setenv("FENCE_REDIS_URL", stripped, 1);
-        free(stripped);
-    }
+    env_url = take_url_env("FENCE_URL");
+    env_redis_url = take_url_env("FENCE_REDIS_URL");
 }
 
 void cli__secrets_free(void)
 {
     wipe_free(env_url);
+    wipe_free(env_redis_url);
     wipe_free(env_password);
     wipe_free(env_sentinel_password);
-    env_url = env_password = env_sentinel_password = NULL;
+    env_url = env_redis_url = env_password = env_sentinel_password = NULL;
     for (size_t i = 0; i < nkept; i++) {
         wipe_free(kept[i]);
     }
@@ -226,6 +236,11 @@ void cli__secrets_free(void)
 const char *cli__env_url(void)
 {
     return env_url;
+}
+
+const char *cli__env_redis_url(void)
+{
+    return env_redis_url;
 }
 
 const char *cli__env_password(void)
@@ -354,14 +369,16 @@ int cli__read_secret(const char *cmd, const char *opt, const char *path, const c
     return CLI_EX_OK;
 }
 
-/* The URL to use: --redis, else FENCE_REDIS_URL (its copy taken at start),
- * else the default.  Kept here, beside the environment handling, so that
- * args.c stays pure parsing. */
-const char *cli__redis_url(const char *given)
+/* The URL to use: --url / --redis, else FENCE_URL, else FENCE_REDIS_URL
+ * (their copies taken at start), else the default.  Kept here, beside the
+ * environment handling, so that args.c stays pure parsing. */
+const char *cli__url(const char *given)
 {
     if (given != NULL) {
         return given;
     }
-    const char *env = cli__env_url();
-    return env != NULL ? env : CLI_DEFAULT_URL;
+    if (env_url != NULL) {
+        return env_url;
+    }
+    return env_redis_url != NULL ? env_redis_url : CLI_DEFAULT_URL;
 }

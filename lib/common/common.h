@@ -23,6 +23,9 @@ int fence__u64_scan(const char *s, uint64_t max, uint64_t *out, const char **end
 int fence__u64_parse(const char *s, size_t len, uint64_t max, uint64_t *out);
 /* A fencing token: such a decimal in 1..FENCE_TOKEN_MAX.  0 or -1. */
 int fence__token_parse(const char *s, size_t len, uint64_t *out);
+/* v in that grammar at out (room for 21 bytes), NUL-terminated; returns
+ * the number of digits.  (snprintf's "%llu" costs ~1,000 instructions.) */
+size_t fence__u64_text(uint64_t v, char *out);
 
 /* ---- rule.c: the store rule, once for the C stores ----------------------
  * A resource's mark (highest admitted token, 0 = none, and the holder it

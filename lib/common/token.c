@@ -55,3 +55,25 @@ int fence__token_parse(const char *s, size_t len, uint64_t *out)
     *out = v;
     return 0;
 }
+
+size_t fence__u64_text(uint64_t v, char *out)
+{
+    if (v < 100) { /* most of RESP's lengths */
+        size_t n = v >= 10;
+        out[0] = (char)('0' + (n ? v / 10 : v));
+        out[n] = (char)('0' + v % 10);
+        out[n + 1] = '\0';
+        return n + 1;
+    }
+    char digits[20];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = digits[n - 1 - i];
+    }
+    out[n] = '\0';
+    return n;
+}

@@ -243,7 +243,9 @@ void fence__lease_free(fence_lease *l)
 static void set_token(fence_lease *l, uint64_t token)
 {
     l->il.token = token;
-    snprintf(l->il.value, sizeof l->il.value, "%s:%" PRIu64, l->il.holder, token);
+    memcpy(l->il.value, l->il.holder, FENCE_HOLDER_LEN);
+    l->il.value[FENCE_HOLDER_LEN] = ':';
+    fence__u64_text(token, l->il.value + FENCE_HOLDER_LEN + 1);
 }
 
 fence_status fence__acquired(fence_lease *l, fence_status st, const fence__grant *g,

@@ -158,6 +158,41 @@ else
   nok "FENCE_TEST_REDIS_AUTH_URL not set"
 fi
 
+# ---- the issuer: --url / FENCE_URL pick it by the URL's scheme (issue 28) ----------------------
+"$F" run --url redis://127.0.0.1:1 "$(name)" -- true 2> "$T/err"; rc=$?
+check "--url redis://... is --redis's (unreachable: 69)" test "$rc" = 69
+FENCE_URL=redis://127.0.0.1:1 "$F" status x > /dev/null 2>&1; rc=$?
+check "FENCE_URL is the default (unreachable: 69)" test "$rc" = 69
+FENCE_URL=$U FENCE_REDIS_URL=redis://127.0.0.1:1 "$F" status x > /dev/null 2>&1; rc=$?
+check "FENCE_URL wins over FENCE_REDIS_URL" test "$rc" = 0
+"$F" status --url "$U" --redis "$U" x > /dev/null 2> "$T/err"; rc=$?
+check "--url and --redis both: exit 64 (give the URL once)" \
+  bash -c "[ $rc = 64 ] && grep -q 'once' '$T/err'"
+for u in postgresql://127.0.0.1:1/db postgres://x@127.0.0.1:1/db etcd://127.0.0.1:1 etcds://127.0.0.1:1; do
+  "$F" run --url "$u" "$(name)" -- touch "$T/pg-ran" 2> "$T/err"; rc=$?
+  check "$u: exit 64, not available in this build, the command never runs" \
+    bash -c "[ $rc = 64 ] && grep -q 'not available in this build' '$T/err' && [ ! -e '$T/pg-ran' ]"
+done
+for opt in "--token-mode dense" "--allow-eviction" "--min-replicas 1" "--tls"; do
+  # shellcheck disable=SC2086 # the option and its value are two words
+  "$F" run --url postgresql://127.0.0.1:1/db $opt "$(name)" -- true 2> "$T/err"; rc=$?
+  check "postgresql:// with the Redis option $opt: exit 64 naming the option and Redis" \
+    bash -c "[ $rc = 64 ] && grep -q 'option of the Redis issuer only' '$T/err'"
+done
+FENCE_REDIS_CACERT=/nonexistent FENCE_REDIS_PASSWORD=x "$F" status --url postgresql://127.0.0.1:1/db x \
+  2> "$T/err"; rc=$?
+check "FENCE_REDIS_* defaults are not options of a postgresql:// URL (not available: 64)" \
+  bash -c "[ $rc = 64 ] && grep -q 'not available in this build' '$T/err'"
+"$F" run --url ftp://127.0.0.1/x "$(name)" -- true 2> "$T/err"; rc=$?
+check "an unknown scheme: exit 64, the schemes listed" \
+  bash -c "[ $rc = 64 ] && grep -q 'unsupported URL scheme' '$T/err'"
+"$F" status --url "$U" --json "$(name)" > "$T/iss.json"
+check "status --json names the issuer and the URL (and keeps \"redis\")" \
+  test "$(json_field "$T/iss.json" issuer)" = '"redis"' -a \
+       "$(json_field "$T/iss.json" url)" = "$(json_field "$T/iss.json" redis)"
+"$F" status --url "$U" "$(name)" > "$T/iss.txt"
+check "status (text) names the issuer" grep -q '^issuer: *redis$' "$T/iss.txt"
+
 # ---- the server's configuration (issue 8) ------------------------------------------------
 "$F" status --json "$(name)" > "$T/srv.json"
 check "status --json shows persistence off and the policy (save \"\", no AOF)" \

@@ -51,6 +51,20 @@ check "... one warning on stderr, naming the better ways" \
   bash -c "[ \$(grep -c 'warning' '$T/a.err') = 1 ] && grep -q 'FENCE_REDIS_PASSWORD' '$T/a.err' && grep -q -- '--password-file' '$T/a.err'"
 check "... the warning does not repeat the password" no_secret "$T/a.err"
 
+# FENCE_URL (issue 28) is FENCE_REDIS_URL's kin: its password off the
+# environ of fence and of the command, which gets the URL without it.
+n=$(name)
+env -u FENCE_REDIS_URL FENCE_URL="redis://:$PW@$AHOST" "$F" run "$n" -- \
+  sh -c 'printf "%s\n" "${FENCE_URL-unset}" > "$1.furl"; '"$HOLD" sh "$T/u" 2> "$T/u.err" &
+fp=$!; BG+=("$fp")
+snap "$T/u" "$fp" || nok "the command started (FENCE_URL)"
+check "FENCE_URL with a password: fence's and the command's environ hold none" \
+  no_secret "$T/u.fenv" "$T/u.cenv"
+check "... the command's FENCE_URL is the URL without it" \
+  test "$(cat "$T/u.furl")" = "redis://$AHOST"
+finish "$T/u" "$fp"
+check "... and its password was used (exit 0)" test "$rc" = 0
+
 # --redis=URL form, user:password (ACL user), status --json masks the URL.
 "$F" status --json "--redis=redis://fence:$ACLPW@$RHOST" "$(name)" > "$T/st.json" 2> "$T/st.err"; rc=$?
 check "status --redis=redis://user:pw@...: exit 0, valid JSON" \

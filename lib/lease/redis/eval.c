@@ -197,9 +197,8 @@ int fence__script_append(const fence__redis *rs, fence__conn *cn, int script, in
     argvlen[0] = use_sha ? 7 : 4;
     argv[1] = use_sha ? rs->sha[script] : rs->script[script];
     argvlen[1] = use_sha ? 40 : rs->script_len[script];
-    snprintf(nk, sizeof nk, "%d", nkeys);
     argv[2] = nk;
-    argvlen[2] = strlen(nk);
+    argvlen[2] = fence__u64_text((uint64_t)(nkeys > 0 ? nkeys : 0), nk);
     for (int i = 0; i < nargs; i++) {
         argv[3 + i] = args[i];
         argvlen[3 + i] = strlen(args[i]);

@@ -104,7 +104,8 @@ void fence__ri_keys(const fence__issuer *ri, fence__ilease *l)
     }
     /* renew.lua / renew_batch.lua: "-<ttl>" when a holder description must
      * be extended too, so that leases without one cost no extra command. */
-    snprintf(k->ttl, sizeof k->ttl, "%s%" PRId64, l->has_info ? "-" : "", l->ttl_ms);
+    k->ttl[0] = '-';
+    fence__u64_text((uint64_t)l->ttl_ms, k->ttl + l->has_info);
 }
 
 /* ---- arguments ---------------------------------------------------------------- */

@@ -257,16 +257,8 @@ static int append_raw(fence__conn *cn, const char *cmd, long long len)
 /* c (a '*' or '$'), v in decimal, "\r\n" at p; returns the end. */
 static char *put_header(char *p, char c, size_t v)
 {
-    char digits[24];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
     *p++ = c;
-    while (n > 0) {
-        *p++ = digits[--n];
-    }
+    p += fence__u64_text(v, p);
     *p++ = '\r';
     *p++ = '\n';
     return p;
