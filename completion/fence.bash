@@ -31,7 +31,7 @@ _fence()
         fi
     done
 
-    local conn="--redis --tls --cacert --cacertdir --cert --key --sni --insecure
+    local conn="--url --redis --tls --cacert --cacertdir --cert --key --sni --insecure
                 --password-file --sentinel-password-file"
     # Options whose value is a file, a folder, or from a fixed list.
     case "$prev" in
@@ -44,7 +44,7 @@ _fence()
         --token-mode)
             COMPREPLY=($(compgen -W "clock dense" -- "$cur"))
             return 0 ;;
-        --redis)
+        --url|--redis)
             COMPREPLY=($(compgen -W "redis:// rediss:// unix:// redis-sentinel://" -- "$cur"))
             return 0 ;;
         --ttl|--wait|-w|--max-hold|--kill-after|--replica-timeout|--min-replicas|--raise|--sni|-E|--conflict-exit-code)

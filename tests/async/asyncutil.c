@@ -2,12 +2,14 @@
 #include "asyncutil.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,4 +140,63 @@ void au_unix_stop(int pid, const char *sock)
         *slash = '\0';
         rmdir(dir);
     }
+}
+
+/* A port nobody listens on now (bound to 0, then closed). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    ck_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+              getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+void au_relay_start(au_relay *r, int target_port, int delay_ms)
+{
+    const char *b = getenv("FENCE_BUILD");
+    char bin[512], file[128], lport[16], tport[16];
+    snprintf(bin, sizeof bin, "%s/tests/net/delay_relay", b != NULL && b[0] ? b : "build");
+    ck_assert_msg(access(bin, X_OK) == 0, "%s is missing: make tests-build", bin);
+    snprintf(r->dir, sizeof r->dir, "/tmp/fence-relay.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(r->dir));
+    snprintf(file, sizeof file, "%s/delay", r->dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%d\n", delay_ms);
+    fclose(f);
+    r->port = free_port();
+    snprintf(lport, sizeof lport, "%d", r->port);
+    snprintf(tport, sizeof tport, "%d", target_port);
+    int out[2];
+    ck_assert_int_eq(pipe(out), 0);
+    char *argv[] = {bin, "127.0.0.1", lport, "127.0.0.1", tport, file, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    pid_t pid = 0;
+    int err = posix_spawn(&pid, bin, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    ck_assert_msg(err == 0, "cannot start %s: %s", bin, strerror(err));
+    r->pid = pid;
+    char line[16] = "";
+    struct pollfd p = {out[0], POLLIN, 0};
+    ssize_t n = poll(&p, 1, 5000) == 1 ? read(out[0], line, sizeof line - 1) : -1;
+    close(out[0]);
+    ck_assert_msg(n > 0 && strncmp(line, "ready", 5) == 0, "the relay did not start");
+}
+
+void au_relay_stop(au_relay *r)
+{
+    kill(r->pid, SIGTERM);
+    int st;
+    waitpid(r->pid, &st, 0);
+    char file[128];
+    snprintf(file, sizeof file, "%s/delay", r->dir);
+    unlink(file);
+    rmdir(r->dir);
 }

@@ -44,4 +44,16 @@ au_rel au_release(fence_async *a, fence_lease *l);
  * folder: its path into sock, its pid returned; au_unix_stop() ends it. */
 int au_unix_start(char *sock, size_t n);
 void au_unix_stop(int pid, const char *sock);
+
+/* A delaying TCP relay (tests/net/delay_relay, built by make tests-build)
+ * on a free loopback port in front of 127.0.0.1:target_port, each chunk
+ * delayed delay_ms each way: a server that answers every round trip
+ * 2 * delay_ms late.  Its port into *port, its pid returned (au_relay_stop
+ * ends it and removes its delay file). */
+typedef struct au_relay {
+    int pid, port;
+    char dir[64];
+} au_relay;
+void au_relay_start(au_relay *r, int target_port, int delay_ms);
+void au_relay_stop(au_relay *r);
 #endif

@@ -6,7 +6,9 @@
  * answered within a deadline (nothing hangs); the server check
  * (allkeys-* eviction: the blocking API's status and message); WAIT for
  * min_replicas (given back and FENCE_EREPLICAS as fence_acquire); Redis
- * Cluster refused with a clear error. */
+ * Cluster refused with a clear error; a server that answers every round
+ * trip 250 ms late: each call held to its own budget (connect, then I/O),
+ * asynchronous and blocking alike, not to quiet time per command. */
 #include "asyncutil.h"
 
 #include <netinet/in.h>
@@ -242,6 +244,55 @@ START_TEST(paused_server_times_out)
 }
 END_TEST
 
+/* A server (a delaying relay in front of the shared Redis) that answers
+ * every round trip 250 ms late, io_timeout_ms and connect_timeout_ms 300:
+ * each command comes back within the I/O timeout, but a call that needs
+ * several round trips must not take several timeouts -- an asynchronous
+ * acquire on a fresh connection (setup, server check, script: 750 ms of
+ * round trips) fails by its budget, connect + I/O = 600 ms (it took
+ * 2,008 ms when each request counted only the quiet time before its own
+ * reply); a blocking acquire on an open connection (check + script: 500
+ * ms) by its I/O timeout, 300 ms.  With 10 ms of delay both succeed. */
+START_TEST(slow_server_bounded_by_the_call)
+{
+    au_relay rl;
+    au_relay_start(&rl, atoi(tu_env("FENCE_TEST_REDIS_PORT")), 125);
+    char u[64];
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", rl.port);
+    fails_fast(u, 0, "timed out", 800); /* budget 600 ms */
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = u;
+    o.io_timeout_ms = 300;
+
+    /* The blocking API: fence_client_open connects (and probes) within its
+     * budget; then an acquire's check + script must fit in one I/O timeout. */
+    o.connect_timeout_ms = 2000;
+    fence_client *c = NULL;
+    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
+    fence_lease *l = NULL;
+    int64_t t0 = tu_now_ms();
+    fence_status st = fence_try_acquire(c, tu_name("blocking-slow"), 5000, &l);
+    int64_t took = tu_now_ms() - t0;
+    fprintf(stderr, "slow_server_bounded_by_the_call: blocking acquire %s after %lld ms\n",
+            fence_status_name(st), (long long)took);
+    ck_assert_msg(st == FENCE_ECONN, "%s: %s", fence_status_name(st), fence_client_errmsg(c));
+    ck_assert_msg(took >= 250 && took <= 500, "the acquire took %lld ms (I/O budget 300)",
+                  (long long)took);
+    fence_client_close(c);
+    au_relay_stop(&rl);
+
+    au_relay_start(&rl, atoi(tu_env("FENCE_TEST_REDIS_PORT")), 10);
+    snprintf(u, sizeof u, "redis://127.0.0.1:%d", rl.port);
+    o.connect_timeout_ms = 300;
+    fence_async *a = NULL;
+    ck_assert_int_eq(fence_async_open(&a, &o), FENCE_OK);
+    acquire_release(a, "async-slow-ok");
+    fence_async_close(a);
+    au_relay_stop(&rl);
+}
+END_TEST
+
 START_TEST(killed_connection_reconnects)
 {
     fence_async *a = au_open(url(), 0);
@@ -351,6 +402,7 @@ static Suite *suite(void)
     tcase_add_test(t, failing_servers_answer_in_time);
     tcase_add_test(t, killed_server_loses_the_lease_once);
     tcase_add_test(t, paused_server_times_out);
+    tcase_add_test(t, slow_server_bounded_by_the_call);
     tcase_add_test(t, killed_connection_reconnects);
     tcase_add_test(t, eviction_policy_refused_as_blocking);
     tcase_add_test(t, min_replicas_as_blocking);

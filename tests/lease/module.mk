@@ -11,6 +11,10 @@ $(LEASE_TEST_BINS): $(B)/tests/lease/test_%: $(B)/tests/lease/test_%.o $(LEASEUT
 		$(B)/tests/lease/setutil.o \
 		$(TESTUTIL_OBJ) $(LIBFENCE) | $(B)/tests/lease/holder
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) $(CHECK_LIBS) $(LDLIBS_EXTRA)
+# test_heartbeat: on_lost under allocation failure, through failalloc.o's
+# wrappers of malloc / calloc / realloc (the tests' own; failalloc.h).
+$(B)/tests/lease/test_heartbeat: $(B)/tests/lease/failalloc.o
+$(B)/tests/lease/test_heartbeat: LDLIBS_EXTRA = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 # test_skew: skewed clocks, provoked with the tests' own LD_PRELOAD shim
 # (tests/common/clockshim.c, preloaded into the servers and the skewed
 # client it starts) and its control-file writer.

@@ -2,10 +2,13 @@
  * test_client.c -- the client: URLs, AUTH (password, ACL user, wrong
  * password, percent-escapes, option overrides), database selection, unix
  * sockets, reconnecting after a Redis restart, per-thread error messages,
- * and the metrics (struct and Prometheus text).  Real redis-server from
+ * the metrics (struct and Prometheus text), and the issuer a URL names
+ * (issue 28: a scheme this build lacks, an option of another issuer, each
+ * refused by name; what fence_client_describe says).  Real redis-server from
  * scripts/with-servers (plus one this suite starts on a unix socket); the
  * tests that restart Redis always bring it back.
  */
+#include "casetable.h"
 #include "fence.h"
 #include "leaseutil.h"
 
@@ -581,12 +584,109 @@ START_TEST(metrics_prometheus)
 }
 END_TEST
 
+/* The URL's scheme picks the issuer.  Those this build lacks are refused
+ * as such (never stood in for), an option of another issuer by name, and
+ * the Redis issuer describes its server. */
+static const struct {
+    const char *name;
+    const char *url;
+    const char *issuer; /* fence_url_issuer() */
+    const char *option; /* set this Redis option, or NULL */
+    const char *says;   /* in the message */
+} issuer_cases[] = {
+    {"postgresql", "postgresql://127.0.0.1:1/db", "postgresql", NULL,
+     "the PostgreSQL issuer (postgresql:// URLs) is not available in this build"},
+    {"postgres", "postgres://u@127.0.0.1:1/db", "postgresql", NULL, "not available in this build"},
+    {"etcd", "etcd://127.0.0.1:1", "etcd", NULL, "the etcd issuer (etcd:// URLs)"},
+    {"etcds", "etcds://127.0.0.1:1,127.0.0.1:2", "etcd", NULL, "not available in this build"},
+    {"pg_token_mode", "postgresql://127.0.0.1:1/db", "postgresql", "token_mode",
+     "token_mode is an option of the Redis issuer only; this URL names the PostgreSQL issuer"},
+    {"pg_prefix", "postgresql://127.0.0.1:1/db", "postgresql", "prefix", "prefix is an option"},
+    {"etcd_tls", "etcd://127.0.0.1:1", "etcd", "tls", "TLS options"},
+    {"etcd_eviction", "etcd://127.0.0.1:1", "etcd", "allow_eviction", "allow_eviction"},
+    {"unknown", "memcached://127.0.0.1:1", NULL, NULL, "unsupported URL scheme"},
+};
+
+START_TEST(issuer_by_scheme)
+{
+    const char *want = issuer_cases[_i].issuer;
+    const char *got = fence_url_issuer(issuer_cases[_i].url);
+    ck_assert_msg(want == NULL ? got == NULL : got != NULL && strcmp(got, want) == 0,
+                  "fence_url_issuer(%s): %s", issuer_cases[_i].url, got ? got : "NULL");
+    fence_client_options o;
+    fence_client_options_init(&o);
+    o.url = issuer_cases[_i].url;
+    const char *opt = issuer_cases[_i].option;
+    if (opt != NULL && strcmp(opt, "token_mode") == 0) {
+        o.token_mode = FENCE_TOKENS_DENSE;
+    } else if (opt != NULL && strcmp(opt, "prefix") == 0) {
+        o.prefix = "x:";
+    } else if (opt != NULL && strcmp(opt, "tls") == 0) {
+        o.tls_ca_file = "/etc/ssl/certs/ca-certificates.crt";
+    } else if (opt != NULL) {
+        o.allow_eviction = 1;
+    }
+    fence_client *c = NULL;
+    ck_assert_int_eq(fence_client_open(&c, &o), FENCE_EINVAL);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_msg(strstr(fence_client_errmsg(c), issuer_cases[_i].says) != NULL, "%s: %s",
+                  issuer_cases[_i].url, fence_client_errmsg(c));
+    fence_lease *l = NULL;
+    ck_assert_int_eq(fence_try_acquire(c, "x", 1000, &l), FENCE_ESTATE); /* unusable */
+    fence_client_close(c);
+}
+END_TEST
+
+START_TEST(describe_and_issuer)
+{
+    ck_assert_str_eq(fence_url_issuer("redis://h"), "redis");
+    ck_assert_str_eq(fence_url_issuer("rediss://h"), "redis");
+    ck_assert_str_eq(fence_url_issuer("unix:///s"), "redis");
+    ck_assert_str_eq(fence_url_issuer("redis-sentinel://h#m"), "redis");
+    ck_assert_ptr_null(fence_url_issuer(NULL));
+    ck_assert_ptr_null(fence_url_issuer("redi"));
+    ck_assert_str_eq(fence_client_issuer(NULL), "");
+    fence_client *c = lu_open_client();
+    ck_assert_str_eq(fence_client_issuer(c), "redis");
+    fence_issuer_info ii;
+    EXPECT_RC(fence_client_describe(c, &ii), FENCE_OK, c);
+    ck_assert_str_eq(ii.issuer, "redis");
+    ck_assert_str_eq(ii.url, fence_client_url(c));
+    ck_assert_int_eq(ii.nfields, 2);
+    ck_assert_str_eq(ii.field[0].key, "persistence");
+    ck_assert_str_eq(ii.field[1].key, "maxmemory_policy");
+    ck_assert_str_eq(ii.field[1].value, "noeviction");
+    ck_assert_int_eq(fence_client_describe(c, NULL), FENCE_EINVAL);
+    ck_assert_int_eq(fence_client_describe(NULL, &ii), FENCE_EINVAL);
+    fence_client_close(c);
+    /* fence_client_open_url(NULL): FENCE_URL, then FENCE_REDIS_URL. */
+    const char *redis_url = getenv("FENCE_REDIS_URL");
+    char *saved = redis_url != NULL ? strdup(redis_url) : NULL;
+    setenv("FENCE_URL", "postgresql://127.0.0.1:1/db", 1);
+    setenv("FENCE_REDIS_URL", tu_env("FENCE_TEST_REDIS_URL"), 1);
+    ck_assert_int_eq(fence_client_open_url(&c, NULL), FENCE_EINVAL);
+    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), "PostgreSQL"));
+    fence_client_close(c);
+    unsetenv("FENCE_URL");
+    EXPECT_RC(fence_client_open_url(&c, NULL), FENCE_OK, c);
+    fence_client_close(c);
+    if (saved != NULL) {
+        setenv("FENCE_REDIS_URL", saved, 1);
+    } else {
+        unsetenv("FENCE_REDIS_URL");
+    }
+    free(saved);
+}
+END_TEST
+
 static Suite *client_suite(void)
 {
     Suite *s = suite_create("client");
     TCase *tc = tcase_create("open");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, open_plain_url);
+    CT_ADD_CASES(tc, issuer_by_scheme, issuer_cases);
+    tcase_add_test(tc, describe_and_issuer);
     tcase_add_test(tc, auth_password_url);
     tcase_add_test(tc, auth_acl_user);
     tcase_add_test(tc, auth_wrong_password);

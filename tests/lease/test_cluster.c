@@ -300,6 +300,38 @@ static void migrate_name(int src, int dst, const char *name)
     redisFree(r);
 }
 
+/* End slot's migration from src to dst (whose id is did): every key still
+ * in the slot on src -- the test's own, and any other test's whose name
+ * hashes there (200 names are spread over the slots: one may share it) --
+ * is moved first, or "CLUSTER SETSLOT ... NODE" on src would refuse ("Can't
+ * assign hashslot ... while I still hold keys"); then every node is told. */
+static void finish_migration(int src, int dst, int slot, const char *did)
+{
+    redisContext *r = lu_connect(src);
+    for (;;) {
+        redisReply *keys = redisCommand(r, "CLUSTER GETKEYSINSLOT %d 100", slot);
+        ck_assert(keys != NULL && keys->type == REDIS_REPLY_ARRAY);
+        size_t n = keys->elements;
+        for (size_t i = 0; i < n; i++) {
+            redisReply *rep = redisCommand(r, "MIGRATE 127.0.0.1 %d %s 0 5000", dst,
+                                           keys->element[i]->str);
+            ck_assert_msg(rep != NULL && rep->type != REDIS_REPLY_ERROR, "MIGRATE %s: %s",
+                          keys->element[i]->str, rep ? rep->str : r->errstr);
+            freeReplyObject(rep);
+        }
+        freeReplyObject(keys);
+        if (n == 0) {
+            break;
+        }
+    }
+    redisFree(r);
+    for (int p = 0; p < 3; p++) {
+        redisContext *n = lu_connect(shared_ports[p]);
+        lu_cmd_ok(n, "CLUSTER SETSLOT %d NODE %s", slot, did);
+        redisFree(n);
+    }
+}
+
 /* A slot migrated while three leases in it are held. */
 START_TEST(slot_migration)
 {
@@ -352,11 +384,7 @@ START_TEST(slot_migration)
 
     migrate_name(src, dst, names[1]);
     migrate_name(src, dst, names[2]);
-    for (int p = 0; p < 3; p++) {
-        redisContext *r = lu_connect(shared_ports[p]);
-        lu_cmd_ok(r, "CLUSTER SETSLOT %d NODE %s", slot, did);
-        redisFree(r);
-    }
+    finish_migration(src, dst, slot, did);
     uint64_t moved0 = atomic_load(&c->iss->rd.cl->moved);
     tu_sleep_ms(120);
     ok0 = lu_metrics(c).renew_ok;
@@ -542,29 +570,52 @@ static void migrate_keys(int src, int dst, const char *name, const char *s1, con
     redisFree(r);
 }
 
+/* A name to migrate: its slot, the node that has it (src) and another
+ * master (dst), with their ids. */
+typedef struct mig {
+    char name[64];
+    int slot, src, dst;
+    char sid[41], did[41];
+} mig;
+
+static void mig_plan(mig *m, const char *base)
+{
+    char key[96];
+    snprintf(m->name, sizeof m->name, "%s", tu_name(base));
+    snprintf(key, sizeof key, "fence:{%s}", m->name);
+    m->slot = fence__key_slot(key, strlen(key));
+    m->src = slot_owner(shared_ports[0], m->slot);
+    m->dst = m->src == shared_ports[0] ? shared_ports[1] : shared_ports[0];
+    node_id(m->src, m->sid);
+    node_id(m->dst, m->did);
+}
+
+/* A client on the third master, with these heartbeat mode and timeouts. */
+static fence_client *open_third(int mode, int timeout_ms)
+{
+    fence_client_options o;
+    fence_client_options_init(&o);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", shared_ports[2]);
+    o.url = url;
+    o.heartbeat_mode = mode;
+    o.io_timeout_ms = timeout_ms;
+    o.connect_timeout_ms = timeout_ms;
+    return lu_open_opts(&o);
+}
+
 /* A lease with a holder description whose ":info" key has already moved
  * in a slot migration: the scripts declare it, so Redis answers TRYAGAIN
  * (or ASK) before running them -- never a script aborted midway ("non
  * local key"). */
 START_TEST(info_migration)
 {
-    char name[64], key[96], sid[41], did[41];
-    snprintf(name, sizeof name, "%s", tu_name("infomig"));
-    snprintf(key, sizeof key, "fence:{%s}", name);
-    int slot = fence__key_slot(key, strlen(key));
-    int src = slot_owner(shared_ports[0], slot);
-    int dst = src == shared_ports[0] ? shared_ports[1] : shared_ports[0];
-    node_id(src, sid);
-    node_id(dst, did);
-    fence_client_options o;
-    fence_client_options_init(&o);
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", shared_ports[2]);
-    o.url = url;
-    o.heartbeat_mode = FENCE_HEARTBEAT_MANUAL;
-    o.io_timeout_ms = 300;
-    o.connect_timeout_ms = 300;
-    fence_client *c = lu_open_opts(&o);
+    mig m;
+    mig_plan(&m, "infomig");
+    const char *name = m.name;
+    int slot = m.slot, src = m.src, dst = m.dst;
+    const char *sid = m.sid, *did = m.did;
+    fence_client *c = open_third(FENCE_HEARTBEAT_MANUAL, 300);
     fence_lease_options lo;
     fence_lease_options_init(&lo, 5000);
     lo.renew_every_ms = 100;
@@ -602,11 +653,7 @@ START_TEST(info_migration)
     redisReply *ex = redisCommand(rd, "EXISTS fence:{%s}:info", name);
     ck_assert(ex != NULL && ex->type == REDIS_REPLY_INTEGER && ex->integer == 0);
     freeReplyObject(ex);
-    for (int p = 0; p < 3; p++) {
-        redisContext *r = lu_connect(shared_ports[p]);
-        lu_cmd_ok(r, "CLUSTER SETSLOT %d NODE %s", slot, did);
-        redisFree(r);
-    }
+    finish_migration(src, dst, slot, did);
     redisFree(rs);
     redisFree(rd);
     fence_client_close(c);
@@ -791,6 +838,80 @@ START_TEST(unknown_endpoint)
 }
 END_TEST
 
+/* One caller's TRYAGAIN back-off blocks no other caller: a name whose slot
+ * is being migrated with its counter moved and its owner key on neither
+ * node answers TRYAGAIN (after ASK) until the call's budget runs out, the
+ * call backing off between tries (25 ms << n); meanwhile other threads'
+ * calls on the same client, to other slots, take their usual time.  (The
+ * back-off used to sleep with the command lock held: every thread of the
+ * client waited up to 800 ms.) */
+typedef struct {
+    fence_client *c;
+    const char *name;
+    int rc;
+    int64_t took;
+} tryagain_call;
+
+static void *tryagain_thread(void *arg)
+{
+    tryagain_call *t = arg;
+    fence_lease *l = NULL;
+    int64_t t0 = tu_now_ms();
+    t->rc = fence_try_acquire(t->c, t->name, 2000, &l);
+    t->took = tu_now_ms() - t0;
+    if (l != NULL) {
+        fence_release(l);
+    }
+    return NULL;
+}
+
+START_TEST(tryagain_blocks_no_one)
+{
+    mig m;
+    mig_plan(&m, "tryagain");
+    const char *name = m.name;
+    int slot = m.slot, src = m.src, dst = m.dst;
+    const char *sid = m.sid, *did = m.did;
+    fence_client *c = open_third(FENCE_HEARTBEAT_THREAD, 800);
+    fence_lease *l = lu_acquire_cb(c, name, 2000, 0, 0, NULL); /* its counter, on src */
+    EXPECT_RC(fence_release(l), FENCE_OK, c);
+    redisContext *rs = lu_connect(src), *rd = lu_connect(dst);
+    lu_cmd_ok(rd, "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    lu_cmd_ok(rs, "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    migrate_keys(src, dst, name, ":token", NULL);
+
+    uint64_t try0 = atomic_load(&c->iss->rd.cl->tryagain);
+    tryagain_call t = {c, name, -1, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, tryagain_thread, &t);
+    int64_t worst = 0, started = tu_now_ms();
+    int calls = 0;
+    while (tu_now_ms() - started < 1200) {
+        char other[64];
+        snprintf(other, sizeof other, "other-%d", calls++);
+        int64_t t0 = tu_now_ms();
+        fence_lease *ol = lu_acquire_cb(c, tu_name(other), 2000, 0, 0, NULL);
+        EXPECT_RC(fence_release(ol), FENCE_OK, c);
+        int64_t took = tu_now_ms() - t0;
+        worst = took > worst ? took : worst;
+        tu_sleep_ms(10);
+    }
+    pthread_join(th, NULL);
+    fprintf(stderr, "tryagain_blocks_no_one: the TRYAGAIN call %d after %lld ms; %d other "
+            "cycles meanwhile, the slowest %lld ms\n", t.rc, (long long)t.took, calls,
+            (long long)worst);
+    ck_assert_uint_gt(atomic_load(&c->iss->rd.cl->tryagain), try0);
+    ck_assert_int_eq(t.rc, FENCE_ECONN);
+    ck_assert_msg(t.took <= 1700, "the TRYAGAIN call took %lld ms (budget 1600)",
+                  (long long)t.took);
+    ck_assert_msg(worst < 150, "another thread's acquire+release took %lld ms", (long long)worst);
+    redisFree(rs);
+    redisFree(rd);
+    finish_migration(src, dst, slot, did);
+    fence_client_close(c);
+}
+END_TEST
+
 static Suite *cluster_suite(void)
 {
     Suite *s = suite_create("cluster");
@@ -807,6 +928,7 @@ static Suite *cluster_suite(void)
     tcase_add_test(tc, redirect_parser);
     tcase_add_test(tc, unknown_endpoint);
     tcase_add_test(tc, info_migration);
+    tcase_add_test(tc, tryagain_blocks_no_one);
     tcase_add_test(tc, hung_master);
     suite_add_tcase(s, tc);
     TCase *fo = tcase_create("failover");

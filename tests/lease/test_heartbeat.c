@@ -2,10 +2,12 @@
  * test_heartbeat.c -- keeping leases alive and noticing when they are not:
  * the heartbeat thread, manual renewal, FENCE_HEARTBEAT_MANUAL, the lost
  * callback (key deleted, key taken, Redis stopped, release from inside the
- * callback) and fence_lease_valid_ms().  Real redis-server from
+ * callback; exactly once per lease also when memory has run out) and
+ * fence_lease_valid_ms().  Real redis-server from
  * scripts/with-servers; the Redis-stopping test always restarts it.
  */
 #include "casetable.h"
+#include "failalloc.h"
 #include "fence.h"
 #include "leaseutil.h"
 
@@ -503,6 +505,51 @@ START_TEST(lost_cb_skipped_after_release_in_other_cb)
 }
 END_TEST
 
+/* Memory runs out on the heartbeat's thread (every allocation there
+ * fails: failalloc.h) while 20 leases are held: their renewals cannot even
+ * be sent, and each lease's on_lost still comes exactly once when its
+ * validity ends, reason FENCE_ECONN -- losing a lease allocates nothing
+ * (its callback used to be queued in an array that grew beyond 8 entries:
+ * the others were dropped). */
+enum { NOMEM_LEASES = 20 };
+START_TEST(lost_once_without_memory)
+{
+    fence_client *c = lu_open_client();
+    lu_lost lr[NOMEM_LEASES];
+    fence_lease *l[NOMEM_LEASES];
+    for (int i = 0; i < NOMEM_LEASES; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "nomem-%d", i);
+        lu_lost_init(&lr[i]);
+        l[i] = lu_acquire_cb(c, tu_name(nm), 400, 0, 0, &lr[i]);
+    }
+    fa_start();
+    int64_t t0 = tu_now_ms();
+    int all = 0;
+    while (!all && tu_now_ms() - t0 < 2000) {
+        tu_sleep_ms(20);
+        all = 1;
+        for (int i = 0; i < NOMEM_LEASES; i++) {
+            all &= atomic_load(&lr[i].calls) > 0;
+        }
+    }
+    tu_sleep_ms(200); /* a second call would come by now */
+    fa_stop();
+    long failures = fa_failed();
+    ck_assert_msg(failures > 0, "no allocation failed: the injection did not work");
+    for (int i = 0; i < NOMEM_LEASES; i++) {
+        ck_assert_msg(atomic_load(&lr[i].calls) == 1, "lease %d: %d callbacks (%ld allocations "
+                      "failed)", i, atomic_load(&lr[i].calls), failures);
+        ck_assert_int_eq(atomic_load(&lr[i].reason), FENCE_ECONN);
+        ck_assert_int_ne(fence_lease_lost(l[i]), 0);
+    }
+    for (int i = 0; i < NOMEM_LEASES; i++) {
+        fence_release(l[i]);
+    }
+    fence_client_close(c);
+}
+END_TEST
+
 /* Redis frozen (SIGSTOP): a short lease that is not due when a pass starts
  * is still reported lost on time, not after the pass's I/O timeout. */
 static long redis_pid(void)
@@ -834,6 +881,7 @@ static Suite *heartbeat_suite(void)
     tcase_add_test(tc, heartbeat_backs_off_while_down);
     tcase_add_test(tc, lost_cb_skipped_after_release_in_other_cb);
     tcase_add_test(tc, lost_on_time_while_redis_frozen);
+    tcase_add_test(tc, lost_once_without_memory);
     tcase_add_test(tc, callbacks_releasing_each_other_do_not_deadlock);
     tcase_add_test(tc, expired_lease_not_renewed_by_a_pass);
     tcase_add_test(tc, timeout_not_retried);

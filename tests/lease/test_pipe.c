@@ -3,7 +3,9 @@
  * caller that gives up leaves a placeholder, so the replies after it still
  * find their owners; a connection killed mid-pipeline fails every caller
  * at once, none waits past its deadline; a server quiet past the head
- * request's allowance fails the connection. */
+ * request's allowance fails the connection; bytes queued while another
+ * caller drives go out at once (the driver is woken, never re-polls); a
+ * reply nobody asked for fails the connection. */
 #include "lease_internal.h"
 #include "redis/rissuer.h"
 #include "leaseutil.h"
@@ -271,6 +273,88 @@ START_TEST(killed_connection_fails_every_caller)
 }
 END_TEST
 
+/* A caller that queues while another drives: the driver, in poll() for a
+ * reply that takes 300 ms (BLPOP on an empty list), is woken and writes the
+ * new bytes at once.  (It used to see them only at its next reply, or 50
+ * ms after it had started polling with bytes already queued.)  Then both
+ * get their own replies. */
+typedef struct {
+    shared *s;
+    int rc;
+    fence__req *q;
+} blpop_call;
+
+static void *blpop_thread(void *arg)
+{
+    blpop_call *b = arg;
+    const char *cmd[1] = {"BLPOP fence-test-wake-empty 0.3"};
+    b->rc = call(b->s, 1, cmd, 2000, 2000, &b->q);
+    return NULL;
+}
+
+START_TEST(queued_bytes_wake_the_driver)
+{
+    shared s;
+    shared_init(&s);
+    blpop_call b = {&s, -1, NULL};
+    pthread_t th;
+    pthread_create(&th, NULL, blpop_thread, &b);
+    tu_sleep_ms(30); /* the BLPOP's caller drives, polling for its reply */
+    fence__req *q = fence__req_new(1, 2000000);
+    pthread_mutex_lock(&s.lk);
+    ck_assert_msg(s.p.driving && s.p.head != NULL, "the BLPOP is not being driven");
+    append_words(s.p.cn, "PING");
+    fence__pipe_submit(&s.p, q, 0); /* as the command line queues: written by the driver */
+    pthread_mutex_unlock(&s.lk);
+    tu_sleep_ms(20);
+    pthread_mutex_lock(&s.lk);
+    size_t left = s.p.cn->olen;
+    pthread_mutex_unlock(&s.lk);
+    ck_assert_msg(left == 0, "%zu bytes still queued 20 ms later", left);
+    pthread_mutex_lock(&s.lk);
+    int rc = fence__pipe_wait(&s.p, &s.lk, q, fence__now_us() + 2000000);
+    pthread_mutex_unlock(&s.lk);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(b.rc, 0);
+    ck_assert_int_eq(b.q->state, FENCE__REQ_DONE);
+    ck_assert_int_eq(((redisReply *)b.q->reply[0])->type, REDIS_REPLY_NIL);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(q->state, FENCE__REQ_DONE);
+    ck_assert_str_eq(((redisReply *)q->reply[0])->str, "PONG");
+    fence__req_free(b.q);
+    fence__req_free(q);
+    shared_free(&s);
+}
+END_TEST
+
+/* A reply nobody asked for: the connection subscribed to a channel (a
+ * request of one reply) and a message published to it later, while the
+ * connection sat idle -- the next request must not take it for its own
+ * reply: the connection fails, and so does that request. */
+START_TEST(reply_nobody_asked_for)
+{
+    shared s;
+    shared_init(&s);
+    fence__req *q = NULL;
+    const char *sub[1] = {"SUBSCRIBE fence-test-unasked"};
+    ck_assert_int_eq(call(&s, 1, sub, 2000, 2000, &q), 0);
+    ck_assert_int_eq(q->state, FENCE__REQ_DONE);
+    fence__req_free(q);
+    redisContext *r = tu_redis();
+    redisReply *pub = redisCommand(r, "PUBLISH fence-test-unasked hello");
+    ck_assert(pub != NULL && pub->type == REDIS_REPLY_INTEGER && pub->integer == 1);
+    freeReplyObject(pub);
+    redisFree(r);
+    tu_sleep_ms(20); /* idle past the check's threshold, the message arrived */
+    const char *ping[1] = {"PING"};
+    ck_assert_int_eq(call(&s, 1, ping, 2000, 2000, &q), 0);
+    ck_assert_int_eq(q->state, FENCE__REQ_FAILED);
+    ck_assert_msg(strstr(q->errstr, "a reply nobody asked for") != NULL, "%s", q->errstr);
+    fence__req_free(q);
+    shared_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipe");
@@ -280,6 +364,8 @@ int main(void)
     tcase_add_test(tc, gave_up_caller_keeps_the_order);
     tcase_add_test(tc, quiet_server_fails_the_connection);
     tcase_add_test(tc, killed_connection_fails_every_caller);
+    tcase_add_test(tc, queued_bytes_wake_the_driver);
+    tcase_add_test(tc, reply_nobody_asked_for);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
