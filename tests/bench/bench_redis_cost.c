@@ -38,7 +38,7 @@
  *     threads sharing one fence_client, distinct names, try_acquire +
  *     release for a fixed time; the ratio (the issue's goal: >= 5).
  *  4. ioredis_8callers_per_s (and ioredis_1caller_per_s): the same fenced
- *     cycle (the library's own acquire.lua / release.lua, same arguments)
+ *     cycle (the library's own issue.lua + acquire.lua / release.lua, same arguments)
  *     from 8 concurrent callers on one ioredis connection, run by node
  *     (tests/bench/ioredis_callers.js; ioredis installed by npm into
  *     build/bench/ioredis, never committed).  Skipped with one comment line
@@ -497,7 +497,7 @@ static void floor_cycles(void *arg)
  * What a cycle of these commands costs however cheap the scripts' own code
  * were: the floor of this command set, against the mechanism's floor. */
 static const char *SKELETON_ACQUIRE =
-    "redis.call('GET', KEYS[1]) redis.call('HMGET', KEYS[2], 'n', 'run', 't') "
+    "redis.call('GET', KEYS[1]) redis.call('HMGET', KEYS[2], 'n', 'run', 't', 'm') "
     "redis.call('INFO', 'replication') redis.call('TIME') "
     "redis.call('HSET', KEYS[2], 'n', '1796165367735919', 't', '1796165367735919') "
     "redis.call('PEXPIREAT', KEYS[2], '1796251767736') "
@@ -741,15 +741,27 @@ static void bench_tiny(void)
  * the EVALSHA usec is one script's alone. */
 enum { SPLIT_ROUNDS = 5, SPLIT_CALLS = 2000 };
 
-static char *slurp(const char *path)
+/* The files at paths joined by newlines, as the issuer joins issue.lua
+ * and acquire.lua (rscripts.c); one buffer, valid until the next call. */
+static char *slurp(const char *path, const char *path2)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        fail("cannot read %s (run from the source tree, as make bench does)", path);
+    static char buf[131072];
+    size_t n = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *p = i == 0 ? path : path2;
+        if (p == NULL) {
+            break;
+        }
+        FILE *f = fopen(p, "rb");
+        if (f == NULL) {
+            fail("cannot read %s (run from the source tree, as make bench does)", p);
+        }
+        if (i > 0) {
+            buf[n++] = '\n';
+        }
+        n += fread(buf + n, 1, sizeof buf - 2 - n, f);
+        fclose(f);
     }
-    static char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
     buf[n] = '\0';
     return buf;
 }
@@ -766,7 +778,7 @@ static void split_calls(void *arg)
     const char *owner = "0123456789abcdef0123456789abcdef";
     for (int i = 0; i < SPLIT_CALLS; i++) {
         if (!a->release) {
-            freeReplyObject(cmd_ok(redisCommand(g_r, "EVALSHA %s 2 %s %s a %s 60000 clock "
+            freeReplyObject(cmd_ok(redisCommand(g_r, "EVALSHA %s 2 %s %s %s 60000 clock "
                                                 "10000000 0 86400000", a->acq, k, tk, owner),
                                    REDIS_REPLY_ARRAY, "EVALSHA acquire.lua"));
             freeReplyObject(cmd_ok(redisCommand(g_r, "DEL %s", k), REDIS_REPLY_INTEGER, "DEL"));
@@ -787,8 +799,8 @@ static void split_calls(void *arg)
 static void bench_split(void)
 {
     split_arg a;
-    script_load(g_r, slurp("lib/lease/acquire.lua"), a.acq);
-    script_load(g_r, slurp("lib/lease/release.lua"), a.rel);
+    script_load(g_r, slurp("lib/lease/redis/issue.lua", "lib/lease/redis/acquire.lua"), a.acq);
+    script_load(g_r, slurp("lib/lease/redis/release.lua", NULL), a.rel);
     double us[2][SPLIT_ROUNDS];
     for (int round = 0; round < SPLIT_ROUNDS; round++) {
         for (a.release = 0; a.release < 2; a.release++) {

@@ -15,7 +15,7 @@
 #  2. redis_ir_acquire_without_<piece>: instructions one acquire.lua call
 #     (with a top-level DEL of the owner key) loses when one command is
 #     replaced by a constant; the same for release.lua (with a SET).
-# Everything runs from the source tree (lib/lease/*.lua).
+# Everything runs from the source tree (lib/lease/redis/*.lua).
 import glob
 import os
 import re
@@ -25,7 +25,9 @@ import sys
 
 PORT, PID, DIR = int(os.environ['REDIS_PORT']), os.environ['VG_PID'], os.environ['VG_DIR']
 OWNER = '0123456789abcdef0123456789abcdef'
-ACQ_ARGS = ('a', OWNER, 60000, 'clock', 10000000, 0, 86400000)
+ACQ_ARGS = (OWNER, 60000, 'clock', 10000000, 0, 86400000)
+# Before issue 28 acquire.lua was one script for acquire ('a') and reissue.
+OLD_ACQ_ARGS = ('a',) + ACQ_ARGS
 
 
 class Redis:
@@ -99,11 +101,11 @@ FLOOR_ACQ = ("if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
              "return redis.call('INCR', KEYS[2]) end return 0")
 FLOOR_REL = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
              "return redis.call('DEL', KEYS[1]) end return 0")
-SKEL_ACQ = ("redis.call('GET', KEYS[1]) redis.call('HMGET', KEYS[2], 'n', 'run', 't') "
+SKEL_ACQ = ("redis.call('GET', KEYS[1]) redis.call('HMGET', KEYS[2], 'n', 'run', 't', 'm') "
             "redis.call('INFO', 'replication') redis.call('TIME') "
             "redis.call('HSET', KEYS[2], 'n', '1796165367735919', 't', '1796165367735919') "
             "redis.call('PEXPIREAT', KEYS[2], '1796251767736') "
-            "redis.call('SET', KEYS[1], ARGV[2] .. ':1796165367735919', 'PX', ARGV[3]) "
+            "redis.call('SET', KEYS[1], ARGV[1] .. ':1796165367735919', 'PX', ARGV[2]) "
             "return {1, '1796165367735919'}")
 SKEL_REL = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
             "redis.call('DEL', KEYS[1], KEYS[1] .. ':info') "
@@ -112,8 +114,11 @@ SKEL_REL = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
 
 def main():
     r = Redis(PORT)
-    acquire = open('lib/lease/acquire.lua').read()
-    release = open('lib/lease/release.lua').read()
+    # issue.lua in front of acquire.lua, as the Redis issuer loads it.
+    acquire = open('lib/lease/redis/issue.lua').read() + '\n' + \
+        open('lib/lease/redis/acquire.lua').read()
+    release = open('lib/lease/redis/release.lua').read()
+    args = {'library': ACQ_ARGS, 'skeleton': ACQ_ARGS}
     load = lambda body: r.cmd('SCRIPT', 'LOAD', body)
 
     # 1. whole cycles
@@ -128,16 +133,24 @@ def main():
                 sys.exit('redis_instructions: the floor cycle failed')
             return
         acq, rel = pairs[kind]
-        rep = r.cmd('EVALSHA', acq, 2, key, counter, *ACQ_ARGS)
+        rep = r.cmd('EVALSHA', acq, 2, key, counter, *args[kind])
         if rep[0] != 1 or r.cmd('EVALSHA', rel, 1, key, '%s:%s' % (OWNER, rep[1]),
                                 key + ':released') != 1:
             sys.exit('redis_instructions: the %s cycle failed: %r' % (kind, rep))
 
     kinds = ['library', 'skeleton', 'floor']
     if len(sys.argv) > 1:
-        old = [subprocess.run(['git', 'show', '%s:lib/lease/%s' % (sys.argv[1], f)], check=True,
-                              capture_output=True, text=True).stdout
-               for f in ('acquire.lua', 'release.lua')]
+        def show(f):
+            return subprocess.run(['git', 'show', '%s:%s' % (sys.argv[1], f)],
+                                  capture_output=True, text=True)
+        issue = show('lib/lease/redis/issue.lua')
+        if issue.returncode == 0:
+            old = [issue.stdout + '\n' + show('lib/lease/redis/acquire.lua').stdout,
+                   show('lib/lease/redis/release.lua').stdout]
+            args['ref'] = ACQ_ARGS
+        else:
+            old = [show('lib/lease/acquire.lua').stdout, show('lib/lease/release.lua').stdout]
+            args['ref'] = OLD_ACQ_ARGS
         pairs['ref'] = (load(old[0]), load(old[1]))
         kinds.insert(1, 'ref')
     for k in kinds:  # warm: the counters exist, the scripts are compiled
@@ -156,16 +169,16 @@ def main():
                 "return string.match(s, 'run_id:(%x+)') .. ':' .. string.match(s, 'master_replid:(%x+)')", 0)
     acq_pieces = [
         ('get', "local v = redis.call('GET', KEYS[1])", "local v = nil"),
-        ('hmget', "local h = redis.pcall('HMGET', key, 'n', 'run', 't')",
-         "local h = {'1796165367735919', '%s', '1796165367735919'}" % inc),
+        ('hmget', "local h = redis.pcall('HMGET', key, 'n', 'run', 't', 'm')",
+         "local h = {'1796165367735919', '%s', '1796165367735919', 'clock'}" % inc),
         ('info', "local function incarnation(run)\n", "local function incarnation(run)\n  do return run end\n"),
         ('time', "local t = redis.call('TIME')", "local t = {'1796165367', '735919'}"),
         ('hset', "redis.call('HSET', key, 'n', s, 't', string.format('%d', now))",
          "local _ = string.format('%d', now)"),
         ('pexpireat', "redis.call('PEXPIREAT', key, string.format('%d', math.floor(token / 1000) + 1 + idle_ms))",
          "local _ = string.format('%d', math.floor(token / 1000) + 1 + idle_ms)"),
-        ('set', "redis.call('SET', KEYS[1], ARGV[2] .. ':' .. token, 'PX', ARGV[3])",
-         "local _ = ARGV[2] .. ':' .. token"),
+        ('set', "redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])",
+         "local _ = ARGV[1] .. ':' .. token"),
     ]
     rel_pieces = [
         ('del', "    redis.call('DEL', KEYS[1], KEYS[1] .. ':info')\n", ""),
