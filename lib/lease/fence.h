@@ -92,11 +92,12 @@ enum fence_heartbeat_mode {
  * paces its answers (docs/api.md, "Timeouts").
  */
 typedef struct fence_client_options {
-    /* redis://[user:password@]host[:port][/db], rediss://... (TLS),
-     * unix:///path[?db=N], or
+    /* The issuer, by the scheme.  Redis: redis://[user:password@]host[:port][/db],
+     * rediss://... (TLS), unix:///path[?db=N], or
      * redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master
      * (Sentinel port default 26379; the credentials are the data nodes').
-     * Required.  Percent-escapes are decoded in user and password.
+     * postgresql:// and etcd:// URLs: FENCE_EINVAL, not available in this
+     * build.  Required.  Percent-escapes are decoded in user and password.
      * Transports, TLS and Sentinel: docs/redis.md. */
     const char *url;
     /* Overrides for the URL's credentials (NULL: take them from the URL).
