@@ -8,9 +8,17 @@
 # "fence:stale") and exits 3; a malformed holder is refused (exit 4).  The
 # PostgreSQL jobs survive being a deadlock victim (40P01) by retrying; after
 # a refused SQLite write the job's rollback releases the write lock (and
-# without it another writer gets "database is locked").
+# without it another writer gets "database is locked").  Through the real
+# pgbouncer of with-servers --pgbouncer in transaction mode (pool of 2):
+# pg_job3 and pg_job, 4 workers x 50 transactions each, commit every one;
+# psycopg 3 with its default prepare_threshold fails there (asserted: at
+# least one transaction fails, 42P05 / 26000 / 08P01; printed: how many,
+# and rows moved by another client's statement), the same program with
+# pg_job3.connect() (prepare_threshold=None) commits 200 of 200; psycopg2
+# leaves no prepared statement on the server.
 # Prints TAP-style lines; exits non-zero on any failure.  Needs
-# FENCE_BUILD, FENCE_TEST_REDIS_URL, FENCE_TEST_PG_CONNINFO.
+# FENCE_BUILD, FENCE_TEST_REDIS_URL, FENCE_TEST_PG_CONNINFO and the
+# pgbouncer's FENCE_TEST_PGBOUNCER_PORT, FENCE_TEST_PGBOUNCER_TX_USER.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${FENCE_BUILD:-build}
