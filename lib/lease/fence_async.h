@@ -37,9 +37,12 @@ typedef struct fence_async fence_async;
  * Open a handle from the options of fence_client_open() (the same checks,
  * the same statuses and messages), without connecting: the connection is
  * made when the first request needs it, and again after a failure.
- * heartbeat_mode is ignored (the caller's loop renews).  Refused with
- * FENCE_EINVAL: redis-sentinel:// URLs (use the blocking API); a Redis
- * Cluster is refused at the first request.  On
+ * heartbeat_mode is ignored (the caller's loop renews).  Redis only:
+ * refused with FENCE_EINVAL are URLs of another issuer and redis-sentinel://
+ * URLs (use the blocking API); a Redis Cluster is refused at the first
+ * request.  Each call is held to its own time, as the blocking API's:
+ * connect_timeout_ms when it has to wait for a connection, then
+ * io_timeout_ms (FENCE_ECONN "timed out" after that).  On
  * failure *out is still a handle whose fence_async_errmsg() says why
  * (unless out was NULL or memory ran out); close it either way.
  */
