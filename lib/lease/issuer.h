@@ -22,7 +22,38 @@
  *
  * Threads.  Any number of threads may call the operations at once, except
  * renew on FENCE__CHAN_HEARTBEAT (one at a time: the core's heartbeat lock) and
- * the operations on one lease (the core serialises them: in_pass). */
+ * the operations on one lease (the core serialises them: in_pass).
+ *
+ * Writing another issuer (PostgreSQL, etcd): a room of its own
+ * (lib/lease/<name>/, added to PARTS and NEVER_CALLS in
+ * scripts/check-layering), an ops table with every member below set, and its
+ * row in issuers.c (its name, URL schemes and the fence_client_options bits
+ * it takes: the core refuses every other option by name before open).  What
+ * each operation must keep, whatever the server:
+ *   - tokens: per name, strictly above every token it ever issued for the
+ *     name, across restarts and failovers of the server, and above a raise;
+ *     issued in the same atomic step that grants the lease (never a token
+ *     without the lease, never a lease without a new token);
+ *   - acquire: safe to repeat -- an acquire whose answer was lost and that is
+ *     sent again with the same l->holder gets the lease and token it already
+ *     has, nothing issued; another holder's lease is never touched;
+ *   - renew and release: compare-and-act on the exact holder and token
+ *     (l->value); a refusal says "not yours any more", an error says "no
+ *     answer" (the core tells these apart: refused leases are lost at once,
+ *     unanswered ones when their validity ends);
+ *   - expiry by the server's own clock (a TTL, clock_timestamp(), a lease
+ *     in etcd), never the client's: the core's validity (TTL less a margin,
+ *     from when the request went out) must end before the server's;
+ *   - waiting: a waiter opened before the attempt it follows, so no release
+ *     slips between them; NULL when none can be made (the core polls);
+ *   - messages: every failure with a code and a message written into the
+ *     core's slot (env->errslot(), keyed by env->errkey), no secrets in them;
+ *   - deadlines and threads as above; no callback, no sleep with a lock
+ *     other callers need, no call into the core.
+ * Tests: the new issuer's guarantees on its real server (restart, failover,
+ * a paused holder or server), and the behaviour suites (tests/lease:
+ * heartbeat, lost, wait, hand-off, metrics; tests/cli), which today reach
+ * into Redis to break things, given the same cases on its server. */
 #ifndef FENCE_ISSUER_H
 #define FENCE_ISSUER_H
 

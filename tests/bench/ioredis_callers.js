@@ -1,7 +1,8 @@
 // ioredis_callers.js PORT MS -- the fenced cycle of bench_redis_cost part 4
-// from node: the library's own acquire.lua and release.lua, with the
-// arguments libfence sends (MONITOR: clock tokens, jump 10 s, no limit,
-// counters idle a day),
+// from node: the library's own scripts (issue.lua in front of acquire.lua,
+// joined as the Redis issuer joins them in lib/lease/redis/rscripts.c, and
+// release.lua), with the arguments libfence sends (MONITOR: clock tokens,
+// jump 10 s, no limit, counters idle a day),
 // by 1 and then 8 concurrent callers sharing ONE ioredis connection
 // (ioredis pipelines the callers' commands on it), distinct names, for MS
 // milliseconds each; 3 rounds ABAB, medians.  Prints
@@ -15,12 +16,13 @@ const Redis = require('ioredis');
 
 const port = Number(process.argv[2]);
 const ms = Number(process.argv[3]);
-const lua = (f) => fs.readFileSync(path.join(__dirname, '..', '..', 'lib', 'lease', f), 'utf8');
+const lua = (...fs_) => fs_.map((f) => fs.readFileSync(
+  path.join(__dirname, '..', '..', 'lib', 'lease', 'redis', f), 'utf8')).join('\n');
 
 async function main() {
   const r = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0 });
   await r.connect();
-  r.defineCommand('fenceAcquire', { numberOfKeys: 2, lua: lua('acquire.lua') });
+  r.defineCommand('fenceAcquire', { numberOfKeys: 2, lua: lua('issue.lua', 'acquire.lua') });
   r.defineCommand('fenceRelease', { numberOfKeys: 1, lua: lua('release.lua') });
 
   async function caller(name, deadline) {
@@ -28,7 +30,7 @@ async function main() {
     let n = 0;
     while (Date.now() < deadline) {
       const owner = crypto.randomBytes(16).toString('hex');
-      const a = await r.fenceAcquire(key, `${key}:token`, 'a', owner, '60000', 'clock',
+      const a = await r.fenceAcquire(key, `${key}:token`, owner, '60000', 'clock',
                                      '10000000', '0', '86400000');
       if (!Array.isArray(a) || a[0] !== 1) throw new Error(`acquire refused: ${a}`);
       const d = await r.fenceRelease(key, `${owner}:${a[1]}`, `${key}:released`);
