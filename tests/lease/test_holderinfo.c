@@ -25,10 +25,11 @@
 
 extern char **environ;
 
-/* "fence:{NAME}:info" */
+/* "fence:{NAME}:info"; a key that does not fit fails the test */
 static void info_key(char *buf, size_t n, const char *name)
 {
-    snprintf(buf, n, "fence:{%s}:info", name);
+    int len = snprintf(buf, n, "fence:{%s}:info", name);
+    ck_assert(len >= 0 && (size_t)len < n);
 }
 
 static fence_lease *acquire_info(fence_client *c, const char *name, int64_t ttl,
