@@ -43,7 +43,7 @@
  *
  * Parameters (spin -DNAME=VALUE; defaults below):
  *   RULE    1 clock tokens, the new rule: max(n + 1, now) + J on a new
- *             incarnation (lib/lease/acquire.lua, issue 19);
+ *             incarnation (lib/lease/redis/issue.lua, issue 19);
  *           2 clock tokens, the old rule: max(n + 1, now + J);
  *           0 dense tokens: n + 1.
  *   J       the jump (token_jump_ms), in ticks.

@@ -52,7 +52,7 @@ fi
 # Redis, continued: the key is gone and a renewal with the old owner value
 # is refused (the library's renew.lua, as the heartbeat sends it).
 gone=$(rcli 6379 exists "fence:{$NAME}")
-ans=$(rcli 6379 eval "$(cat lib/lease/renew.lua)" 1 "fence:{$NAME}" "$owner" "$TTL")
+ans=$(rcli 6379 eval "$(cat lib/lease/redis/renew.lua)" 1 "fence:{$NAME}" "$owner" "$TTL")
 if [ "$gone" = 0 ] && [ "$ans" = 0 ]; then
   ok "freeze: after SIGCONT the key had expired and Redis refused the old holder's renewal (renew.lua: 0)"
 else
