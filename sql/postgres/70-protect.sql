@@ -213,8 +213,8 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION fence.add_checks(regclass) TO PUBLIC;
 
--- Drop fence's triggers from TBL (no error when there are none) and the
--- generated functions nothing uses any more.
+-- Drop fence's triggers and token column marker from TBL (no error when
+-- there are none) and the generated functions nothing uses any more.
 CREATE OR REPLACE FUNCTION fence.unprotect(tbl regclass) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -233,6 +233,10 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig, tbl);
     END LOOP;
+    -- Without its marker, or the install would protect it again.
+    IF EXISTS (SELECT 1 FROM fence.token_columns t WHERE t.tbl = unprotect.tbl) THEN
+        PERFORM fence.mark_token_column(tbl, NULL);
+    END IF;
     PERFORM fence.record_table(tbl);
     PERFORM fence.drop_orphans();
 END
@@ -357,6 +361,9 @@ BEGIN
         EXECUTE pg_catalog.format('UPDATE %s SET %I = %I WHERE %I OPERATOR(pg_catalog.<) %I',
                                   tbl, col, old_col, col, old_col);
     END IF;
+
+    -- The marker that travels with the table (see fence.token_marker()).
+    PERFORM fence.mark_token_column(tbl, col);
 
     IF use_impl = 'plpgsql' THEN
         SELECT * INTO fns FROM fence.generate(tbl, col, permissive);
