@@ -320,8 +320,9 @@ BEGIN
     -- 0 (or whatever it held) and admit tokens older than the stamps.
     -- move_guard() moves it on purpose, carrying every stamp over.
     -- (A column renamed since is the same column: only a token column
-    -- that still exists under its recorded name counts.)
-    SELECT p.col INTO old_col FROM fence.protected p WHERE p.tbl = protect_tbl
+    -- that still exists under its recorded name counts.  fence.guards:
+    -- also while the guard is not whole.)
+    SELECT p.col INTO old_col FROM fence.guards p WHERE p.tbl = protect_tbl
        AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                    WHERE a.attrelid = protect_tbl AND a.attname = p.col AND a.attnum > 0 AND NOT a.attisdropped);
     IF move THEN

@@ -190,16 +190,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$ SELECT fence.set_advance('public', false, 'revoke_public') $$;
 REVOKE ALL ON FUNCTION fence.revoke_public() FROM PUBLIC;
 
--- The install puts the recorded policy back: PUBLIC loses EXECUTE on
--- fence.advance where the record does not allow it (a restore whose ACL
--- entry failed; a GRANT by hand), each recorded role that exists gets it,
--- each role holding it without a record loses it -- a WARNING each.  Two
--- differences it leaves, with a WARNING, for fence.verify() to keep
--- reporting: a recorded role that does not exist in this cluster (restore
--- the roles first: pg_dumpall --globals-only), and PUBLIC lacking a
--- privilege the record gives it (the install never gives PUBLIC what it
--- does not have: fence.grant_public() or fence.revoke_public() says which
--- is meant).
+-- The install puts the recorded policy back where a restore loses it, and
+-- records what its owner changed by hand.  A restore whose ACL entry for
+-- fence.advance fails (a role it names is missing) leaves the function
+-- executable by PUBLIC and the roles without it; a restore never adds a
+-- grant, nor takes one from PUBLIC.  So: PUBLIC executing it without a
+-- record loses it (also after a GRANT ... TO PUBLIC by hand: fail closed;
+-- fence.grant_public() is the way); each recorded role that exists and
+-- lacks it gets it (also after a REVOKE by hand: fence.revoke() is the
+-- way); a recorded role that does not exist is left for fence.verify() to
+-- keep reporting (restore the roles first: pg_dumpall --globals-only).  A
+-- role granted it by hand, and PUBLIC's EXECUTE revoked by hand, are
+-- recorded (only the function's owner can have done either).  A WARNING
+-- each.
 DO $apply$
 DECLARE
     r record;
@@ -209,20 +212,23 @@ BEGIN
                g.grantee = 'public' OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles o WHERE o.rolname = g.grantee) AS known
         FROM fence.advance_grants g
         LEFT JOIN fence.advance_acl() x (grantee) ON x.grantee = g.grantee
+        WHERE x.grantee IS NULL
         ORDER BY g.grantee
     LOOP
-        IF r.grantee = 'public' AND NOT r.has THEN
-            RAISE WARNING 'fence: fence.advance_grants lets PUBLIC execute fence.advance(), which PUBLIC may not (a REVOKE by hand?): left as it is'
-                USING HINT = 'SELECT fence.revoke_public(); records that it may not; SELECT fence.grant_public(); gives it back.';
+        IF r.grantee = 'public' THEN
+            DELETE FROM fence.advance_grants g WHERE g.grantee = 'public';
+            RAISE WARNING 'fence: PUBLIC may no longer execute fence.advance() (revoked by hand): recorded in fence.advance_grants'
+                USING HINT = 'SELECT fence.grant_public(); lets every role advance again.';
         ELSIF NOT r.known THEN
             RAISE WARNING 'fence: fence.advance_grants lets role % execute fence.advance(), and no role of that name exists in this cluster',
                     pg_catalog.quote_ident(r.grantee)
                 USING HINT = pg_catalog.format('Restore the roles first (pg_dumpall --globals-only | psql), then run this script again; or forget it: SELECT fence.revoke(%L);',
                                                r.grantee);
-        ELSIF NOT r.has THEN
+        ELSE
             PERFORM fence.set_advance(r.grantee, true, 'install');
             RAISE WARNING 'fence: granted EXECUTE on fence.advance() to role %, as fence.advance_grants records (its grant was lost, e.g. by a restore)',
-                    pg_catalog.quote_ident(r.grantee);
+                    pg_catalog.quote_ident(r.grantee)
+                USING HINT = pg_catalog.format('To take it away: SELECT fence.revoke(%L);', r.grantee);
         END IF;
     END LOOP;
     FOR r IN
@@ -230,11 +236,16 @@ BEGIN
         WHERE NOT EXISTS (SELECT 1 FROM fence.advance_grants g WHERE g.grantee = x.grantee)
         ORDER BY x.grantee
     LOOP
-        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM %s',
-                                  CASE WHEN r.grantee = 'public' THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.grantee) END);
-        RAISE WARNING 'fence: revoked EXECUTE on fence.advance() from %, which fence.advance_grants does not allow (a restore that lost its ACL, or a GRANT by hand)',
-                CASE WHEN r.grantee = 'public' THEN 'PUBLIC' ELSE 'role ' || pg_catalog.quote_ident(r.grantee) END
-            USING HINT = 'To allow it: SELECT fence.grant(<role>, revoke_public => false); or SELECT fence.grant_public();';
+        IF r.grantee = 'public' THEN
+            REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;
+            RAISE WARNING 'fence: revoked EXECUTE on fence.advance() from PUBLIC, which fence.advance_grants does not allow (a restore that lost the function''s ACL, or a GRANT by hand)'
+                USING HINT = 'To let every role advance: SELECT fence.grant_public();';
+        ELSE
+            INSERT INTO fence.advance_grants (grantee) VALUES (r.grantee);
+            RAISE WARNING 'fence: role % may execute fence.advance() (granted by hand): recorded in fence.advance_grants',
+                    pg_catalog.quote_ident(r.grantee)
+                USING HINT = pg_catalog.format('To take it away: SELECT fence.revoke(%L);', r.grantee);
+        END IF;
     END LOOP;
 END
 $apply$;
