@@ -1,4 +1,4 @@
--- 60-generated.sql -- part of fence.sql: what fence keeps per table: fence.refuse_schema(), the registries fence.generated and fence.tables, fence.generate(), fence.drop_orphans().
+-- 60-generated.sql -- part of fence.sql: what fence keeps per table: fence.refuse_schema(), the registries fence.generated and fence.tables, fence's token column marker, fence.generate(), fence.drop_orphans().
 -- The parts are joined in name order into $(B)/sql/postgres/fence.sql
 -- (lib/pg/module.mk), the one script that psql -f, fence_pg_install()
 -- and make install use; it runs as one transaction (BEGIN in

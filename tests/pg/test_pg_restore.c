@@ -1189,6 +1189,74 @@ START_TEST(tampered_guard_restored)
 }
 END_TEST
 
+/* A database of fence.sql version 4 as released (tests/pg/fence_v4.sql):
+ * no markers, no fence.tables, no fence.advance_grants, and fence.advance
+ * restricted the way version 4 documented (REVOKE from PUBLIC, GRANT to
+ * the application's role).  The install records the tables, puts the
+ * marker on each token column quietly (the installer, a superuser, may:
+ * another role's table too), and records the ACL as the policy: nothing
+ * to repair, the operator's REVOKE and GRANT kept.  Then a table of it
+ * restored alone into the second cluster is found by its marker. */
+START_TEST(install_over_version_4_marks_and_records)
+{
+    char d[NAME_BUF], app[NAME_BUF], other[NAME_BUF], path[512], sql[1024];
+    side_role("v4app", app);
+    side_role("v4other", other);
+    side_db("v4", NULL, d);
+    ck_assert_msg(access("tests/pg/fence_v4.sql", R_OK) == 0, "tests/pg/fence_v4.sql is missing");
+    int rc = sh("'%s/psql' -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p %d -U postgres -d %s"
+                " -f tests/pg/fence_v4.sql",
+                bin(), main_port(), d);
+    ck_assert_msg(rc == 0, "installing version 4: %d %.1500s", rc, g_out);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), 4);
+    snprintf(sql, sizeof sql,
+             "GRANT CREATE ON SCHEMA public TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s;"
+             "CREATE TABLE v4t (id int PRIMARY KEY, v int); INSERT INTO v4t VALUES (1, 0);"
+             "SELECT fence.protect('v4t');"
+             "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;"
+             "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO %s",
+             other, other, app);
+    ok(c, sql);
+    PGconn *o = connect_as(d, other);
+    PQsetNoticeProcessor(o, quiet_notice, NULL);
+    ok(o, "CREATE TABLE v4o (id int PRIMARY KEY, v int); INSERT INTO v4o VALUES (1, 0);"
+          "SELECT fence.protect('v4o', 'fence_token', true)");
+    PQfinish(o);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_constraint WHERE conname = 'fence_token_column'"), 0);
+
+    ck_assert_str_eq(install(c), "");
+    ck_assert_int_eq(write_tok(c, 6, "UPDATE v4t SET v = 1", NULL), FENCE_OK);
+    ck_assert_str_eq(verify_list(c), "");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(t.tbl || ' ' || fence.is_token_column(t.tbl, t.col), ','"
+                              " ORDER BY t.tbl::text) FROM fence.tables t"),
+                     "v4o true,v4t true");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(grantee, ',') FROM fence.advance_grants"), app);
+    ck_assert(may_advance(main_port(), d, app));
+    ck_assert(!may_advance(main_port(), d, other));
+    expect_guarded(c, "v4t", "fence_token", false, 6);
+    ck_assert_str_eq(install(c), "");
+    PQfinish(c);
+
+    /* v4t alone into the second cluster. */
+    dump(d, "v4", path);
+    c2_createdb("v4alone");
+    c = c2("v4alone");
+    install(c);
+    rc = restore_as(g_c2_port, NULL, "v4alone", "-t v4t", path);
+    ck_assert_msg(rc == 0, "pg_restore -t v4t: %d %.1500s", rc, g_out);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.verify() WHERE tbl = 'v4t'::regclass"
+                            " AND reason LIKE 'not recorded: %'"),
+                     1);
+    install(c);
+    ck_assert_str_eq(verify_list(c), "");
+    expect_guarded(c, "v4t", "fence_token", false, 6);
+    PQfinish(c);
+}
+END_TEST
+
 static Suite *pg_restore_suite(void)
 {
     Suite *s = suite_create("pg_restore");
@@ -1204,6 +1272,7 @@ static Suite *pg_restore_suite(void)
     tcase_add_test(t, restore_keeps_the_privilege_policy);
     CT_ADD_CASES(t, table_restored_alone_is_protected_again, alone_cases);
     tcase_add_test(t, tampered_guard_restored);
+    tcase_add_test(t, install_over_version_4_marks_and_records);
     suite_add_tcase(s, t);
     return s;
 }
