@@ -132,14 +132,14 @@ int fence_sqlite__in_savepoint(sqlite3 *db, int (*body)(sqlite3 *, const void *)
  * than fail.  For fence_sqlite_attach() and fence_init(). */
 int fence_sqlite__install_schema(sqlite3 *db);
 /* The same inside the caller's savepoint (fence_sqlite_protect): the
- * upgrade when due (upgrade_holder.sql or upgrade_names.sql), then schema.sql, which creates
- * whatever is missing. */
+ * upgrade when due (upgrade_holder.sql or upgrade_triggers.sql), then
+ * schema.sql, which creates whatever is missing. */
 int fence_sqlite__ensure_schema(sqlite3 *db);
 
 /* The SQL, embedded by scripts/embed. */
 extern const char fence_sqlite__sql_schema[];
 extern const char fence_sqlite__sql_upgrade_holder[];
-extern const char fence_sqlite__sql_upgrade_names[];
+extern const char fence_sqlite__sql_upgrade_triggers[];
 extern const char fence_sqlite__sql_row_before_insert[];
 extern const char fence_sqlite__sql_row_after_insert[];
 extern const char fence_sqlite__sql_row_before_update[];

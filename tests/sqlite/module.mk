@@ -6,11 +6,14 @@
 #   test_sqlite_api     arguments, messages, marks, the stale description
 #   test_sqlite_holder  holder ids: the rule for equal tokens, the setter and
 #                       getter, the message
+#   test_sqlite_rule    the one table of cases of the store rule
+#                       (tests/common/rule_cases.tsv) against the SQL rule
+#                       functions and every trigger that asks them
 #   test_sqlite_upgrade a schema from before holders upgraded in place
 #                       (tests/sqlite/schema_before_holder.sql), and one from
 #                       before the name rule (schema_before_names.sql)
 SQLITE_TESTS     := test_sqlite test_sqlite_tables test_sqlite_race test_sqlite_api \
-                    test_sqlite_holder test_sqlite_upgrade
+                    test_sqlite_holder test_sqlite_upgrade test_sqlite_rule
 SQLITE_TEST_BINS := $(SQLITE_TESTS:%=$(B)/tests/sqlite/%)
 SQLITEUTIL_OBJ   := $(B)/tests/sqlite/sqliteutil.o
 TEST_BINS += $(SQLITE_TEST_BINS)
@@ -19,5 +22,5 @@ $(B)/tests/sqlite/test_sqlite_upgrade.o: MOD_CFLAGS += \
   -DSU_OLD_SCHEMA='"$(CURDIR)/tests/sqlite/schema_before_holder.sql"' \
   -DSU_SCHEMA_BEFORE_NAMES='"$(CURDIR)/tests/sqlite/schema_before_names.sql"'
 $(SQLITE_TEST_BINS): $(B)/tests/sqlite/%: $(B)/tests/sqlite/%.o $(SQLITEUTIL_OBJ) $(TESTUTIL_OBJ) \
-                                          $(LIBFENCE_SQLITE)
+                                          $(RULECASES_OBJ) $(LIBFENCE_SQLITE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(SQLITE_LIBS) $(CHECK_LIBS)
