@@ -36,8 +36,13 @@
 extern "C" {
 #endif
 
-/* The token column added when a table has none. */
+/* The token column fence adds to a table it protects, and the declared
+ * type it gives every column it adds: the way it knows its own column
+ * again (a column with this name, or of this type, is fence's; any other
+ * is the application's and is never stamped).  SQLite and the ORMs read
+ * the type as INTEGER. */
 #define FENCE_SQLITE_DEFAULT_COLUMN "fence_token"
+#define FENCE_SQLITE_COLUMN_TYPE "INTEGER FENCE_TOKEN"
 
 /*
  * Register the SQL functions (fence_token(), fence_set_token(), ...) on db
@@ -50,10 +55,14 @@ extern "C" {
 FENCE_API fence_status fence_sqlite_attach(sqlite3 *db);
 
 typedef struct fence_sqlite_protect_options {
-    /* The token column.  NULL (default): "fence_token", added as
-     * INTEGER NOT NULL DEFAULT 0 when missing.  Otherwise an existing
-     * column with INTEGER affinity (e.g. Rails' "lock_version"): its NULLs
-     * become 0, and from then on it holds tokens, no longer versions. */
+    /* The token column, fence's own: NULL (default) is "fence_token".
+     * When missing it is added (FENCE_SQLITE_COLUMN_TYPE NOT NULL DEFAULT
+     * 0); an existing one must be fence's own (named "fence_token" or
+     * declared FENCE_SQLITE_COLUMN_TYPE; its NULLs become 0).  An
+     * application's column (e.g. Rails' "lock_version") is refused
+     * (FENCE_EINVAL): fence stamps its own column beside it, and the
+     * version keeps its meaning (fence_sqlite_migrate_version_column moves
+     * a table an older fence protected on one). */
     const char *column;
     /* 0 (default): writes without a token are refused.  1: migration
      * mode, they are admitted (an UPDATE keeps the row's stamp, an INSERT
@@ -70,13 +79,32 @@ FENCE_API void fence_sqlite_protect_options_init(fence_sqlite_protect_options *o
  * and idempotent: protecting again replaces the triggers (to change the
  * mode, or after adding a UNIQUE index or renaming the table).
  * FENCE_ESTATE before fence_sqlite_attach(db).  FENCE_EINVAL: bad name or
- * option, no such table or column, a column without INTEGER affinity, a
+ * option, no such table, a column that is not fence's own, or without INTEGER affinity, a
  * unique index on an expression, a TEMP table or view of that name on
  * this connection, a reserved trigger name held by another table.
  * FENCE_EDB when SQLite refuses.
  */
 FENCE_API fence_status fence_sqlite_protect(sqlite3 *db, const char *table,
                                             const fence_sqlite_protect_options *opts);
+
+/*
+ * Move TABLE's fencing from an application's column to fence's own, for
+ * a table that an older fence protected on its version column (e.g.
+ * Rails' "lock_version", which then held tokens, so that one holder's
+ * writes all left the same version): in one savepoint, fence's column
+ * (FENCE_SQLITE_DEFAULT_COLUMN) is added if missing and given exactly the
+ * stamps COLUMN holds, and the table is protected on it in the same mode
+ * (strict or permissive); COLUMN is the application's again, with the
+ * values it has.  COLUMN NULL: the one the table's fencing triggers stamp
+ * (the table must be protected then).  A table already fenced on fence's
+ * own column: FENCE_OK, nothing changes.  FENCE_EINVAL (bad name, no such
+ * table or column, the triggers stamp another column, an unprotected
+ * table without COLUMN, COLUMN already fence's own), FENCE_ESTATE before
+ * attach, FENCE_EDB.  From SQL: fence_migrate_version_column(table [,
+ * column]).
+ */
+FENCE_API fence_status fence_sqlite_migrate_version_column(sqlite3 *db, const char *table,
+                                                           const char *column);
 
 /* Drop TABLE's fencing triggers, whatever their names (the token column
  * stays).  FENCE_OK also when it was not protected; FENCE_EINVAL for a bad

@@ -1,6 +1,7 @@
 /* sqlfuncs.c -- the SQL functions (fence_token, fence_set_token,
  * fence_holder, fence_stale, fence_mark_rule, fence_stamp_rule,
- * fence_protect, fence_unprotect, fence_init)
+ * fence_protect, fence_unprotect, fence_migrate_version_column,
+ * fence_init)
  * and their registration on a connection; the whole of what the loadable extension
  * offers (see docs/sqlite.md). */
 #include "sqlite_internal.h"
@@ -363,6 +364,28 @@ static void fn_unprotect(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_int(ctx, 1);
 }
 
+/* fence_migrate_version_column(table [, column]).  DIRECTONLY. */
+static void fn_migrate(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    fs_migrate m = {NULL, NULL};
+    int rc = value_name(db, argv[0], "fence_migrate_version_column: table", &m.table);
+    if (rc == FENCE_OK && m.table == NULL) {
+        rc = fs_fail(db, FENCE_EINVAL, "fence_migrate_version_column: table is NULL");
+    }
+    if (rc == FENCE_OK && argc > 1) {
+        rc = value_name(db, argv[1], "fence_migrate_version_column: column", &m.column);
+    }
+    if (rc == FENCE_OK) {
+        rc = fence_sqlite__in_savepoint(db, fence_sqlite__migrate_body, &m);
+    }
+    if (rc != FENCE_OK) {
+        result_fail(ctx, rc);
+        return;
+    }
+    sqlite3_result_int(ctx, 1);
+}
+
 /* fence_init(): create the fence schema.  DIRECTONLY. */
 static void fn_init(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
@@ -394,6 +417,8 @@ static const struct {
     {"fence_protect", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
     {"fence_protect", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
     {"fence_unprotect", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_unprotect},
+    {"fence_migrate_version_column", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_migrate},
+    {"fence_migrate_version_column", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_migrate},
     {"fence_init", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_init},
 };
 
@@ -428,6 +453,9 @@ int fence_sqlite__register(sqlite3 *db, char **errmsg)
             }
             break;
         }
+    }
+    if (rc == FENCE_OK) {
+        fence_sqlite__hooks_install(db);
     }
     fence_sqlite__state_unref(s); /* the reference state_acquire gave us */
     return rc;
