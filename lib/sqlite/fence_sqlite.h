@@ -1,8 +1,9 @@
 /*
  * fence_sqlite.h -- storage-side fencing for SQLite.
  *
- * A write carries the connection's fencing token and holder id
- * (fence_sqlite_set_token).  The database keeps the highest token it has
+ * A write carries the fencing token and holder id of its transaction
+ * (fence_sqlite_set_token: a token serves one write transaction).  The
+ * database keeps the highest token it has
  * accepted -- per row of a protected table, or per named resource, where
  * it also records the holder -- and refuses a write with a lower one
  * (FENCE_STALE) or with none (FENCE_ENOTOKEN, except on permissive
@@ -13,9 +14,12 @@
  *
  * Ownership and threads (stated once): the library never owns the sqlite3
  * handle; fence_sqlite_attach() hangs a small state (token, holder) on the
- * connection, freed by SQLite when the connection closes.  The token and
- * holder belong to the connection and may be set from any thread.  Whatever a
- * call returns through an out-pointer belongs to the caller.
+ * connection, freed by SQLite when the connection closes, and makes the
+ * connection's commit and rollback hooks its own (SQLite keeps one of each
+ * per connection: an application's is replaced; docs/sqlite.md).  The
+ * token and holder belong to the connection and may be set from any
+ * thread.  Whatever a call returns through an out-pointer belongs to the
+ * caller.
  *
  * Errors: every call that can fail returns a fence_status; the detail is
  * fence_sqlite_errmsg(db), kept per connection and per calling thread.
@@ -45,11 +49,14 @@ extern "C" {
 #define FENCE_SQLITE_COLUMN_TYPE "INTEGER FENCE_TOKEN"
 
 /*
- * Register the SQL functions (fence_token(), fence_set_token(), ...) on db
- * and create the fence schema (fence_resource, fence_advance) if missing;
- * a schema from before holders is upgraded in place (the holder column is
- * added, its marks count as recorded without a holder).  Idempotent;
- * attaching again keeps the connection's token and holder.
+ * Register the SQL functions (fence_token(), fence_set_token(), ...) on db,
+ * install the commit and rollback hooks that end a token with its
+ * transaction, and create the fence schema (fence_resource, fence_advance)
+ * if missing; a schema from before holders is upgraded in place (the
+ * holder column is added, its marks count as recorded without a holder),
+ * and guard triggers of an older version are replaced.  Idempotent;
+ * attaching again keeps the token and holder (unless an upgrade writes:
+ * a write transaction of its own ends them).
  * FENCE_EINVAL (NULL db), FENCE_EDB (SQLite refused), FENCE_ENOMEM.
  */
 FENCE_API fence_status fence_sqlite_attach(sqlite3 *db);
@@ -112,9 +119,14 @@ FENCE_API fence_status fence_sqlite_migrate_version_column(sqlite3 *db, const ch
 FENCE_API fence_status fence_sqlite_unprotect(sqlite3 *db, const char *table);
 
 /*
- * Set the token and the holder id this connection's next writes carry,
- * together.  token 0 clears the token (writes are then refused,
- * FENCE_ENOTOKEN, except to permissive tables).  holder: the lease's
+ * Set the token and the holder id of one write transaction, together: the
+ * one open on the connection when it is a write transaction, else the next
+ * one that writes (however many reads come first).  They are gone at that
+ * transaction's COMMIT (as it starts) or ROLLBACK, and at any ROLLBACK
+ * before it: every write transaction sets its own (docs/sqlite.md, "A token
+ * per transaction").  token 0 clears the token (writes are then refused,
+ * FENCE_ENOTOKEN, except to permissive tables; a refused write rolls its
+ * transaction back).  holder: the lease's
  * holder id, FENCE_HOLDER_LEN (32) lowercase hex digits (copied), or NULL
  * for none.  A token above FENCE_TOKEN_MAX or a malformed holder (wrong
  * length, "" included, uppercase, not hex): FENCE_EINVAL, and the token and
@@ -123,24 +135,26 @@ FENCE_API fence_status fence_sqlite_unprotect(sqlite3 *db, const char *table);
  */
 FENCE_API fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token, const char *holder);
 
-/* The connection's current token into *token (0 when unset).
+/* The token set for the connection's current or next write transaction
+ * into *token (0 when none: unset, or its transaction ended).
  * FENCE_EINVAL (NULL db or token), FENCE_ESTATE before attach. */
 FENCE_API fence_status fence_sqlite_token(sqlite3 *db, uint64_t *token);
 
-/* The connection's current holder id into holder ("" when none); holder
+/* The holder id that goes with it into holder ("" when none); holder
  * is "" on any failure.  FENCE_EINVAL (NULL db or holder), FENCE_ESTATE
  * before attach. */
 FENCE_API fence_status fence_sqlite_holder(sqlite3 *db, char holder[FENCE_HOLDER_LEN + 1]);
 
 /*
- * Advance RESOURCE's mark to the connection's token and holder, inside the
+ * Advance RESOURCE's mark to the transaction's token and holder, inside the
  * caller's transaction if one is open (it commits or rolls back with the
  * writes it guards); the same as INSERT INTO fence_advance(resource)
  * VALUES (?).  FENCE_OK for a higher token (the mark becomes the token and
  * holder) or an equal one from the same holder ("none" equals only
  * "none"); FENCE_STALE for a lower one (reason FENCE_STALE_OLDER) or an
  * equal one from another holder (FENCE_STALE_REPEAT) -- the statement is
- * undone, the transaction stays open; FENCE_ENOTOKEN without a token;
+ * undone, the transaction stays open; FENCE_ENOTOKEN without a token (the
+ * transaction is rolled back);
  * FENCE_EDB for other database errors (e.g. SQLITE_BUSY); FENCE_EINVAL,
  * FENCE_ESTATE.  stale (optional) is zeroed, and filled on FENCE_STALE
  * (kind FENCE_OBJECT_RESOURCE, holder = the mark's holder or "").
