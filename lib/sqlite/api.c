@@ -175,8 +175,8 @@ fence_status fence_sqlite_advance(sqlite3 *db, const char *resource, fence_stale
     if (rc != FENCE_OK) {
         return (fence_status)rc;
     }
-    /* Without a token the trigger refuses it (and rolls the transaction
-     * back, as for any write without one). */
+    /* Without a token the trigger refuses it, as it refuses any write
+     * without one: one rule, one message. */
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "INSERT INTO main.fence_advance(resource) VALUES (?1)", -1, &st,
                            NULL) != SQLITE_OK) {

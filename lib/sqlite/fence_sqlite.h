@@ -125,8 +125,7 @@ FENCE_API fence_status fence_sqlite_unprotect(sqlite3 *db, const char *table);
  * transaction's COMMIT (as it starts) or ROLLBACK, and at any ROLLBACK
  * before it: every write transaction sets its own (docs/sqlite.md, "A token
  * per transaction").  token 0 clears the token (writes are then refused,
- * FENCE_ENOTOKEN, except to permissive tables; a refused write rolls its
- * transaction back).  holder: the lease's
+ * FENCE_ENOTOKEN, except to permissive tables).  holder: the lease's
  * holder id, FENCE_HOLDER_LEN (32) lowercase hex digits (copied), or NULL
  * for none.  A token above FENCE_TOKEN_MAX or a malformed holder (wrong
  * length, "" included, uppercase, not hex): FENCE_EINVAL, and the token and
@@ -154,7 +153,7 @@ FENCE_API fence_status fence_sqlite_holder(sqlite3 *db, char holder[FENCE_HOLDER
  * "none"); FENCE_STALE for a lower one (reason FENCE_STALE_OLDER) or an
  * equal one from another holder (FENCE_STALE_REPEAT) -- the statement is
  * undone, the transaction stays open; FENCE_ENOTOKEN without a token (the
- * transaction is rolled back);
+ * same);
  * FENCE_EDB for other database errors (e.g. SQLITE_BUSY); FENCE_EINVAL,
  * FENCE_ESTATE.  stale (optional) is zeroed, and filled on FENCE_STALE
  * (kind FENCE_OBJECT_RESOURCE, holder = the mark's holder or "").

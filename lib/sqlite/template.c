@@ -184,8 +184,7 @@ static int query_int(sqlite3 *db, const char *sql, int *out)
  * holder column (a schema from before holders; upgrade_holder.sql drops
  * every guard trigger), else UP_TRIGGERS when a guard trigger is from an
  * older version: it does not ask fence_mark_rule() (those also predate the
- * name rule and RAISE(ROLLBACK) for a write without a token), and
- * upgrade_triggers.sql drops them; 0 for none (or no such table yet); -1
+ * name rule), and upgrade_triggers.sql drops them; 0 for none (or no such table yet); -1
  * on error.  schema.sql then creates what is missing. */
 enum { UP_HOLDER = 1, UP_TRIGGERS = 2 };
 static int needs_upgrade(sqlite3 *db)

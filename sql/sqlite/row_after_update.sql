@@ -8,9 +8,7 @@
 --     recursive_triggers is on; if it is, the nested run finds the column
 --     already equal to the token, passes, and stops);
 --   * RAISE(ABORT) in an AFTER trigger undoes the whole statement, so a
---     refused write leaves nothing behind; a write without a token
---     (strict tables) rolls back its whole transaction (RAISE(ROLLBACK),
---     as in row_before_delete.sql).
+--     refused write leaves nothing behind.
 -- The check is fence_stamp_rule (lib/common/rule.c): the token must be at
 -- least the row's stamp.
 -- A BEFORE UPDATE check would be re-run by the stamping UPDATE against the
@@ -27,7 +25,7 @@
 -- "too many levels of trigger recursion" and is undone whole.)
 CREATE TRIGGER main.{{TRIGGER}} AFTER UPDATE ON {{TABLE}} FOR EACH ROW
 BEGIN
-    SELECT RAISE(ROLLBACK, 'fence:notoken table {{TABLE_MSG}}: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
+    SELECT RAISE(ABORT, 'fence:notoken table {{TABLE_MSG}}: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
      WHERE {{STRICT}} AND (typeof(fence_token()) <> 'integer' OR fence_token() < 1);
     SELECT fence_stale('table', {{TABLE_STR}}, fence_token(), OLD.{{COL}}),
            RAISE(ABORT, 'fence:stale table {{TABLE_MSG}}: write rejected')

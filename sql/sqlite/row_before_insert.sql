@@ -1,6 +1,5 @@
 -- Per-row fencing, INSERT, before the row is written: the transaction
--- must carry a token (else it is rolled back whole, as in
--- row_before_delete.sql), the client may not write the token column above
+-- must carry a token, the client may not write the token column above
 -- it (a write without a token counts as token 0), and a row the INSERT
 -- would replace (INSERT OR REPLACE, REPLACE INTO, UPSERT) must admit the
 -- token (fence_stamp_rule).  That row is found through every UNIQUE key and, in a rowid
@@ -15,7 +14,7 @@
 -- a TEMP table of the same name is never what it reads.
 CREATE TRIGGER main.{{TRIGGER}} BEFORE INSERT ON {{TABLE}} FOR EACH ROW
 BEGIN
-    SELECT RAISE(ROLLBACK, 'fence:notoken table {{TABLE_MSG}}: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
+    SELECT RAISE(ABORT, 'fence:notoken table {{TABLE_MSG}}: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
      WHERE {{STRICT}} AND (typeof(fence_token()) <> 'integer' OR fence_token() < 1);
     SELECT RAISE(ABORT, 'fence:forbidden table {{TABLE_MSG}}: the token column may not be written above the writer''s own token (0 without a token)')
      WHERE NEW.{{COL}} > coalesce(fence_token(), 0);

@@ -14,8 +14,6 @@
 --     "none" equals only "none"; from any other it is refused (fence:stale,
 --     reason=repeat): after a Redis failover one token can be issued twice;
 --   - a lower token is refused (fence:stale, reason=older).
--- A write without a token rolls back its whole transaction
--- (RAISE(ROLLBACK)): it is never part of a fenced one.
 -- Marks are never lowered, renamed or deleted, and a mark's holder is only
 -- ever the writer's own, set with its token: the guard triggers refuse.
 --
@@ -40,7 +38,7 @@ CREATE VIEW IF NOT EXISTS main.fence_advance(resource) AS
 CREATE TRIGGER IF NOT EXISTS main.fence_advance_insert
 INSTEAD OF INSERT ON fence_advance FOR EACH ROW
 BEGIN
-    SELECT RAISE(ROLLBACK, 'fence:notoken resource: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
+    SELECT RAISE(ABORT, 'fence:notoken resource: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
      WHERE typeof(fence_token()) <> 'integer' OR fence_token() < 1;
     SELECT RAISE(ABORT, 'fence:einval resource: the name must be text of 1..512 bytes with no NUL')
      WHERE typeof(NEW.resource) <> 'text' OR NEW.resource = ''
@@ -62,7 +60,7 @@ END;
 CREATE TRIGGER IF NOT EXISTS main.fence_resource_insert
 BEFORE INSERT ON fence_resource FOR EACH ROW
 BEGIN
-    SELECT RAISE(ROLLBACK, 'fence:notoken resource: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
+    SELECT RAISE(ABORT, 'fence:notoken resource: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
      WHERE typeof(fence_token()) <> 'integer' OR fence_token() < 1;
     SELECT RAISE(ABORT, 'fence:einval resource: the name must be text of 1..512 bytes with no NUL')
      WHERE typeof(NEW.name) <> 'text' OR NEW.name = ''
@@ -84,7 +82,7 @@ BEFORE UPDATE ON fence_resource FOR EACH ROW
 BEGIN
     SELECT RAISE(ABORT, 'fence:forbidden resource: a high-water mark cannot be renamed')
      WHERE NEW.name IS NOT OLD.name;
-    SELECT RAISE(ROLLBACK, 'fence:notoken resource: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
+    SELECT RAISE(ABORT, 'fence:notoken resource: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
      WHERE typeof(fence_token()) <> 'integer' OR fence_token() < 1;
     SELECT fence_stale('resource', OLD.name, fence_token(), OLD.high_water, rule, OLD.holder),
            RAISE(ABORT, 'fence:stale resource: write rejected')
