@@ -24,7 +24,10 @@
  * Errors: every call that can fail returns a fence_status; the detail is
  * fence_sqlite_errmsg(db), kept per connection and per calling thread.
  * A refused write itself fails in SQLite (SQLITE_CONSTRAINT_TRIGGER);
- * fence_sqlite_classify() reads it back.  Names (tables, columns,
+ * fence_sqlite_classify() reads it back.  The refused statement is undone
+ * whole, nothing more: a transaction open around it stays open, with its
+ * write lock, for its owner to roll back (in autocommit SQLite rolls the
+ * statement's own transaction back).  Names (tables, columns,
  * resources) are 1..FENCE_NAME_MAX bytes of the main schema; any byte but
  * NUL, quoted by the library.  Tokens are 1..FENCE_TOKEN_MAX.
  */
@@ -151,9 +154,9 @@ FENCE_API fence_status fence_sqlite_holder(sqlite3 *db, char holder[FENCE_HOLDER
  * VALUES (?).  FENCE_OK for a higher token (the mark becomes the token and
  * holder) or an equal one from the same holder ("none" equals only
  * "none"); FENCE_STALE for a lower one (reason FENCE_STALE_OLDER) or an
- * equal one from another holder (FENCE_STALE_REPEAT) -- the statement is
- * undone, the transaction stays open; FENCE_ENOTOKEN without a token (the
- * same);
+ * equal one from another holder (FENCE_STALE_REPEAT); FENCE_ENOTOKEN
+ * without a token -- either way the statement is undone and the
+ * caller's transaction stays open (see Errors above);
  * FENCE_EDB for other database errors (e.g. SQLITE_BUSY); FENCE_EINVAL,
  * FENCE_ESTATE.  stale (optional) is zeroed, and filled on FENCE_STALE
  * (kind FENCE_OBJECT_RESOURCE, holder = the mark's holder or "").

@@ -5,8 +5,11 @@
 # writes), Python's sqlite3 (tests/sqlite/txn_pysqlite.py) and SQLAlchemy's
 # QueuePool (tests/sqlite/txn_sqlalchemy.py), with Debian's /usr/bin/python3.
 # After a fenced transaction every write without a token of its own is
-# refused and, rolled back as any refused statement is (in autocommit by
-# SQLite itself), leaves no transaction and no lock behind.  The C API's side
+# refused and undone as any refused statement is: in autocommit SQLite
+# rolls its transaction back, leaving no transaction and no lock behind;
+# in a transaction that transaction stays open, holding the write lock
+# (another process cannot write), until its owner rolls it back, which
+# leaves none.  The C API's side
 # and the edges: test_sqlite_txn.c.  Needs FENCE_BUILD (the build dir) with
 # fence_sqlite_ext.so in it.  Prints ok/not ok lines; exits non-zero on any
 # failure.

@@ -2,10 +2,12 @@
  * C API on one connection reused as a pool reuses it: after a fenced
  * transaction every write without a token of its own is refused (UPDATE,
  * DELETE, INSERT, an advance; autocommit, BEGIN DEFERRED, BEGIN
- * IMMEDIATE), and the refusal -- once its transaction is rolled back, as
- * the caller of any refused statement does; in autocommit at once --
- * leaves no transaction open and no write lock held (a second connection
- * with no busy timeout writes right after).  A
+ * IMMEDIATE).  The refusal undoes the statement, as any refused statement
+ * is undone: in autocommit SQLite rolls its transaction back, leaving no
+ * transaction open and no write lock held (a second connection with no
+ * busy timeout writes right after); in the caller's transaction it leaves
+ * that transaction open, holding the write lock (the second connection
+ * gets SQLITE_BUSY), until the caller's ROLLBACK, which leaves none.  A
  * token set outside a transaction serves the next one that writes, set
  * inside one it is that one's; gone at COMMIT or ROLLBACK.  The edges:
  * savepoints, a transaction that only read before the writing one, a
@@ -36,6 +38,20 @@ static void nothing_held(sqlite3 *db)
     sqlite3 *other = su_open_fenced("t.db");
     sqlite3_busy_timeout(other, 0);
     su_tok_exec_ok(other, 1000, "INSERT INTO side VALUES ('other wrote')");
+    sqlite3_close(other);
+}
+
+/* A transaction is open on db, holding the write lock: another connection
+ * (busy timeout 0) cannot write the file. */
+static void held_by_owner(sqlite3 *db)
+{
+    ck_assert_int_eq(sqlite3_get_autocommit(db), 0);
+    ck_assert_int_eq(sqlite3_txn_state(db, "main"), SQLITE_TXN_WRITE);
+    sqlite3 *other = su_open_fenced("t.db");
+    sqlite3_busy_timeout(other, 0);
+    su_set_tok(other, 1000);
+    ck_assert_int_eq(su_exec_rc(other, "INSERT INTO side VALUES ('too early')") & 0xff,
+                     SQLITE_BUSY);
     sqlite3_close(other);
 }
 
@@ -86,10 +102,13 @@ START_TEST(tokenless_write_after_fenced_txn)
     ck_assert_msg(strstr(sqlite3_errmsg(db), "a token serves one write transaction") != NULL,
                   "%s", sqlite3_errmsg(db));
     if (after_cases[_i].begin != NULL) {
-        /* The statement is undone; its transaction is the caller's. */
-        ck_assert_int_eq(sqlite3_get_autocommit(db), 0);
+        /* The statement is undone; its transaction is the caller's, and
+         * holds the write lock until the caller rolls it back. */
+        held_by_owner(db);
         su_exec_ok(db, "ROLLBACK");
     }
+    /* In autocommit SQLite has rolled the statement's own transaction
+     * back already: nothing to do. */
     nothing_held(db);
     /* Nothing of it was written. */
     ck_assert_str_eq(su_q_text(db, "SELECT v || fence_token FROM t WHERE id = 1"), "fenced9000");

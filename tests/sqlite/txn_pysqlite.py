@@ -4,9 +4,12 @@ Python's sqlite3 (Debian's /usr/bin/python3) with fence's extension EXT on
 ONE connection reused by "requests", as a web worker or a pool reuses it:
 after a fenced request, a request without a token of its own is refused,
 in the module's default mode (it BEGINs before a write by itself) and with
-isolation_level=None, and the refusal, rolled back in the except path,
-leaves no transaction open and no lock (another connection with timeout=0
-writes right after).  Also what a
+isolation_level=None.  The refusal undoes the statement: in the default
+mode the transaction the module began stays open, holding the write lock
+(another connection with timeout=0 gets "database is locked"), until the
+except path rolls it back; with isolation_level=None the write was an
+autocommit statement, which SQLite rolls back itself.  Either way nothing
+is left after the except path (the other connection writes).  Also what a
 request that set a token and only read leaves (docs/sqlite.md), and the
 way to end such a request.  Prints TAP-style ok / not ok lines (run by
 test_sqlite_reuse.sh)."""
@@ -40,16 +43,19 @@ def other_writes():
 
 
 def refused(conn, sql):
-    """The write must fail with fence:notoken; returns the message.  Rolled
-    back in the except path, as docs/languages.md says (in the default mode
-    the module began the transaction itself)."""
+    """The write must fail with fence:notoken; returns the message, whether
+    a transaction was open right after the refusal, and whether another
+    connection could write then.  Rolled back in the except path, as
+    docs/languages.md says (in the default mode the module began the
+    transaction itself)."""
     try:
         conn.execute(sql)
         conn.commit()
-        return None
+        return None, None, None
     except sqlite3.IntegrityError as e:
+        open_after, (other_ok, _) = conn.in_transaction, other_writes()
         conn.rollback()
-        return str(e)
+        return str(e), open_after, other_ok
 
 
 setup = connect(isolation_level=None)
@@ -81,11 +87,19 @@ for mode, kw in (('default mode', {}), ('isolation_level=None', {'isolation_leve
     # UPDATE, DELETE and INSERT alike.
     for sql in ('UPDATE accounts SET balance = 0 WHERE id = 1', 'DELETE FROM accounts',
                 'INSERT INTO accounts(id, balance) VALUES (3, 1)'):
-        msg = refused(conn, sql)
+        msg, open_after, other_ok = refused(conn, sql)
         check(msg is not None and msg.startswith('fence:notoken '),
               '%s: the next request\'s token-less %s is refused' % (mode, sql.split()[0]), msg)
+        if conn.isolation_level is None:
+            check(open_after is False and other_ok is True,
+                  '%s: ... in autocommit, undone by SQLite: no transaction, no lock' % mode,
+                  '%s %s' % (open_after, other_ok))
+        else:
+            check(open_after is True and other_ok is False,
+                  '%s: ... in the transaction the module began, which holds the lock '
+                  'until rolled back' % mode, '%s %s' % (open_after, other_ok))
         check(not conn.in_transaction,
-              '%s: ... and leaves no transaction open' % mode, conn.in_transaction)
+              '%s: ... after the rollback no transaction is open' % mode, conn.in_transaction)
         ok, err = other_writes()
         check(ok, '%s: ... nor a lock (another connection, timeout=0, writes)' % mode, err)
     rows = conn.execute(all_rows).fetchone()[0]
@@ -108,7 +122,7 @@ check(stamp == 9001, 'a read-only request\'s token serves the next write transac
 conn.execute('SELECT fence_set_token(9002)')
 conn.execute('SELECT balance FROM accounts').fetchall()
 conn.execute('SELECT fence_set_token(NULL)')            # the end of the request
-msg = refused(conn, 'UPDATE accounts SET balance = 0 WHERE id = 1')
+msg, _, _ = refused(conn, 'UPDATE accounts SET balance = 0 WHERE id = 1')
 check(msg is not None and msg.startswith('fence:notoken '),
       'ended with fence_set_token(NULL), the next request\'s write is refused', msg)
 conn.close()
