@@ -7,7 +7,16 @@
  *  1. acquire+release through the library (one client, try-acquire and
  *     release of one name, heartbeat thread on, long TTL) vs a bare hiredis
  *     loop doing SET k v NX PX ttl + DEL k on one connection.  Rounds are
- *     interleaved ABAB; medians of per-round times.  Target ratio <= 1.3.
+ *     interleaved; medians of per-round times.  Target ratio <= 1.3.
+ *     Between the two, the split of the difference: the library's own two
+ *     scripts (issue.lua + acquire.lua, release.lua, read from the source
+ *     tree as the issuer joins them) sent by the same bare hiredis loop
+ *     with the library's arguments (clock tokens, the default jump, no
+ *     clock limit, the default counter idle time).  That loop does the
+ *     library's server work with hiredis's client work, so
+ *     scripts_by_hiredis_vs_setnx_ratio is what the command set costs, and
+ *     library_client_us_per_cycle (library less that loop) what the
+ *     library's own client side adds.
  *  2. One renewal pass over 10,000 leases held by one client in
  *     FENCE_HEARTBEAT_MANUAL mode, all due: time of fence_heartbeat_run();
  *     round trips as the library counts them (heartbeat passes: each pass
@@ -38,6 +47,14 @@ static int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This process's CPU time (user + system, all threads). */
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -193,27 +210,112 @@ static double bare_round(redisContext *r, const char *key)
     return (double)(now_ns() - t0) / CYCLES_PER_ROUND;
 }
 
+/* The files at paths, joined by a newline as rscripts.c joins issue.lua
+ * and acquire.lua, loaded into Redis: *sha gets the script's SHA1. */
+static void load_script(redisContext *r, const char *path, const char *path2, char sha[41])
+{
+    static char buf[131072];
+    size_t n = 0;
+    const char *paths[2] = {path, path2};
+    for (int i = 0; i < 2 && paths[i] != NULL; i++) {
+        FILE *f = fopen(paths[i], "rb");
+        if (f == NULL) {
+            fprintf(stderr, "bench_lease: cannot read %s (run from the source tree, as make "
+                            "bench does)\n", paths[i]);
+            exit(1);
+        }
+        if (i > 0) {
+            buf[n++] = '\n';
+        }
+        n += fread(buf + n, 1, sizeof buf - 2 - n, f);
+        fclose(f);
+    }
+    redisReply *x = redisCommand(r, "SCRIPT LOAD %b", buf, n);
+    if (x == NULL || x->type != REDIS_REPLY_STRING || x->len != 40) {
+        fprintf(stderr, "bench_lease: SCRIPT LOAD %s failed\n", path2 ? path2 : path);
+        exit(1);
+    }
+    memcpy(sha, x->str, 41);
+    freeReplyObject(x);
+}
+
+/* The library's two scripts by bare hiredis, with the arguments the
+ * library sends (MONITOR of lib_round): the library's server work, no
+ * library client code.  Nanoseconds per cycle. */
+static double scripts_round(redisContext *r, const char *acq, const char *rel, const char *name)
+{
+    const char *holder = "0123456789abcdef0123456789abcdef";
+    char key[96], counter[112], channel[112], value[96];
+    snprintf(key, sizeof key, "fence:{%s}", name);
+    snprintf(counter, sizeof counter, "%s:token", key);
+    snprintf(channel, sizeof channel, "%s:released", key);
+    int64_t t0 = now_ns();
+    for (int i = 0; i < CYCLES_PER_ROUND; i++) {
+        redisReply *a = redisCommand(r, "EVALSHA %s 2 %s %s %s 60000 clock 10000000 0 86400000",
+                                     acq, key, counter, holder);
+        if (a == NULL || a->type != REDIS_REPLY_ARRAY || a->elements < 2 ||
+            a->element[0]->type != REDIS_REPLY_INTEGER || a->element[0]->integer != 1 ||
+            a->element[1]->type != REDIS_REPLY_STRING) {
+            fprintf(stderr, "bench_lease: EVALSHA acquire.lua: no token\n");
+            exit(1);
+        }
+        snprintf(value, sizeof value, "%s:%s", holder, a->element[1]->str);
+        freeReplyObject(a);
+        redisReply *d = redisCommand(r, "EVALSHA %s 1 %s %s %s", rel, key, value, channel);
+        if (d == NULL || d->type != REDIS_REPLY_INTEGER || d->integer != 1) {
+            fprintf(stderr, "bench_lease: EVALSHA release.lua did not delete the lease\n");
+            exit(1);
+        }
+        freeReplyObject(d);
+    }
+    return (double)(now_ns() - t0) / CYCLES_PER_ROUND;
+}
+
 static void bench_cycles(const char *url, int port)
 {
     fence_client *c = open_client(url, FENCE_HEARTBEAT_THREAD);
     redisContext *r = raw_redis(port);
-    char name[64], key[96];
+    char name[64], key[96], sname[80], acq[41], rel[41];
     snprintf(name, sizeof name, "bench-cycle-%ld", (long)getpid());
     snprintf(key, sizeof key, "bench-bare:{%s}", name);
-    lib_round(c, name); /* warm-up: connections, script cache */
+    snprintf(sname, sizeof sname, "%s-hiredis", name);
+    load_script(r, "lib/lease/redis/issue.lua", "lib/lease/redis/acquire.lua", acq);
+    load_script(r, "lib/lease/redis/release.lua", NULL, rel);
+    lib_round(c, name); /* warm-up: connections, script cache, counters */
+    scripts_round(r, acq, rel, sname);
     bare_round(r, key);
-    double lib[CYCLE_ROUNDS], bare[CYCLE_ROUNDS];
-    for (int i = 0; i < CYCLE_ROUNDS; i++) { /* ABAB */
+    double lib[CYCLE_ROUNDS], scr[CYCLE_ROUNDS], bare[CYCLE_ROUNDS];
+    double cpu[3][CYCLE_ROUNDS]; /* this process's CPU per cycle: library, scripts, bare */
+    for (int i = 0; i < CYCLE_ROUNDS; i++) { /* ABCABC */
+        int64_t c0 = cpu_ns();
         lib[i] = lib_round(c, name);
+        int64_t c1 = cpu_ns();
+        scr[i] = scripts_round(r, acq, rel, sname);
+        int64_t c2 = cpu_ns();
         bare[i] = bare_round(r, key);
+        int64_t c3 = cpu_ns();
+        cpu[0][i] = (double)(c1 - c0) / CYCLES_PER_ROUND;
+        cpu[1][i] = (double)(c2 - c1) / CYCLES_PER_ROUND;
+        cpu[2][i] = (double)(c3 - c2) / CYCLES_PER_ROUND;
     }
     double lib_ns = quantile(lib, CYCLE_ROUNDS, 0.5);
+    double scr_ns = quantile(scr, CYCLE_ROUNDS, 0.5);
     double bare_ns = quantile(bare, CYCLE_ROUNDS, 0.5);
     printf("acquire_release_us %.2f us\n", lib_ns / 1e3);
     printf("setnx_del_us %.2f us\n", bare_ns / 1e3);
     printf("acquire_release_per_s %.0f cycles/s\n", 1e9 / lib_ns);
     printf("setnx_del_per_s %.0f cycles/s\n", 1e9 / bare_ns);
     printf("acquire_release_vs_setnx_ratio %.2f x\n", lib_ns / bare_ns);
+    printf("# the difference split: the library's scripts by bare hiredis (its server work, "
+           "no library client code)\n");
+    printf("scripts_by_hiredis_us %.2f us\n", scr_ns / 1e3);
+    printf("scripts_by_hiredis_vs_setnx_ratio %.2f x\n", scr_ns / bare_ns);
+    printf("library_client_us_per_cycle %.2f us\n", (lib_ns - scr_ns) / 1e3);
+    printf("# client CPU per cycle (user + system, this process: the library's heartbeat "
+           "thread included)\n");
+    printf("acquire_release_client_cpu_us %.2f us\n", quantile(cpu[0], CYCLE_ROUNDS, 0.5) / 1e3);
+    printf("scripts_by_hiredis_client_cpu_us %.2f us\n", quantile(cpu[1], CYCLE_ROUNDS, 0.5) / 1e3);
+    printf("setnx_del_client_cpu_us %.2f us\n", quantile(cpu[2], CYCLE_ROUNDS, 0.5) / 1e3);
     fflush(stdout);
     redisFree(r);
     fence_client_close(c);
