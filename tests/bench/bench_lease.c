@@ -32,6 +32,7 @@
  *     hand-offs.  Target median <= 2 ms.
  */
 #include "fence.h"
+#include "scriptload.h"
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -210,35 +211,6 @@ static double bare_round(redisContext *r, const char *key)
     return (double)(now_ns() - t0) / CYCLES_PER_ROUND;
 }
 
-/* The files at paths, joined by a newline as rscripts.c joins issue.lua
- * and acquire.lua, loaded into Redis: *sha gets the script's SHA1. */
-static void load_script(redisContext *r, const char *path, const char *path2, char sha[41])
-{
-    static char buf[131072];
-    size_t n = 0;
-    const char *paths[2] = {path, path2};
-    for (int i = 0; i < 2 && paths[i] != NULL; i++) {
-        FILE *f = fopen(paths[i], "rb");
-        if (f == NULL) {
-            fprintf(stderr, "bench_lease: cannot read %s (run from the source tree, as make "
-                            "bench does)\n", paths[i]);
-            exit(1);
-        }
-        if (i > 0) {
-            buf[n++] = '\n';
-        }
-        n += fread(buf + n, 1, sizeof buf - 2 - n, f);
-        fclose(f);
-    }
-    redisReply *x = redisCommand(r, "SCRIPT LOAD %b", buf, n);
-    if (x == NULL || x->type != REDIS_REPLY_STRING || x->len != 40) {
-        fprintf(stderr, "bench_lease: SCRIPT LOAD %s failed\n", path2 ? path2 : path);
-        exit(1);
-    }
-    memcpy(sha, x->str, 41);
-    freeReplyObject(x);
-}
-
 /* The library's two scripts by bare hiredis, with the arguments the
  * library sends (MONITOR of lib_round): the library's server work, no
  * library client code.  Nanoseconds per cycle. */
@@ -279,8 +251,8 @@ static void bench_cycles(const char *url, int port)
     snprintf(name, sizeof name, "bench-cycle-%ld", (long)getpid());
     snprintf(key, sizeof key, "bench-bare:{%s}", name);
     snprintf(sname, sizeof sname, "%s-hiredis", name);
-    load_script(r, "lib/lease/redis/issue.lua", "lib/lease/redis/acquire.lua", acq);
-    load_script(r, "lib/lease/redis/release.lua", NULL, rel);
+    bench_load_script(r, "lib/lease/redis/issue.lua", "lib/lease/redis/acquire.lua", acq);
+    bench_load_script(r, "lib/lease/redis/release.lua", NULL, rel);
     lib_round(c, name); /* warm-up: connections, script cache, counters */
     scripts_round(r, acq, rel, sname);
     bare_round(r, key);

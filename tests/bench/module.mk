@@ -4,8 +4,17 @@
 # bench_lease: the lease core against bare hiredis baselines, on the same Redis.
 BENCH_BINS += $(B)/tests/bench/bench_lease
 $(B)/tests/bench/bench_lease.o: MOD_CFLAGS += -Ilib/lease
-$(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(LIBFENCE)
+$(B)/tests/bench/bench_lease: $(B)/tests/bench/bench_lease.o $(B)/tests/bench/scriptload.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) -lm
+
+# cycle_loop: N acquire+release cycles one way (library, its scripts by
+# hiredis, bare SET NX PX + DEL, the same with poll()), nothing else: a tool
+# for strace -c / perf stat / callgrind per cycle (docs/measurements.md),
+# built by make bench, never run by it (run-bench runs bench_* only).
+BENCH_BINS += $(B)/tests/bench/cycle_loop
+$(B)/tests/bench/cycle_loop.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/cycle_loop: $(B)/tests/bench/cycle_loop.o $(B)/tests/bench/scriptload.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
 
 # Issue 20: what one fenced acquire+release costs the Redis server
 # (redis_usec_per_cycle_vs_floor_ratio, goal <= 1.5), where that time goes,
