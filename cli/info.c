@@ -22,7 +22,9 @@ const char cli__status_help[] =
     "                \"holder\" (holder id), \"holder_info\" (null when none),\n"
     "                \"persistence\", \"maxmemory_policy\" (null when unknown)};\n"
     "                always valid UTF-8: control bytes as \\u00XX, bytes that are\n"
-    "                not UTF-8 as \\ufffd\n"
+    "                not UTF-8 as \\ufffd; when it fails (exit 64, 69, ...),\n"
+    "                {\"name\", \"state\": \"error\", \"error\" (the message),\n"
+    "                \"status\" (\"FENCE_ECONN\", ...; null), \"exit\"}\n"
     "\n" CLI_CONN_HELP;
 
 const char cli__token_help[] =
@@ -207,6 +209,27 @@ static void print_json(const char *name, fence_client *c, const status_view *v)
     fputs("}\n", stdout);
 }
 
+/* --json when fence status failed (Redis unreachable, refused, ...): still
+ * one JSON object on stdout, {"name", "state": "error", "error" (the
+ * message stderr got), "status" (e.g. "FENCE_ECONN", null when it was no
+ * library call), "exit"}. */
+static void print_json_error(const char *name, int ex)
+{
+    const char *msg = "";
+    int st = cli__last_failure(&msg);
+    fputs("{\"name\": ", stdout);
+    json_string(stdout, name);
+    fputs(", \"state\": \"error\", \"error\": ", stdout);
+    json_string(stdout, msg[0] != '\0' ? msg : "see stderr");
+    if (st >= 0) {
+        printf(", \"status\": \"%s\"", fence_status_name(st));
+    } else {
+        fputs(", \"status\": null", stdout);
+    }
+    printf(", \"exit\": %d}\n", ex);
+    fflush(stdout);
+}
+
 static void print_text(const char *name, fence_client *c, const status_view *v)
 {
     printf("name:         %s\n", name);
@@ -253,6 +276,9 @@ int cli__cmd_status(int argc, char **argv)
     fence_client *c = NULL;
     ex = open_client("status", &ia, &c);
     if (ex != CLI_EX_OK) {
+        if (ia.json) {
+            print_json_error(ia.name, ex);
+        }
         return ex;
     }
     status_view v;
@@ -267,6 +293,9 @@ int cli__cmd_status(int argc, char **argv)
     if (rc != FENCE_OK) {
         ex = cli__fail("status", c, what, rc);
         fence_client_close(c);
+        if (ia.json) {
+            print_json_error(ia.name, ex);
+        }
         return ex;
     }
     if (ia.json) {
