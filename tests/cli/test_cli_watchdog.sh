@@ -22,15 +22,20 @@ dog_of() {
   for k in $(ps -o pid= --ppid "$1" | tr -d ' '); do [ "$k" != "$2" ] && echo "$k"; done
 }
 new_dog() { local d; d=$(dog_of "$1" "$2"); [ -n "$d" ] && [ "$d" != "$3" ]; }
+# start TTL FILE: fence run --ttl TTL on a fresh name n around a sleep;
+# sets n, fp (fence), cpid (the command) and dog (its watchdog).
+start() {
+  n=$(name)
+  "$F" run --ttl "$1" "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$2" 2> "$T/err" &
+  fp=$!; BG+=("$fp")
+  wait_until 5 file_has "$2"
+  cpid=$(cat "$2")
+  wait_until 2 test -n "$(dog_of "$fp" "$cpid")"
+  dog=$(dog_of "$fp" "$cpid")
+}
 
 # ---- a watchdog killed is replaced at once -----------------------------------------
-n=$(name)
-"$F" run --ttl 1s "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/wd" 2> "$T/err" &
-fp=$!; BG+=("$fp")
-wait_until 5 file_has "$T/wd"
-cpid=$(cat "$T/wd")
-wait_until 2 test -n "$(dog_of "$fp" "$cpid")"
-dog=$(dog_of "$fp" "$cpid")
+start 1s "$T/wd"
 check "fence run has a watchdog (pid ${dog:-none})" test -n "$dog"
 kill -KILL "$dog"
 wait_until 1 new_dog "$fp" "$cpid" "$dog"
@@ -62,13 +67,7 @@ check "... continued, fence exits 76: the new watchdog SIGKILLed the command (rc
 check "... and leaves no watchdog behind" not_alive "${dog2:-0}"
 
 # ---- the watchdog's title is its own --------------------------------------------------
-n=$(name)
-"$F" run --ttl 10s "$n" -- sh -c 'echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 30' sh "$T/ti" 2> "$T/err" &
-fp=$!; BG+=("$fp")
-wait_until 5 file_has "$T/ti"
-cpid=$(cat "$T/ti")
-wait_until 2 test -n "$(dog_of "$fp" "$cpid")"
-dog=$(dog_of "$fp" "$cpid")
+start 10s "$T/ti"
 cmdline=$(tr '\0' ' ' < "/proc/${dog:-0}/cmdline" 2>/dev/null | sed 's/ *$//')
 check "the watchdog's command line is its own title ('$cmdline')" \
   bash -c "[[ '$cmdline' == fence-watchdog* ]] && [[ '$cmdline' != *'$n'* ]] && [[ '$cmdline' != *sleep* ]] && [[ '$cmdline' != *--ttl* ]]"
