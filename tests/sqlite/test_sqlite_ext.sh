@@ -21,12 +21,8 @@ fi
 EXT=$(cd "$(dirname "$EXT")" && pwd)/$(basename "$EXT")
 
 # A sanitizer build of the extension needs its runtime loaded before the
-# (uninstrumented) shell starts.
-preload=""
-for rt in libasan libubsan libtsan; do
-  lib=$(ldd "$EXT.so" 2>/dev/null | awk -v r="$rt" '$1 ~ "^"r"\\.so" {print $3; exit}')
-  [ -n "$lib" ] && preload="$lib${preload:+:$preload}"
-done
+# (uninstrumented) shell starts (scripts/san-runtime: the one rule).
+preload=$("$(dirname "$0")/../../scripts/san-runtime" "$EXT.so")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-sqlite-ext.XXXXXX")
