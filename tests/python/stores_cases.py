@@ -4,6 +4,7 @@ real servers, and the paused-holder race with SIGSTOP (run by
 test_py_stores.sh, which says what it proves and makes the databases).
 TAP lines on stdout."""
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -275,6 +276,19 @@ for store, target, rid in (('pg', DIRECT, 20), ('sqlite', SQLITE, 3)):
     got = pg_row(rid) if store == 'pg' else sq_row(rid)
     ok(got == (2, b.token), '%s race: the store holds the newer holder\'s write (%r)' % (store, got))
     ok(p.returncode == 0, '%s race: the old holder exits 0 (%d)' % (store, p.returncode))
+
+# ---- docs/python.md: every python block runs, as the page shows it --------------
+doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs', 'python.md')
+blocks = re.findall(r'^```python\n(.*?)^```$', open(doc).read(), re.S | re.M)
+ok(len(blocks) >= 5, 'docs/python.md has its python blocks (%d)' % len(blocks))
+for i, code in enumerate(blocks, 1):
+    env = dict(os.environ, FENCE_REDIS_URL=URL, APP_SQLITE=SQLITE,
+               APP_DB=BOUNCER if 'import psycopg\n' in code else DIRECT)
+    p = subprocess.run([py, '-c', code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=60)
+    ok(p.returncode == 0 and not p.stderr and 'refused' not in p.stdout,
+       'docs/python.md block %d runs (exit %d%s)' % (
+           i, p.returncode, (': ' + p.stderr[-300:]) if p.stderr else ''))
 
 conn.close()
 client.close()
