@@ -65,14 +65,14 @@ done
 check "... byte-compiled (__pycache__/_client.*.pyc)" bash -c "ls '$PYS'/__pycache__/_client.*.pyc >/dev/null"
 check "... _installed.py names LIBDIR $LIB" grep -qx "LIBDIR = '$LIB'" "$PYS/_installed.py"
 check "no ldconfig under DESTDIR (the install log says nothing of it)" bash -c "! grep -q ldconfig '$T/install.log'"
-out=$(cd "$T" && PYTHONPATH=${PYS%/fence} /usr/bin/python3 -c 'import fence
+out=$(cd "$T" && PYTHONPATH=${PYS%/fence} "$SANRUN/python3" -c 'import fence
 try:
     fence.Client("redis://127.0.0.1:1")
 except fence.LibraryNotFound as e:
     print(e)' 2>&1)
 check "staged, its LIBDIR not there yet: fence.LibraryNotFound names $LIB/libfence.so.0 ($out)" \
   bash -c "[[ \"\$1\" == *'$LIB/libfence.so.0'* ]] && [[ \"\$1\" == *FENCE_LIBDIR* ]]" _ "$out"
-out=$(cd "$T" && FENCE_LIBDIR=$S$LIB PYTHONPATH=${PYS%/fence} /usr/bin/python3 -c 'import fence; print(fence.library_path())' 2>&1)
+out=$(cd "$T" && FENCE_LIBDIR=$S$LIB PYTHONPATH=${PYS%/fence} "$SANRUN/python3" -c 'import fence; print(fence.library_path())' 2>&1)
 check "... with FENCE_LIBDIR=\$S$LIB it loads the staged libfence ($out)" test "$out" = "$S$LIB/libfence.so.0"
 for l in fence fence_pg fence_sqlite fence_gate; do
   check "lib$l.so -> .so.0 -> .so.0.2.0 and lib$l.a in LIBDIR" \
@@ -117,7 +117,7 @@ else
   done
   UPY=$("$PY" python/sitedir.py "$U/opt")
   check "... installs the Python package in $UPY" test -f "$UPY/fence/__init__.py"
-  out=$(cd "$T" && "${AS[@]}" env PYTHONPATH="$UPY" "$PY" -c 'import fence, fence.sqlite
+  out=$(cd "$T" && "${AS[@]}" env PYTHONPATH="$UPY" "$SANRUN/python3" -c 'import fence, fence.sqlite
 print(fence.library_path()); print(fence.sqlite.extension_path())' 2>&1)
   check "... which loads the prefix's libfence and finds its extension ($(tr '\n' ' ' <<<"$out"))" \
     test "$out" = "$U/opt/lib/libfence.so.0"$'\n'"$U/opt/lib/fence/fence_sqlite_ext.so"
