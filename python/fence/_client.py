@@ -262,7 +262,10 @@ class Client:
         Raises fence.Busy (held, wait_ms 0), fence.Timeout (still held when
         wait_ms ran out), fence.InvalidArgument, or another fence.Error."""
         lib = self._lib
-        bname = _text('name', name, none_ok=False)
+        if type(name) is str and '\0' not in name:
+            bname = name.encode('utf-8')
+        else:
+            bname = _text('name', name, none_ok=False)   # raises the right error
         if not (type(ttl_ms) is int and type(wait_ms) is int and type(renew_every_ms) is int
                 and _I64_MIN <= ttl_ms <= _I64_MAX and _I64_MIN <= wait_ms <= _I64_MAX
                 and _I64_MIN <= renew_every_ms <= _I64_MAX):
@@ -293,13 +296,20 @@ class Client:
                 raise _closed_error(self._why_closed)
             self._busy += 1
         try:
-            with lease._lock:   # a loss reported at once waits for the handle
+            # With an on_lost, a loss reported at once waits for the handle
+            # (the lease's lock); without one nothing else can see the lease.
+            if on_lost is not None:
+                lease._lock.acquire()
+            try:
                 st = lib.fence_acquire(h, bname, ctypes.byref(opts), ctypes.byref(out))
                 if st != OK:
                     raise self._fail(st)
                 lh = lease._h = out.value
                 lease.token = lib.fence_lease_token(lh)
                 lease.holder = lib.fence_lease_holder(lh).decode('ascii')
+            finally:
+                if on_lost is not None:
+                    lease._lock.release()
         except BaseException:
             _targets.pop(lease._user, None)
             raise

@@ -4,7 +4,8 @@ release cycles per second through the Python package (python/fence, over
 BUILD_DIR's libfence.so.0), the C client doing the same cycle
 (bench_python_c, a process of its own, told each round's count on a pipe),
 and redis-py's Lock (Debian's python3-redis: SET NX PX, then its release
-script), all three on the same Redis ($FENCE_TEST_REDIS_URL, make bench's
+script; also a process of its own, so that no side's interpreter state
+weighs on another's), all three on the same Redis ($FENCE_TEST_REDIS_URL, make bench's
 scripts/with-servers), one client each, one name each, try-once and a TTL
 of 60 s.  ROUNDS rounds of CYCLES cycles each, the three interleaved in a
 rotating order (so a noisy moment of this shared machine falls on each in
@@ -27,7 +28,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, '..', '..', 'python'))
 os.environ.setdefault('FENCE_LIBDIR', build)
 import fence   # noqa: E402
-import redis   # noqa: E402  (python3-redis)
+import redis   # noqa: E402,F401  (python3-redis: fail here, loudly, when missing)
 
 url = os.environ.get('FENCE_TEST_REDIS_URL')
 if not url:
@@ -40,12 +41,7 @@ c_side = subprocess.Popen([os.path.join(build, 'tests', 'bench', 'py', 'bench_py
 
 
 def c_round(n):
-    c_side.stdin.write('%d\n' % n)
-    c_side.stdin.flush()
-    line = c_side.stdout.readline()
-    if not line:
-        sys.exit('bench_python: bench_python_c ended (exit %s)' % c_side.wait())
-    return 1e9 / float(line)
+    return 1e9 / ask(c_side, n, 'bench_python_c')   # it answers ns per cycle
 
 
 client = fence.Client(url)
@@ -60,16 +56,35 @@ def py_round(n):
     return n / (time.perf_counter() - t0)
 
 
-r = redis.Redis.from_url(url)
+# redis-py in a process of its own, as the C client is: each side's
+# interpreter state (objects, caches) stays its own.
+REDIS_PY = r"""
+import sys, time, redis
+r = redis.Redis.from_url(sys.argv[1])
+for line in sys.stdin:
+    n = int(line)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        with r.lock(sys.argv[2], timeout=int(sys.argv[3]) / 1000, blocking=False):
+            pass
+    print(n / (time.perf_counter() - t0), flush=True)
+"""
+redis_py_side = subprocess.Popen([sys.executable, '-c', REDIS_PY, url, tag + '-redis-py', str(TTL_MS)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def ask(side, n, what):
+    """One round on a helper process: its rate (cycles/s)."""
+    side.stdin.write('%d\n' % n)
+    side.stdin.flush()
+    line = side.stdout.readline()
+    if not line:
+        sys.exit('bench_python: %s ended (exit %s)' % (what, side.wait()))
+    return float(line)
 
 
 def redis_py_round(n):
-    name = tag + '-redis-py'
-    t0 = time.perf_counter()
-    for _ in range(n):
-        with r.lock(name, timeout=TTL_MS / 1000, blocking=False):
-            pass
-    return n / (time.perf_counter() - t0)
+    return ask(redis_py_side, n, 'the redis-py side')
 
 
 sides = [('c', c_round), ('python', py_round), ('redis_py', redis_py_round)]
@@ -79,8 +94,9 @@ for _, fn in sides:          # warm-up: connections, script caches
 for i in range(ROUNDS):
     for k, fn in sides[i % 3:] + sides[:i % 3]:
         rates[k].append(fn(CYCLES))
-c_side.stdin.close()
-c_side.wait()
+for side in (c_side, redis_py_side):
+    side.stdin.close()
+    side.wait()
 client.close()
 
 med = {k: statistics.median(v) for k, v in rates.items()}
