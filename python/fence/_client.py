@@ -32,7 +32,7 @@ import traceback
 import ctypes
 
 from . import _lib
-from ._errors import (Error, InvalidArgument, Lost, ESTATE, LOST, OK, from_status)
+from ._errors import Error, ESTATE, LOST, OK, from_status
 
 # ---- arguments -------------------------------------------------------------------
 

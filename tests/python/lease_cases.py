@@ -4,8 +4,6 @@ TAP lines on stdout."""
 import io
 import os
 import re
-import signal
-import subprocess
 import sys
 import threading
 import time
