@@ -29,9 +29,9 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 MANDIR     ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 # The Python package fence (python/fence) goes where PYTHON searches under
-# PREFIX (python/sitedir.py; asked only by install and uninstall).
+# PREFIX (python/sitedir.py; asked only by install and uninstall, once).
 PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
-PYTHONDIR  ?= $(shell $(PYTHON) python/sitedir.py '$(PREFIX)')
+PYTHONDIR  ?= $(eval PYTHONDIR := $$(shell $$(PYTHON) python/sitedir.py '$$(PREFIX)'))$(PYTHONDIR)
 DESTDIR    ?=
 CC         ?= cc
 
