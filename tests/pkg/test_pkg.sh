@@ -136,6 +136,14 @@ print(c.execute("SELECT fence_set_token(7)").fetchone()[0])' "$ext" 2>&1)
   check "... the sqlite3 shell too ($out)" test "$out" = 8
   out=$(cd "$T" && "${AS[@]}" "$SANRUN/sqlite3" :memory: ".load $U/opt/lib/fence/fence_sqlite_ext" "SELECT fence_set_token(9);" 2>&1)
   check "... and by the name docs/sqlite.md gives after make install, PREFIX/lib/fence/fence_sqlite_ext ($out)" test "$out" = 9
+  out=$(cd "$T" && "${AS[@]}" "$SANRUN/python3" -c 'import sqlite3, sys
+c = sqlite3.connect(":memory:"); c.enable_load_extension(True); c.load_extension(sys.argv[1])
+print(c.execute("SELECT fence_set_token(10)").fetchone()[0])' "$U/opt/lib/fence/fence_sqlite_ext" 2>&1)
+  check "... Python's load_extension() by that name too ($out)" test "$out" = 10
+  out=$(cd "$T" && "${AS[@]}" env PYTHONPATH="$UPY" "$SANRUN/python3" -c 'import sqlite3, fence.sqlite
+c = sqlite3.connect(":memory:"); fence.sqlite.load_extension(c)
+print(c.execute("SELECT fence_set_token(11)").fetchone()[0])' 2>&1)
+  check "... and the installed package's fence.sqlite.load_extension(conn) ($out)" test "$out" = 11
   check "... prints one line saying the PostgreSQL extension was left out, naming make install-pgext" \
     test "$(skipped install "$T/user-install.log")" = 1
   check "... and nothing else" test "$(wc -l < "$T/user-install.log")" = 1
