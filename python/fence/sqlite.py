@@ -9,10 +9,9 @@ Python's sqlite3 module and fence's loadable extension (docs/sqlite.md).
 transaction(conn, lease[, resource]) is one fenced write transaction:
 BEGIN IMMEDIATE (the write lock first, docs/sqlite.md), the token and
 holder bound (fence_set_token), the resource advanced, the block, COMMIT;
-on any exception ROLLBACK (a refused write never keeps the lock); at the
-end the connection's token is cleared, so that it lasts exactly that
-transaction whether the extension keeps a token until it is changed or
-for one transaction only.  use_token(conn, lease) is the binding alone,
+on any exception ROLLBACK (a refused write never keeps the lock); the
+token ends with the transaction (the extension's rule: a token serves one
+write transaction).  use_token(conn, lease) is the binding alone,
 inside a transaction the caller opened.  A refused write ("fence:stale",
 "fence:notoken") is raised as fence.Stale / fence.NoToken from the
 sqlite3 exception, parsed by libfence_sqlite's classifier
@@ -129,7 +128,6 @@ class transaction:
         finally:
             if conn.in_transaction:      # a failed COMMIT: give the lock back
                 conn.execute('ROLLBACK')
-            conn.execute('SELECT fence_set_token(NULL)')
 
     def __exit__(self, exc_type, exc, tb):
         with refusals():
