@@ -218,6 +218,10 @@ ok(len({l.token for l in leases}) == 1000, '1,000 leases acquired on one client,
 time.sleep(2.0)   # more than three TTLs: the heartbeat renews them all
 ok(not lost and all(l.valid_ms() > 0 for l in leases),
    '... all still held after 2 s at TTL 600 ms, renewed by the C heartbeat (%d lost)' % len(lost))
+sample = leases[::25]
+ok(all(i.held and i.holder_token == l.token for i, l in ((other.inspect(l.name), l) for l in sample)),
+   '... and Redis says so: another client sees each of %d sampled names held by its token'
+   % len(sample))
 for l in leases[:500]:
     l.release()
 ok(not any(other.inspect(l.name).held for l in leases[:500:50]), '... 500 released one by one')
