@@ -151,6 +151,9 @@ real_stderr, sys.stderr = sys.stderr, io.StringIO()
 try:
     redis_ctl('cli', 'del', key(n))
     wait_for(lambda: calls, 3)
+    # The heartbeat thread prints the traceback after the call: wait for
+    # its last line, not a while (a sanitizer build takes its time).
+    wait_for(lambda: 'RuntimeError: raised in on_lost on purpose' in sys.stderr.getvalue(), 5)
     time.sleep(0.1)
 finally:
     said, sys.stderr = sys.stderr.getvalue(), real_stderr
