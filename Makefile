@@ -7,7 +7,7 @@
 #   make bench               the benchmarks (never part of make test); writes docs/benchmarks.md
 #   make demo                the paused-holder race, shown and defeated
 #   make install / uninstall honour PREFIX, DESTDIR, LIBDIR, INCLUDEDIR, BINDIR, DATADIR,
-#                            PKGCONFIGDIR, MANDIR, BASHCOMPDIR (given at install time:
+#                            PKGCONFIGDIR, MANDIR, BASHCOMPDIR, PYTHON, PYTHONDIR (given at install time:
 #                            the .pc files are written then, from lib/*/*.pc.in); they
 #                            do the PostgreSQL extension's too when its folders are
 #                            writable, and else say so in one line and leave it
@@ -28,6 +28,10 @@ DATADIR    ?= $(PREFIX)/share/fence
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 MANDIR     ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+# The Python package fence (python/fence) goes where PYTHON searches under
+# PREFIX (python/sitedir.py; asked only by install and uninstall, once).
+PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYTHONDIR  ?= $(eval PYTHONDIR := $$(shell $$(PYTHON) python/sitedir.py '$$(PREFIX)'))$(PYTHONDIR)
 DESTDIR    ?=
 CC         ?= cc
 
@@ -106,8 +110,10 @@ all:
 # under it.
 PC_LIBDIR     = $(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))
 PC_INCLUDEDIR = $(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
+PC_DATADIR    = $(patsubst $(PREFIX)/%,$${prefix}/%,$(DATADIR))
 PC_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(PC_LIBDIR)|g' \
-             -e 's|@INCLUDEDIR@|$(PC_INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
+             -e 's|@INCLUDEDIR@|$(PC_INCLUDEDIR)|g' -e 's|@DATADIR@|$(PC_DATADIR)|g' \
+             -e 's|@VERSION@|$(VERSION)|g'
 define make_pc
 	@mkdir -p $(dir $@)
 	$(PC_SED) $< > $@
@@ -260,6 +266,19 @@ MAN1       := $(sort $(wildcard man/*.1))
 MAN3       := $(sort $(wildcard man/*.3))
 COMPLETION := completion/fence.bash
 SQL_PARTS  := sqlite gate    # postgres: the one built script, $(FENCE_SQL)
+# The Python package: python/fence/*.py, plus fence/_installed.py (the
+# LIBDIR its libraries are in), byte-compiled by install so that an import
+# as root writes nothing that uninstall would not know of.  Left out, with
+# one line, when PYTHON cannot say where (no python3).
+PY_SRC     := $(sort $(wildcard python/fence/*.py))
+PY_FILES    = $(notdir $(PY_SRC)) _installed.py
+PY_PKGDIR   = $(DESTDIR)$(PYTHONDIR)/fence
+PY_CACHED   = $(PYTHON) -c 'import importlib.util as u, sys; print("\n".join(u.cache_from_source(f) for f in sys.argv[1:]))'
+# A root install (no DESTDIR: the system itself) refreshes the dynamic
+# linker's cache, so that programs (and ctypes.util.find_library) find
+# the new sonames; it says so when LIBDIR is not among the folders the
+# linker searches.
+LDCONFIG_IF_ROOT = if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then
 
 install: all
 	install -d '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(BINDIR)'
@@ -288,6 +307,14 @@ install: all
 	$(if $(MAN3),install -d '$(DESTDIR)$(MANDIR)/man3' && install -m 644 $(MAN3) '$(DESTDIR)$(MANDIR)/man3/')
 	install -d '$(DESTDIR)$(BASHCOMPDIR)'
 	install -m 644 $(COMPLETION) '$(DESTDIR)$(BASHCOMPDIR)/fence'
+	@if [ -z '$(PYTHONDIR)' ]; then echo "make $@: left out the Python package ($(PYTHON) cannot say where: set PYTHONDIR)" >&2; else \
+	  install -d '$(PY_PKGDIR)' && install -m 644 $(PY_SRC) '$(PY_PKGDIR)/' && \
+	  printf '# Written by make install: where it put the libraries (python/fence/_lib.py).\nLIBDIR = %s\n' \
+	    "$$($(PYTHON) -c 'import sys; print(repr(sys.argv[1]))' '$(LIBDIR)')" > '$(PY_PKGDIR)/_installed.py' && \
+	  $(PYTHON) -m compileall -q -d '$(PYTHONDIR)/fence' '$(PY_PKGDIR)' >/dev/null || exit 1; fi
+	@$(LDCONFIG_IF_ROOT) ldconfig && \
+	  { ldconfig -p | grep -qF ' => $(LIBDIR)/libfence.so.$(SOVERSION)' || \
+	    echo "make $@: $(LIBDIR) is not in the dynamic linker's search path (/etc/ld.so.conf): the Python package finds libfence there, other programs need -Wl,-rpath,$(LIBDIR) or LD_LIBRARY_PATH"; }; fi
 
 uninstall:
 	for f in $(notdir $(HEADERS)); do rm -f '$(DESTDIR)$(INCLUDEDIR)/'$$f; done
@@ -310,6 +337,11 @@ uninstall:
 	for f in $(notdir $(MAN1)); do rm -f '$(DESTDIR)$(MANDIR)/man1/'$$f; done
 	for f in $(notdir $(MAN3)); do rm -f '$(DESTDIR)$(MANDIR)/man3/'$$f; done
 	rm -f '$(DESTDIR)$(BASHCOMPDIR)/fence'
+	@if [ -n '$(PYTHONDIR)' ]; then \
+	  for f in $(PY_FILES); do rm -f '$(PY_PKGDIR)/'$$f; done; \
+	  $(PY_CACHED) $(addprefix '$(PY_PKGDIR)/,$(addsuffix ',$(PY_FILES))) | while IFS= read -r c; do rm -f "$$c"; done; \
+	  rmdir '$(PY_PKGDIR)/__pycache__' '$(PY_PKGDIR)' 2>/dev/null || true; fi
+	@$(LDCONFIG_IF_ROOT) ldconfig; fi
 
 # make help: one line per target.
 help:
@@ -325,8 +357,9 @@ help:
 	@echo 'make torture      a bounded fault run, TORTURE_SECONDS long (150)'
 	@echo 'make tests-build  the test binaries, the CLI, the examples, the SQLite and PostgreSQL extensions, without running'
 	@echo 'make deps         install the Debian packages needed to build and test (scripts/install-deps)'
-	@echo 'make install      libraries, headers, .pc, fence, SQLite extension, SQL, man pages, bash completion'
-	@echo '                  (PREFIX=$(PREFIX) DESTDIR LIBDIR INCLUDEDIR BINDIR DATADIR PKGCONFIGDIR MANDIR BASHCOMPDIR),'
+	@echo 'make install      libraries, headers, .pc, fence, SQLite extension, SQL, man pages, bash completion,'
+	@echo '                  the Python package (PREFIX=$(PREFIX) DESTDIR LIBDIR INCLUDEDIR BINDIR DATADIR PKGCONFIGDIR'
+	@echo '                  MANDIR BASHCOMPDIR PYTHON PYTHONDIR); as root without DESTDIR it runs ldconfig;'
 	@echo '                  and the PostgreSQL extension when its folders (below) are writable; else one line'
 	@echo '                  says it was left out (PG_EXTENSIONS= leaves it out of the build and the install)'
 	@echo 'make uninstall    remove exactly what make install put there (same variables)'

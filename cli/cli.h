@@ -179,6 +179,9 @@ int cli__open(const char *cmd, const fence_client_options *o, fence_client **out
 /* Print "fence CMD: what: detail" for a failed call on c; returns the exit
  * status for rc. */
 int cli__fail(const char *cmd, fence_client *c, const char *what, int rc);
+/* The status and message ("what: text: detail", never a password) of the
+ * last cli__fail(); -1 and "" when none. */
+int cli__last_failure(const char **msg);
 
 /* ---- supervise.c: while the command runs ---------------------------------- */
 
@@ -225,9 +228,15 @@ int cli__watchdog_start(pid_t group, int64_t deadline_ms);
 void cli__watchdog_set(int64_t deadline_ms);
 /* CLOCK_MONOTONIC in milliseconds, the watchdog's clock. */
 int64_t cli__watchdog_now_ms(void);
-/* Tell the watchdog module that waitpid() returned pid w (it may be the
- * watchdog's). */
-void cli__watchdog_reaped(pid_t w);
+/* Tell the watchdog module that waitpid() returned pid w: 0 when it was
+ * not the watchdog, 1 when it was and it had SIGKILLed the group, 2 when it
+ * died before its time (killed by someone): replace it. */
+int cli__watchdog_reaped(pid_t w);
+/* Fork another watchdog on the same deadline (after 2 above): 0, or -1
+ * with errno. */
+int cli__watchdog_restart(void);
+/* The watchdog's pid, or -1. */
+pid_t cli__watchdog_pid(void);
 /* Stop and reap the watchdog; returns whether it had SIGKILLed the group. */
 int cli__watchdog_stop(void);
 

@@ -35,12 +35,24 @@ int cli__exit_for(int status)
     }
 }
 
+/* The last failure cli__fail() reported (for fence status --json). */
+static int last_status = -1;
+static char last_msg[1024];
+
 int cli__fail(const char *cmd, fence_client *c, const char *what, int rc)
 {
     const char *detail = c != NULL ? fence_client_errmsg(c) : "";
-    fprintf(stderr, "fence %s: %s: %s%s%s\n", cmd, what, fence_strerror(rc),
-            detail[0] != '\0' ? ": " : "", detail);
+    snprintf(last_msg, sizeof last_msg, "%s: %s%s%s", what, fence_strerror(rc),
+             detail[0] != '\0' ? ": " : "", detail);
+    last_status = rc;
+    fprintf(stderr, "fence %s: %s\n", cmd, last_msg);
     return cli__exit_for(rc);
+}
+
+int cli__last_failure(const char **msg)
+{
+    *msg = last_msg;
+    return last_status;
 }
 
 int cli__open(const char *cmd, const fence_client_options *o, fence_client **out)

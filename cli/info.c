@@ -25,7 +25,9 @@ const char cli__status_help[] =
     "                then what the issuer says of its server, one key each (Redis:\n"
     "                \"persistence\", \"maxmemory_policy\"; null when unknown)};\n"
     "                always valid UTF-8: control bytes as \\u00XX, bytes that are\n"
-    "                not UTF-8 as \\ufffd\n"
+    "                not UTF-8 as \\ufffd; when it fails (exit 64, 69, ...),\n"
+    "                {\"name\", \"state\": \"error\", \"error\" (the message),\n"
+    "                \"status\" (\"FENCE_ECONN\", ...; null), \"exit\"}\n"
     "\n" CLI_CONN_HELP;
 
 const char cli__token_help[] =
@@ -222,6 +224,27 @@ static void put_key(const char *key)
     printf("%s:%*s", key, pad > 1 ? pad : 1, "");
 }
 
+/* --json when fence status failed (Redis unreachable, refused, ...): still
+ * one JSON object on stdout, {"name", "state": "error", "error" (the
+ * message stderr got), "status" (e.g. "FENCE_ECONN", null when it was no
+ * library call), "exit"}. */
+static void print_json_error(const char *name, int ex)
+{
+    const char *msg = "";
+    int st = cli__last_failure(&msg);
+    fputs("{\"name\": ", stdout);
+    json_string(stdout, name);
+    fputs(", \"state\": \"error\", \"error\": ", stdout);
+    json_string(stdout, msg[0] != '\0' ? msg : "see stderr");
+    if (st >= 0) {
+        printf(", \"status\": \"%s\"", fence_status_name(st));
+    } else {
+        fputs(", \"status\": null", stdout);
+    }
+    printf(", \"exit\": %d}\n", ex);
+    fflush(stdout);
+}
+
 static void print_text(const char *name, const status_view *v)
 {
     printf("name:         %s\n", name);
@@ -275,6 +298,9 @@ int cli__cmd_status(int argc, char **argv)
     fence_client *c = NULL;
     ex = open_client("status", &ia, &c);
     if (ex != CLI_EX_OK) {
+        if (ia.json) {
+            print_json_error(ia.name, ex);
+        }
         return ex;
     }
     status_view v;
@@ -288,6 +314,9 @@ int cli__cmd_status(int argc, char **argv)
     if (rc != FENCE_OK) {
         ex = cli__fail("status", c, what, rc);
         fence_client_close(c);
+        if (ia.json) {
+            print_json_error(ia.name, ex);
+        }
         return ex;
     }
     if (ia.json) {

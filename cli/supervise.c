@@ -128,6 +128,8 @@ typedef struct {
     int64_t kill_after_ms;
     int64_t hold_end; /* --max-hold: when to stop the command (0: never) */
     int reaped, st;
+    int dog_died, dog_ws; /* the watchdog died before its time, how */
+    int dog_failed;   /* ... and could not be replaced: the command was stopped */
     int lost;         /* the lease was lost */
     int held_out;     /* the command outlived --max-hold */
     int stopping;     /* SIGTERM sent (lost or held out) */
@@ -155,7 +157,10 @@ static void reap(sup *s)
     for (;;) {
         int ws = 0;
         pid_t w = waitpid(-1, &ws, WNOHANG);
-        cli__watchdog_reaped(w);
+        if (cli__watchdog_reaped(w) == 2) {
+            s->dog_died = (int)w;
+            s->dog_ws = ws;
+        }
         if (w == s->pid) {
             s->st = ws;
             s->reaped = 1;
@@ -278,6 +283,38 @@ static void check_hold(sup *s, int64_t max_hold_ms)
     stop_group(s);
 }
 
+/* The watchdog died before its time (SIGKILLed by someone, the OOM
+ * killer): without it a fence stopped now would keep its command running
+ * past the lease.  Start another at once; when that fails, stop the
+ * command (fail closed). */
+static void replace_watchdog(sup *s)
+{
+    if (!s->dog_died) {
+        return;
+    }
+    int old = s->dog_died, ws = s->dog_ws;
+    s->dog_died = 0;
+    char how[32];
+    if (WIFSIGNALED(ws)) {
+        snprintf(how, sizeof how, "signal %d", WTERMSIG(ws));
+    } else {
+        snprintf(how, sizeof how, "exit %d", WEXITSTATUS(ws));
+    }
+    if (s->reaped || s->killed) {
+        s->watchdog = 0; /* nothing left to guard */
+    } else if (cli__watchdog_restart() == 0) {
+        fprintf(stderr, "fence run: the watchdog (pid %d) died (%s); started another (pid %ld)\n",
+                old, how, (long)cli__watchdog_pid());
+    } else {
+        fprintf(stderr, "fence run: the watchdog (pid %d) died (%s) and another cannot be "
+                "started (%s): stopping the command (SIGTERM, SIGKILL after %" PRId64 "ms)\n",
+                old, how, strerror(errno), s->kill_after_ms);
+        s->watchdog = 0;
+        s->dog_failed = 1;
+        stop_group(s);
+    }
+}
+
 /* The instant (the watchdog's clock) after which the command must be gone:
  * the lease's validity end while it is held, fence's own SIGKILL time once
  * fence stops the command, each plus the slack.  Never moved earlier. */
@@ -325,6 +362,7 @@ int cli__supervise(const cli__sup_args *a, int *was_lost)
     }
     for (;;) {
         reap(&s);
+        replace_watchdog(&s);
         check_hold(&s, max_hold_ms);
         tell_watchdog(&s);
         if (s.stopping && !s.killed && now_ms() >= s.kill_at) {
@@ -359,5 +397,6 @@ int cli__supervise(const cli__sup_args *a, int *was_lost)
         s.lost = 1;
     }
     *was_lost = s.lost;
-    return s.lost ? CLI_EX_LOST : s.held_out ? CLI_EX_MAXHOLD : command_status(s.st);
+    return s.lost ? CLI_EX_LOST : s.held_out ? CLI_EX_MAXHOLD : s.dog_failed ? CLI_EX_OSERR
+                                                                            : command_status(s.st);
 }

@@ -18,14 +18,25 @@
  * until that instant, reads it again, and when it has not moved, SIGKILLs
  * the group.  Forked from a threaded process, it calls only
  * async-signal-safe functions.
+ *
+ * Its process title is its own ("fence-watchdog for fence P, command C",
+ * in /proc/PID/cmdline over its copy of fence's argv, and comm
+ * "fence-watchdog"), so pgrep -f / pkill -f on fence's command line never
+ * find it.  A watchdog that dies before its time (killed by someone) is
+ * seen by fence's loop as soon as it is reaped and replaced at once on the
+ * same page (supervise.c); one that cannot be replaced makes fence stop
+ * the command.
  */
 #include "cli.h"
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -39,12 +50,64 @@ typedef struct {
 
 static shared *sh;
 static pid_t dog = -1;
+static pid_t dog_group = -1;
+/* fence's argv strings (one block, argv[0] first: /proc/PID/cmdline), which
+ * the watchdog overwrites with its own title, so that pgrep -f / pkill -f
+ * on fence's command line never find it; found and written before the
+ * fork, so the child only copies bytes. */
+static char *argv_area;
+static size_t argv_len;
+static char title[80];
 
 static int64_t mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Where fence's argv lies: from argv[0] (glibc's program_invocation_name
+ * is that very pointer), as long as /proc/self/cmdline says, when the
+ * block really ends there with a NUL.  Otherwise the title is comm only. */
+static void find_argv(void)
+{
+    char buf[4096];
+    size_t len = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    for (;;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            break;
+        }
+        len += (size_t)got;
+    }
+    close(fd);
+    char *start = program_invocation_name;
+    if (start != NULL && len > 0 && start[len - 1] == '\0') {
+        argv_area = start;
+        argv_len = len;
+    }
+}
+
+/* The child's title: its /proc/PID/cmdline and comm (async-signal-safe:
+ * bytes copied, one prctl). */
+static void set_title(void)
+{
+    if (argv_area != NULL) {
+        size_t n = strlen(title);
+        if (n >= argv_len) {
+            n = argv_len - 1;
+        }
+        memcpy(argv_area, title, n);
+        memset(argv_area + n, 0, argv_len - n);
+    }
+    prctl(PR_SET_NAME, "fence-watchdog");
 }
 
 /* The watchdog's life (the child; async-signal-safe calls only). */
@@ -58,6 +121,7 @@ static void watch(pid_t group, pid_t parent)
     if (getppid() != parent) {
         _exit(0); /* fence is already gone */
     }
+    set_title();
     for (;;) {
         int64_t d = atomic_load(&sh->deadline_ms);
         if (mono_ms() >= d) {
@@ -70,6 +134,29 @@ static void watch(pid_t group, pid_t parent)
     }
 }
 
+/* Fork a watchdog on the shared page: 0, or -1 with errno. */
+static int spawn(void)
+{
+    pid_t parent = getpid();
+    /* No handler of fence's may run in the child before it blocks them
+     * (it would write into fence's signal pipe). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t p = fork();
+    if (p == 0) {
+        watch(dog_group, parent);
+    }
+    int e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (p < 0) {
+        errno = e;
+        return -1;
+    }
+    dog = p;
+    return 0;
+}
+
 int cli__watchdog_start(pid_t group, int64_t deadline_ms)
 {
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -79,27 +166,28 @@ int cli__watchdog_start(pid_t group, int64_t deadline_ms)
     }
     atomic_store(&sh->deadline_ms, (long long)deadline_ms);
     atomic_store(&sh->fired, 0);
-    pid_t parent = getpid();
-    /* No handler of fence's may run in the child before it blocks them
-     * (it would write into fence's signal pipe). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    dog = fork();
-    if (dog != 0) {
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    }
-    if (dog < 0) {
+    dog_group = group;
+    snprintf(title, sizeof title, "fence-watchdog for fence %ld, command %ld", (long)getpid(),
+             (long)group);
+    find_argv();
+    if (spawn() != 0) {
         int e = errno;
         munmap(sh, sizeof *sh);
         sh = NULL;
         errno = e;
         return -1;
     }
-    if (dog == 0) {
-        watch(group, parent);
-    }
     return 0;
+}
+
+int cli__watchdog_restart(void)
+{
+    return sh != NULL && dog < 0 && !atomic_load(&sh->fired) ? spawn() : -1;
+}
+
+pid_t cli__watchdog_pid(void)
+{
+    return dog;
 }
 
 void cli__watchdog_set(int64_t deadline_ms)
@@ -114,11 +202,13 @@ int64_t cli__watchdog_now_ms(void)
     return mono_ms();
 }
 
-void cli__watchdog_reaped(pid_t w)
+int cli__watchdog_reaped(pid_t w)
 {
-    if (w > 0 && w == dog) {
-        dog = -1; /* already reaped: never signal a pid that may be reused */
+    if (w <= 0 || w != dog) {
+        return 0;
     }
+    dog = -1; /* reaped: never signal a pid that may be reused */
+    return sh != NULL && atomic_load(&sh->fired) ? 1 : 2;
 }
 
 int cli__watchdog_stop(void)

@@ -110,6 +110,20 @@ FENCE_API fence_status fence_pg_prepare(PGconn *conn);
 FENCE_API fence_status fence_pg_classify(PGconn *conn, const PGresult *res, fence_stale *stale);
 
 /*
+ * fence_pg_classify for an error known by its fields instead of a
+ * PGresult (a driver that hands out no PGresult: psycopg2's e.pgcode and
+ * e.diag, JDBC, the Python package): sqlstate (PG_DIAG_SQLSTATE), detail
+ * (PG_DIAG_MESSAGE_DETAIL) and table (PG_DIAG_TABLE_NAME), each as the
+ * server sent it; detail and table may be NULL.  FENCE_STALE for 23Q01
+ * (*stale filled as fence_pg_classify fills it), FENCE_ENOTOKEN for 23Q02,
+ * FENCE_EDB for any other SQLSTATE; FENCE_EINVAL for a NULL sqlstate
+ * (fence_pg_errmsg(NULL) says so).  Records no other message: no
+ * connection is involved.
+ */
+FENCE_API fence_status fence_pg_classify_error(const char *sqlstate, const char *detail,
+                                               const char *table, fence_stale *stale);
+
+/*
  * RESOURCE's mark into *mark (0 when it has none; *mark is 0 on any
  * failure).  In or out of a transaction block, not in a failed one nor in
  * pipeline mode (FENCE_ESTATE).  FENCE_EINVAL for NULL arguments or a bad

@@ -1,7 +1,8 @@
 /* result.c -- map a PGresult to a fence status: 23Q01 -> FENCE_STALE (with
  * both tokens, the object, the reason and the recorded holder, parsed from
  * the error's DETAIL), 23Q02 -> FENCE_ENOTOKEN, any other error ->
- * FENCE_EDB.  Calls only errmsg.c. */
+ * FENCE_EDB; from a PGresult (fence_pg_classify) or from the error's
+ * fields (fence_pg_classify_error).  Calls only errmsg.c. */
 #include "pg_internal.h"
 
 #include <string.h>
@@ -130,17 +131,35 @@ int fence_pg__parse_stale(const char *detail, fence_stale *out)
     return 0;
 }
 
-/* res is an error (or an unexpected status): record it and say which. */
-static fence_status classify_error(PGconn *conn, const PGresult *res, fence_stale *stale)
+/* What a server error is, by its fields (the rule fence_pg_classify and
+ * fence_pg_classify_error share): 23Q01 FENCE_STALE, with *stale (when
+ * not NULL) parsed from the DETAIL fence.sql writes or, raised by
+ * something else, the table alone; 23Q02 FENCE_ENOTOKEN; any other
+ * FENCE_EDB. */
+static fence_status classify_fields(const char *state, const char *detail, const char *table,
+                                    fence_stale *stale)
 {
-    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
     fence_status status = FENCE_EDB;
     if (state != NULL && strcmp(state, "23Q01") == 0) {
         status = FENCE_STALE;
     } else if (state != NULL && strcmp(state, "23Q02") == 0) {
         status = FENCE_ENOTOKEN;
     }
+    if (status == FENCE_STALE && stale != NULL && fence_pg__parse_stale(detail, stale) != 0 &&
+        table != NULL) {
+        stale->kind = FENCE_OBJECT_TABLE;
+        copy_line(stale->object, sizeof stale->object, table);
+    }
+    return status;
+}
+
+/* res is an error (or an unexpected status): record it and say which. */
+static fence_status classify_error(PGconn *conn, const PGresult *res, fence_stale *stale)
+{
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    fence_status status = classify_fields(state, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL),
+                                          PQresultErrorField(res, PG_DIAG_TABLE_NAME), stale);
     char line[sizeof ((fence__errslot *)0)->msg];
     copy_line(line, sizeof line, primary != NULL ? primary : PQresultErrorMessage(res));
     if (line[0] == '\0') {
@@ -149,16 +168,19 @@ static fence_status classify_error(PGconn *conn, const PGresult *res, fence_stal
     } else {
         fence_pg__fail_db(conn, status, state, "%s", line);
     }
-    if (status == FENCE_STALE && stale != NULL &&
-        fence_pg__parse_stale(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL), stale) != 0) {
-        /* Raised by something other than fence.sql: keep what we know. */
-        const char *table = PQresultErrorField(res, PG_DIAG_TABLE_NAME);
-        if (table != NULL) {
-            stale->kind = FENCE_OBJECT_TABLE;
-            copy_line(stale->object, sizeof stale->object, table);
-        }
-    }
     return status;
+}
+
+fence_status fence_pg_classify_error(const char *sqlstate, const char *detail, const char *table,
+                                     fence_stale *stale)
+{
+    if (stale != NULL) {
+        memset(stale, 0, sizeof *stale);
+    }
+    if (sqlstate == NULL) {
+        return fence_pg__fail(NULL, FENCE_EINVAL, "fence_pg_classify_error: sqlstate is NULL");
+    }
+    return classify_fields(sqlstate, detail, table, stale);
 }
 
 fence_status fence_pg_classify(PGconn *conn, const PGresult *res, fence_stale *stale)

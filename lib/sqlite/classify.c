@@ -3,7 +3,9 @@
  * rejected) reason=older[ holder=H]", "... token N is not newer than M
  * (write rejected) reason=repeat holder=H", "fence:notoken ...") turned
  * into a status and a fence_stale (format: fn_stale in sqlfuncs.c).
- * Tokens in it are read with the one grammar of common.h. */
+ * Tokens in it are read with the one grammar of common.h.  From the
+ * connection (fence_sqlite_classify) or from a code and message
+ * (fence_sqlite_classify_error), by one rule (classify_code). */
 #include "sqlite_internal.h"
 
 #include <string.h>
@@ -134,19 +136,13 @@ fence_status fence_sqlite__parse_message(const char *msg, fence_stale *out)
     return FENCE_EDB;
 }
 
-fence_status fence_sqlite_classify(sqlite3 *db, fence_stale *stale)
+/* What an SQLite error is, by its extended code and message (the rule
+ * fence_sqlite_classify and fence_sqlite_classify_error share). */
+static fence_status classify_code(int code, const char *msg, fence_stale *stale)
 {
-    if (stale != NULL) {
-        memset(stale, 0, sizeof *stale);
-    }
-    if (db == NULL) {
-        return fs_fail(NULL, FENCE_EINVAL, "fence_sqlite_classify: db is NULL");
-    }
-    int code = sqlite3_extended_errcode(db);
     if (code == SQLITE_OK || code == SQLITE_ROW || code == SQLITE_DONE) {
-        return fence_sqlite__ok(db);
+        return FENCE_OK;
     }
-    const char *msg = sqlite3_errmsg(db);
     int primary = code & 0xff;
     fence_stale parsed;
     fence_status st = fence_sqlite__parse_message(msg, &parsed);
@@ -158,5 +154,32 @@ fence_status fence_sqlite_classify(sqlite3 *db, fence_stale *stale)
     if (st == FENCE_STALE && stale != NULL) {
         *stale = parsed;
     }
+    return st;
+}
+
+fence_status fence_sqlite_classify(sqlite3 *db, fence_stale *stale)
+{
+    if (stale != NULL) {
+        memset(stale, 0, sizeof *stale);
+    }
+    if (db == NULL) {
+        return fs_fail(NULL, FENCE_EINVAL, "fence_sqlite_classify: db is NULL");
+    }
+    const char *msg = sqlite3_errmsg(db);
+    fence_status st = classify_code(sqlite3_extended_errcode(db), msg, stale);
+    if (st == FENCE_OK) {
+        return fence_sqlite__ok(db);
+    }
     return (fence_status)fs_fail(db, st, "%s", msg != NULL ? msg : "");
+}
+
+fence_status fence_sqlite_classify_error(int errcode, const char *msg, fence_stale *stale)
+{
+    if (stale != NULL) {
+        memset(stale, 0, sizeof *stale);
+    }
+    if (msg == NULL) {
+        return fs_fail(NULL, FENCE_EINVAL, "fence_sqlite_classify_error: msg is NULL");
+    }
+    return classify_code(errcode, msg, stale);
 }

@@ -186,6 +186,19 @@ FENCE_API fence_status fence_sqlite_mark(sqlite3 *db, const char *resource, uint
  */
 FENCE_API fence_status fence_sqlite_classify(sqlite3 *db, fence_stale *stale);
 
+/*
+ * fence_sqlite_classify for an error known by its code and message
+ * instead of its connection (a host that hands out no sqlite3 handle:
+ * Python's sqlite3 module gives e.sqlite_errorcode and str(e)): errcode
+ * the extended result code (sqlite3_extended_errcode), msg the message
+ * (sqlite3_errmsg).  The same answers and the same *stale as
+ * fence_sqlite_classify; FENCE_EINVAL for a NULL msg
+ * (fence_sqlite_errmsg(NULL) says so).  Records no other message: no
+ * connection is involved.
+ */
+FENCE_API fence_status fence_sqlite_classify_error(int errcode, const char *msg,
+                                                   fence_stale *stale);
+
 /* The message of the calling thread's last failed fence_sqlite_* call on
  * db ("" if none, or if a later call on db succeeded); db NULL: of a call
  * that was given no db.  Never NULL; valid until this thread's next

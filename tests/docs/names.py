@@ -10,7 +10,9 @@ What a page may name (anywhere in it, code blocks included):
                 or lib/pgext/fence--*.sql (the extension), or a table of
                 theirs shown with its columns, fence.marks(token, holder);
   fence.NAME    the same, or a table, view or setting of theirs
-                (fence.marks, fence.protected, fence.token ...); file names
+                (fence.marks, fence.protected, fence.token ...), or a module
+                or top-level name of the Python package python/fence
+                (fence.pg, fence.Client, fence.Stale ...); file names
                 (fence.sql, fence.so, fence.h, fence.c, fence.control,
                 fence.pc, fence.pml) and placeholders (fence.guard_<oid>)
                 are not names;
@@ -143,7 +145,13 @@ class Code:
             other[p] = strip_hash(read(p))
         for p in files('lib', {'in', 'control'}) + files('cli', {'in'}):
             other[p] = read(p)
-        everything = list(csrc.values()) + list(other.values())
+        # The Python package: its modules and the names they define.
+        py = {p: strip_hash(read(p)) for p in files('python', {'py'})}
+        self.python = {os.path.splitext(os.path.basename(p))[0] for p in py}
+        for text in py.values():
+            self.python |= {a or b for a, b in re.findall(
+                r'^(?:class|def)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*=', text, re.M)}
+        everything = list(csrc.values()) + list(other.values()) + list(py.values())
         self.idents = set()
         for text in everything:
             self.idents |= set(re.findall(r'\bfence_[A-Za-z0-9_]+', text))
@@ -335,10 +343,10 @@ def check_file(code, path):
             if name in FILE_EXTS or after in ('<', '.in') or name.endswith('_') and after == '<':
                 continue
             if after == '(':   # a function, or a table shown with its columns
-                if name not in code.functions | code.relations:
+                if name not in code.functions | code.relations | code.python:
                     bad.append('%s:%d: SQL function fence.%s() is created by no sql/postgres or lib/pgext script'
                                % (path, n, name))
-            elif name not in code.functions | code.relations | code.settings:
+            elif name not in code.functions | code.relations | code.settings | code.python:
                 bad.append('%s:%d: fence.%s is no function, table, view or setting of sql/postgres or lib/pgext'
                            % (path, n, name))
         for m in re.finditer(r'(?<![\w.$/-])(fence_[A-Za-z0-9_]+)', line):

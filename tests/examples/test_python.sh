@@ -53,6 +53,10 @@ command -v sqlite3 >/dev/null || { not_ok "sqlite3 is installed"; missing=1; }
 [ $missing -eq 0 ] || { echo "test_python: cannot run" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fence-test-python.XXXXXX")
+# python3 and sqlite3 load the extension: under make check SANITIZER=...
+# its runtime must come first in them (scripts/san-runtime).
+scripts/san-runtime --wrap "$tmp/bin" "$PY" sqlite3 || exit 1
+PY=$tmp/bin/python3 PATH=$tmp/bin:$PATH
 db=fence_py_$$
 bg_pids=()
 cleanup() {

@@ -7,7 +7,13 @@
 # completion; `make install PREFIX=...` and uninstall as a user who may not
 # write pg_config's folders (nobody, when run as root): all but the
 # PostgreSQL extension, one line saying so, nothing built or written as
-# that user in the repo or the system.  Needs no server.  Run by
+# that user in the repo or the system; the paths pkg-config names
+# (fence_sql, the SQLite extension: loaded by that path from Python's
+# sqlite3 and the sqlite3 shell, and by the name docs/sqlite.md gives); the
+# Python package installed where python3 looks under the prefix and
+# finding its libraries there (a clear error when they are not); a root
+# install without DESTDIR running ldconfig (none under DESTDIR); the
+# completion found by bash-completion's loader.  Needs no server.  Run by
 # scripts/run-suites from the repo root with FENCE_BUILD set; reuses that
 # build (make install rebuilds nothing that is up to date).
 set -u
@@ -27,6 +33,11 @@ PCDIR=$S$LIB/pkgconfig
 SAN=()
 [ -n "${FENCE_SANITIZER:-}" ] && SAN=(-fsanitize="$FENCE_SANITIZER")
 VARS=(B="$B" DESTDIR="$S" PREFIX=/usr LIBDIR="$LIB")
+PY=/usr/bin/python3            # Debian's: the one `make install` asks where the package goes
+# Hosts that load the extension, with a sanitizer build's runtime first.
+SANRUN=$T/bin
+FENCE_BUILD=$B scripts/san-runtime --wrap "$SANRUN" "$PY" sqlite3 || exit 1
+chmod 755 "$T" "$SANRUN" "$SANRUN/.pysite" 2>/dev/null
 # FENCE_PKG_NO_BUILD=1: install the build as it is, without bringing it up
 # to date first (while others' sources are mid-change).
 [ "${FENCE_PKG_NO_BUILD:-0}" = 1 ] && VARS+=(-o all)
@@ -47,6 +58,22 @@ for f in usr/bin/fence usr/include/fence.h usr/include/fence_common.h usr/includ
          usr/share/bash-completion/completions/fence; do
   check "installed /$f" test -f "$S/$f"
 done
+PYS=$S/usr/lib/python3/dist-packages/fence    # Debian's python3 searches it for PREFIX=/usr
+for f in __init__.py _client.py _lib.py pg.py sqlite.py _installed.py; do
+  check "the Python package: ${PYS#"$S"}/$f" test -f "$PYS/$f"
+done
+check "... byte-compiled (__pycache__/_client.*.pyc)" bash -c "ls '$PYS'/__pycache__/_client.*.pyc >/dev/null"
+check "... _installed.py names LIBDIR $LIB" grep -qx "LIBDIR = '$LIB'" "$PYS/_installed.py"
+check "no ldconfig under DESTDIR (the install log says nothing of it)" bash -c "! grep -q ldconfig '$T/install.log'"
+out=$(cd "$T" && PYTHONPATH=${PYS%/fence} "$SANRUN/python3" -c 'import fence
+try:
+    fence.Client("redis://127.0.0.1:1")
+except fence.LibraryNotFound as e:
+    print(e)' 2>&1)
+check "staged, its LIBDIR not there yet: fence.LibraryNotFound names $LIB/libfence.so.0 ($out)" \
+  bash -c "[[ \"\$1\" == *'$LIB/libfence.so.0'* ]] && [[ \"\$1\" == *FENCE_LIBDIR* ]]" _ "$out"
+out=$(cd "$T" && FENCE_LIBDIR=$S$LIB PYTHONPATH=${PYS%/fence} "$SANRUN/python3" -c 'import fence; print(fence.library_path())' 2>&1)
+check "... with FENCE_LIBDIR=\$S$LIB it loads the staged libfence ($out)" test "$out" = "$S$LIB/libfence.so.0"
 for l in fence fence_pg fence_sqlite fence_gate; do
   check "lib$l.so -> .so.0 -> .so.0.2.0 and lib$l.a in LIBDIR" \
     test -L "$S$LIB/lib$l.so" -a -L "$S$LIB/lib$l.so.0" -a -f "$S$LIB/lib$l.so.0.2.0" -a -f "$S$LIB/lib$l.a"
@@ -88,6 +115,35 @@ else
            lib/pkgconfig/fence.pc lib/fence/fence_sqlite_ext.so share/fence/postgres/fence.sql; do
     check "... installs $f" test -e "$U/opt/$f"
   done
+  UPY=$("$PY" python/sitedir.py "$U/opt")
+  check "... installs the Python package in $UPY" test -f "$UPY/fence/__init__.py"
+  out=$(cd "$T" && "${AS[@]}" env PYTHONPATH="$UPY" "$SANRUN/python3" -c 'import fence, fence.sqlite
+print(fence.library_path()); print(fence.sqlite.extension_path())' 2>&1)
+  check "... which loads the prefix's libfence and finds its extension ($(tr '\n' ' ' <<<"$out"))" \
+    test "$out" = "$U/opt/lib/libfence.so.0"$'\n'"$U/opt/lib/fence/fence_sqlite_ext.so"
+  upc() { PKG_CONFIG_PATH=$U/opt/lib/pkgconfig pkg-config "$@" 2>/dev/null; }
+  sql=$(upc --variable=fence_sql fence_pg)
+  check "pkg-config --variable=fence_sql fence_pg names the installed fence.sql ($sql)" \
+    test "$sql" = "$U/opt/share/fence/postgres/fence.sql" -a -f "$sql"
+  ext=$(upc --variable=extension fence_sqlite)
+  check "pkg-config --variable=extension fence_sqlite names the installed extension ($ext)" \
+    test "$ext" = "$U/opt/lib/fence/fence_sqlite_ext.so" -a -f "$ext"
+  out=$(cd "$T" && "${AS[@]}" "$SANRUN/python3" -c 'import sqlite3, sys
+c = sqlite3.connect(":memory:"); c.enable_load_extension(True); c.load_extension(sys.argv[1])
+print(c.execute("SELECT fence_set_token(7)").fetchone()[0])' "$ext" 2>&1)
+  check "... Python's sqlite3 loads it by that path ($out)" test "$out" = 7
+  out=$(cd "$T" && "${AS[@]}" "$SANRUN/sqlite3" :memory: ".load $ext" "SELECT fence_set_token(8);" 2>&1)
+  check "... the sqlite3 shell too ($out)" test "$out" = 8
+  out=$(cd "$T" && "${AS[@]}" "$SANRUN/sqlite3" :memory: ".load $U/opt/lib/fence/fence_sqlite_ext" "SELECT fence_set_token(9);" 2>&1)
+  check "... and by the name docs/sqlite.md gives after make install, PREFIX/lib/fence/fence_sqlite_ext ($out)" test "$out" = 9
+  out=$(cd "$T" && "${AS[@]}" "$SANRUN/python3" -c 'import sqlite3, sys
+c = sqlite3.connect(":memory:"); c.enable_load_extension(True); c.load_extension(sys.argv[1])
+print(c.execute("SELECT fence_set_token(10)").fetchone()[0])' "$U/opt/lib/fence/fence_sqlite_ext" 2>&1)
+  check "... Python's load_extension() by that name too ($out)" test "$out" = 10
+  out=$(cd "$T" && "${AS[@]}" env PYTHONPATH="$UPY" "$SANRUN/python3" -c 'import sqlite3, fence.sqlite
+c = sqlite3.connect(":memory:"); fence.sqlite.load_extension(c)
+print(c.execute("SELECT fence_set_token(11)").fetchone()[0])' 2>&1)
+  check "... and the installed package's fence.sqlite.load_extension(conn) ($out)" test "$out" = 11
   check "... prints one line saying the PostgreSQL extension was left out, naming make install-pgext" \
     test "$(skipped install "$T/user-install.log")" = 1
   check "... and nothing else" test "$(wc -l < "$T/user-install.log")" = 1
@@ -105,6 +161,26 @@ else
   check "... and nothing under pg_config's folders changed" cmp -s "$T/pg.before" "$T/pg.after"
 fi
 
+# --- a root install without DESTDIR runs ldconfig --------------------------
+# Into a prefix of the test's (without the PostgreSQL extension: the
+# system's folders stay untouched); the linker's cache is rebuilt from the
+# system's own configuration, so it lists the same libraries afterwards.
+if [ "$(id -u)" -eq 0 ]; then
+  R=$T/root/opt
+  ldconfig -p | sort > "$T/ld.before"
+  make -s --no-print-directory B="$B" PREFIX="$R" PG_EXTENSIONS= install > "$T/root-install.log" 2>&1; rc=$?
+  check "make install PREFIX=\$T/root/opt as root exits 0 (exit $rc)" test $rc -eq 0
+  check "... runs ldconfig and says $R/lib is not in the linker's search path ($(head -c 200 "$T/root-install.log"))" \
+    grep -q "make install: $R/lib is not in the dynamic linker's search path (/etc/ld.so.conf)" "$T/root-install.log"
+  ldconfig -p | sort > "$T/ld.after"
+  check "... and the linker's cache lists the same libraries as before" cmp -s "$T/ld.before" "$T/ld.after"
+  make -s --no-print-directory B="$B" PREFIX="$R" PG_EXTENSIONS= uninstall > "$T/root-uninstall.log" 2>&1
+  left=$(find "$R" ! -type d)
+  check "... uninstall leaves no file${left:+: $left}" test -z "$left"
+else
+  nok "a root install without DESTDIR (run as root)"
+fi
+
 # --- .pc files ----------------------------------------------------------
 pc() { PKG_CONFIG_PATH=$PCDIR pkg-config "$@" 2>/dev/null; }
 for p in fence fence_pg fence_sqlite fence_gate; do
@@ -118,6 +194,12 @@ for p in fence fence_pg fence_sqlite fence_gate; do
   check "$p.pc: no Requires: fence (the checkers never link libfence)" \
     bash -c "! PKG_CONFIG_PATH='$PCDIR' pkg-config --print-requires '$p' 2>/dev/null | grep -qx fence"
 done
+v=$(pc --variable=fence_sql fence_pg)
+check "fence_pg.pc: fence_sql is /usr/share/fence/postgres/fence.sql, installed ($v)" \
+  test "$v" = /usr/share/fence/postgres/fence.sql -a -f "$S$v"
+v=$(pc --variable=extension fence_sqlite)
+check "fence_sqlite.pc: extension is $LIB/fence/fence_sqlite_ext.so, installed ($v)" \
+  test "$v" = "$LIB/fence/fence_sqlite_ext.so" -a -f "$S$v"
 check "fence_pg.pc: Requires libpq (fence_pg.h exposes PGconn)" \
   bash -c "PKG_CONFIG_PATH='$PCDIR' pkg-config --print-requires fence_pg 2>/dev/null | grep -q '^libpq'"
 check "fence_sqlite.pc: Requires sqlite3 (fence_sqlite.h exposes sqlite3)" \
@@ -231,6 +313,12 @@ check "completion: fence r<TAB> -> run" \
   test "$(bash -c 'source "$1"; COMP_WORDS=(fence r); COMP_CWORD=1; _fence; echo "${COMPREPLY[*]}"' _ "$C")" = run
 check "completion: fence run --tt<TAB> -> --ttl" \
   test "$(bash -c 'source "$1"; COMP_WORDS=(fence run --tt); COMP_CWORD=2; _fence; echo "${COMPREPLY[*]}"' _ "$C")" = --ttl
+check "install-deps installs bash-completion, whose loader reads the installed completion" \
+  grep -q '^ *bash-completion ' scripts/install-deps
+# (It looks in $XDG_DATA_DIRS, default /usr/local/share:/usr/share: where
+# PREFIX=/usr/local and /usr put it.)
+out=$(XDG_DATA_DIRS=$S/usr/share bash -c '. /usr/share/bash-completion/bash_completion && __load_completion fence && complete -p fence' 2>&1)
+check "... bash-completion's loader finds it under PREFIX/share ($out)" test "$out" = "complete -F _fence fence"
 check "completion: fence status --j<TAB> -> --json" \
   test "$(bash -c 'source "$1"; COMP_WORDS=(fence status --j); COMP_CWORD=2; _fence; echo "${COMPREPLY[*]}"' _ "$C")" = --json
 

@@ -3,9 +3,6 @@
 # Python): a sanitizer build of the extension needs its runtime loaded
 # before the host starts.  Given EXT (the extension's path without .so),
 # sets $preload (for LD_PRELOAD; "" for a plain build) and ASAN_OPTIONS.
-preload=""
-for rt in libasan libubsan libtsan; do
-  lib=$(ldd "$EXT.so" 2>/dev/null | awk -v r="$rt" '$1 ~ "^"r"\\.so" {print $3; exit}')
-  [ -n "$lib" ] && preload="$lib${preload:+:$preload}"
-done
+# The rule itself is scripts/san-runtime's.
+preload=$("$(dirname "${BASH_SOURCE[0]}")/../../scripts/san-runtime" "$EXT.so")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
