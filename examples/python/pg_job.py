@@ -12,9 +12,12 @@ recognised by its SQLSTATE: 23Q01 stale (a newer holder has written), 23Q02
 no valid token.  A deadlock victim (40P01) is retried, the whole
 transaction, a bounded number of times.
 
-Options: --db CONNINFO (default: libpq's PG* variables), --wait-for PATH
-(wait until PATH exists before writing: stands for long work, so that a test
-can make this holder stale).
+Options: --db CONNINFO (default: libpq's PG* variables), --count N (the
+transfer N times, one transaction each, on one connection: a worker serving
+N requests), --wait-for PATH (wait until PATH exists before writing: stands
+for long work, so that a test can make this holder stale).  psycopg2 never
+prepares a statement on the server (it sends each query whole, parameters
+interpolated), so it works behind a pooler in any pool mode.
 Exit status: 0 written, 3 refused as stale, 4 refused: no valid token,
 2 any other database error (or deadlocks on every attempt), 64 usage."""
 import argparse
@@ -56,6 +59,7 @@ def main():
     ap.add_argument('--from', dest='frm', type=int, required=True)
     ap.add_argument('--to', type=int, required=True)
     ap.add_argument('--amount', type=int, required=True)
+    ap.add_argument('--count', type=int, default=1)
     ap.add_argument('--wait-for')
     args = ap.parse_args()
     token, holder, resource = lease_from_env()
@@ -63,10 +67,20 @@ def main():
     if args.wait_for:
         while not os.path.exists(args.wait_for):
             time.sleep(0.02)
+    for _ in range(args.count):
+        rc = transfer_retrying(conn, token, holder, resource, args)
+        if rc != 0:
+            return rc
+    print('pg_job: wrote with token %d' % token
+          + (' (%d transfers)' % args.count if args.count != 1 else ''))
+    return 0
+
+
+def transfer_retrying(conn, token, holder, resource, args):
+    """One transfer; a deadlock victim is retried.  Returns the exit status."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             transfer(conn, token, holder, resource, args.frm, args.to, args.amount)
-            print('pg_job: wrote with token %d' % token)
             return 0
         except psycopg2.Error as e:
             # A stale write is a plain IntegrityError: tell it by pgcode.

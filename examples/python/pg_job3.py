@@ -13,7 +13,12 @@ psycopg 3's:
   fence.use_token(numeric, unknown) does not exist, 42883);
 - `with conn:` closes the connection at the end of the block: transactions
   are `with conn.transaction():` (commit, or roll back on an exception);
-- e.sqlstate is the SQLSTATE (23Q01 has no class of its own here either)."""
+- e.sqlstate is the SQLSTATE (23Q01 has no class of its own here either);
+- it prepares a statement on the server once one connection has run it 5
+  times (prepare_threshold=5), which breaks behind a pooler in transaction
+  mode: connect() turns that off (see there).
+--count N runs the transfer N times, one transaction each, on one
+connection (a worker serving N requests)."""
 import argparse
 import os
 import re
@@ -36,6 +41,18 @@ def lease_from_env():
     return int(token), os.environ.get('FENCE_HOLDER') or None, os.environ.get('FENCE_NAME') or 'transfer'
 
 
+def connect(conninfo):
+    """autocommit=True: transactions only where we say.  prepare_threshold=None:
+    never a server-side prepared statement.  psycopg 3's default prepares a
+    query the 6th time one connection runs it, under a name (_pg3_0, ...) that
+    lives on one server connection; behind a pooler in transaction mode the
+    next transaction may run on another one: 42P05 (the name is another
+    client's there), 26000 (not there), 08P01 (another client's statement
+    takes other parameters), or, silently, another client's statement of the
+    same name run with these parameters."""
+    return psycopg.connect(conninfo, autocommit=True, prepare_threshold=None)
+
+
 def transfer(conn, token, holder, resource, frm, to, amount):
     with conn.transaction():
         conn.execute('SELECT fence.use_token(%s::bigint, %s)', (token, holder))
@@ -50,17 +67,28 @@ def main():
     ap.add_argument('--from', dest='frm', type=int, required=True)
     ap.add_argument('--to', type=int, required=True)
     ap.add_argument('--amount', type=int, required=True)
+    ap.add_argument('--count', type=int, default=1)
     ap.add_argument('--wait-for')
     args = ap.parse_args()
     token, holder, resource = lease_from_env()
-    conn = psycopg.connect(args.db, autocommit=True)   # transactions only where we say
+    conn = connect(args.db)
     if args.wait_for:
         while not os.path.exists(args.wait_for):
             time.sleep(0.02)
+    for _ in range(args.count):
+        rc = transfer_retrying(conn, token, holder, resource, args)
+        if rc != 0:
+            return rc
+    print('pg_job3: wrote with token %d' % token
+          + (' (%d transfers)' % args.count if args.count != 1 else ''))
+    return 0
+
+
+def transfer_retrying(conn, token, holder, resource, args):
+    """One transfer; a deadlock victim is retried.  Returns the exit status."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             transfer(conn, token, holder, resource, args.frm, args.to, args.amount)
-            print('pg_job3: wrote with token %d' % token)
             return 0
         except psycopg.Error as e:
             code, first = e.sqlstate, e.diag.message_primary or str(e)

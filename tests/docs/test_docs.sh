@@ -31,7 +31,10 @@
 # empty folder, with the build's fence first in PATH and FENCE_REDIS_URL
 # set to the test Redis.
 # Last, every relative link of the same files must resolve, anchors
-# included (tests/docs/links.py).
+# included (tests/docs/links.py), and every SQL function, C name,
+# SQLSTATE, reason= and version they quote must exist in the code, read
+# from the code (tests/docs/names.py, which states the rules; the one
+# exemption: docs/history.md may name what is gone).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -152,5 +155,11 @@ done < "$tmp/manifest"
 python3 tests/docs/links.py "${docs[@]}" > "$tmp/links" 2>&1; r=$?
 cat "$tmp/links"
 [ $r -eq 0 ] || nok "every relative link of ${docs[*]} resolves (links.py exit $r)"
+
+# Every name and version they quote is the code's (names.py prints its own
+# ok / not ok lines).
+python3 tests/docs/names.py "${docs[@]}" > "$tmp/names" 2>&1; r=$?
+cat "$tmp/names"
+[ $r -eq 0 ] || nok "every name and version of ${docs[*]} exists in the code (names.py exit $r)"
 
 [ $fails -eq 0 ]

@@ -8,9 +8,17 @@
 # "fence:stale") and exits 3; a malformed holder is refused (exit 4).  The
 # PostgreSQL jobs survive being a deadlock victim (40P01) by retrying; after
 # a refused SQLite write the job's rollback releases the write lock (and
-# without it another writer gets "database is locked").
+# without it another writer gets "database is locked").  Through the real
+# pgbouncer of with-servers --pgbouncer in transaction mode (pool of 2):
+# pg_job3 and pg_job, 4 workers x 50 transactions each, commit every one;
+# psycopg 3 with its default prepare_threshold fails there (asserted: at
+# least one transaction fails, 42P05 / 26000 / 08P01; printed: how many,
+# and rows moved by another client's statement), the same program with
+# pg_job3.connect() (prepare_threshold=None) commits 200 of 200; psycopg2
+# leaves no prepared statement on the server.
 # Prints TAP-style lines; exits non-zero on any failure.  Needs
-# FENCE_BUILD, FENCE_TEST_REDIS_URL, FENCE_TEST_PG_CONNINFO.
+# FENCE_BUILD, FENCE_TEST_REDIS_URL, FENCE_TEST_PG_CONNINFO and the
+# pgbouncer's FENCE_TEST_PGBOUNCER_PORT, FENCE_TEST_PGBOUNCER_TX_USER.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${FENCE_BUILD:-build}
@@ -30,8 +38,8 @@ expect() {
 
 # ---- environment: fail loudly, never skip -----------------------------
 missing=0
-for v in FENCE_TEST_REDIS_URL FENCE_TEST_PG_CONNINFO; do
-  [ -n "${!v:-}" ] || { not_ok "environment: $v is set (run under scripts/with-servers --redis --pg)"; missing=1; }
+for v in FENCE_TEST_REDIS_URL FENCE_TEST_PG_CONNINFO FENCE_TEST_PGBOUNCER_PORT FENCE_TEST_PGBOUNCER_TX_USER; do
+  [ -n "${!v:-}" ] || { not_ok "environment: $v is set (run under scripts/with-servers --redis --pgbouncer)"; missing=1; }
 done
 for f in "$B/fence" "$B/fence_sqlite_ext.so" "$B/sql/postgres/fence.sql"; do
   [ -e "$f" ] || { not_ok "$f exists (make -j2 all)"; missing=1; }
@@ -75,7 +83,7 @@ wait_for() {
 psql "$FENCE_TEST_PG_CONNINFO" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" \
   && pg -f "$B/sql/postgres/fence.sql" >/dev/null \
   && pg -c "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL)" \
-        -c "INSERT INTO accounts SELECT g, 100 FROM generate_series(1, 40) g" \
+        -c "INSERT INTO accounts SELECT g, 100 FROM generate_series(1, 80) g" \
         -c "SELECT fence.protect('accounts')" >/dev/null
 check "fence.sql installed into a database of its own ($db), accounts protected" [ $? -eq 0 ]
 
@@ -159,6 +167,151 @@ EOF
     [ "$(balances $((a + 2)),$((a + 3)))" = "91 109" ]
   a=$((a + 4))
 done
+
+# ---- PostgreSQL behind pgbouncer, transaction mode ---------------------
+# The pool of with-servers --pgbouncer: 2 server connections, transaction
+# mode for the role FENCE_TEST_PGBOUNCER_TX_USER; the pool is this
+# database's own (one pool per database and role).  Each worker below is
+# its own client connection running 50 transactions on it.
+POOL="host=127.0.0.1 port=$FENCE_TEST_PGBOUNCER_PORT dbname=$db user=$FENCE_TEST_PGBOUNCER_TX_USER sslmode=disable gssencmode=disable"
+pg -c "GRANT SELECT, UPDATE ON accounts TO $FENCE_TEST_PGBOUNCER_TX_USER" >/dev/null
+check "the pool's role may write accounts" [ $? -eq 0 ]
+# pool_workers JOB FIRST_ROW: 4 workers of JOB (pg_job or pg_job3), each
+# under a lease of its own, --count 50 on rows FIRST_ROW+2w, +2w+1, at once.
+pool_workers() {
+  local job=$1 row=$2 w pids=() rc all=0
+  for w in 0 1 2 3; do
+    fence_run "py-pool-$job-$w-$$" -- "$PY" "examples/python/$job.py" --db "$POOL" \
+      --from $((row + 2 * w)) --to $((row + 2 * w + 1)) --amount 1 --count 50 \
+      >"$tmp/pool-$job-$w.out" 2>&1 &
+    pids+=($!)
+  done
+  for w in 0 1 2 3; do
+    wait "${pids[$w]}"; rc=$?
+    [ $rc -eq 0 ] || { all=1; echo "# $job worker $w: exit $rc: $(flat "$(cat "$tmp/pool-$job-$w.out")")"; }
+  done
+  return $all
+}
+pool_balances() { # FIRST_ROW: the 8 rows of the 4 workers
+  balances "$(seq -s, "$1" $(($1 + 7)))"
+}
+for spec in pg_job3:31 pg_job:41; do
+  job=${spec%:*}; row=${spec#*:}
+  pool_workers "$job" "$row"
+  expect $? "$job through pgbouncer (transaction mode, pool of 2): 4 workers x 50 transactions, every one committed"
+  got=$(pool_balances "$row")
+  check "$job through pgbouncer: every transfer landed once ($got)" [ "$got" = "50 150 50 150 50 150 50 150" ]
+done
+
+# What pg_job3's connect() avoids: the same 4 x 50 transactions with
+# psycopg 3's default prepare_threshold (5).  "same": every worker runs
+# pg_job3.transfer(); "mixed": workers 0 and 3 do, worker 1 runs the same
+# statements with the credit before the debit, worker 2 reads its
+# resource's mark first -- the names psycopg gives prepared statements
+# (_pg3_0, _pg3_1, ... in the order each query reaches the threshold)
+# then stand for other statements on different clients.  Each of the 4
+# clients prepares _pg3_0 at its 6th transaction, on
+# one of the 2 server connections, where no DEALLOCATE runs between
+# clients in transaction mode (psycopg sends DEALLOCATE ALL only after a
+# ROLLBACK, i.e. after a failure): so at least one client meets another's
+# _pg3_0 and fails, whatever the scheduling.  The same program with
+# pg_job3.connect() (prepare_threshold=None) must commit all 200.
+pool_run() { # THRESHOLD(default|none) same|mixed FIRST_ROW
+  fence_run "py-pool-$1-$2-$$" -- "$PY" - "$POOL" "$CONN" "$1" "$2" "$3" <<'EOF'
+import collections, os, re, sys, threading
+sys.path.insert(0, 'examples/python')
+import psycopg
+import pg_job3
+pool, direct, mode, kinds, first = sys.argv[1:5] + [int(sys.argv[5])]
+token, holder = int(os.environ['FENCE_TOKEN']), os.environ['FENCE_HOLDER']
+prefix = 'py-pool-%s-%s-%d-' % (mode, kinds, os.getpid())
+committed, errors, lock = {}, collections.Counter(), threading.Lock()
+BOGUS = "SELECT count(*) FROM fence.marks WHERE resource NOT LIKE 'py-%'"
+with psycopg.connect(direct, autocommit=True) as d:
+    bogus = d.execute(BOGUS).fetchone()[0]
+def worker(w):
+    conn = (psycopg.connect(pool, autocommit=True) if mode == 'default'
+            else pg_job3.connect(pool))
+    frm, to, res, n = first + 2 * w, first + 2 * w + 1, prefix + str(w), 0
+    for _ in range(50):
+        try:
+            if kinds == 'mixed' and w == 1:
+                with conn.transaction():   # pg_job3.transfer's statements, credit first
+                    conn.execute('SELECT fence.use_token(%s::bigint, %s)', (token, holder))
+                    conn.execute('SELECT fence.advance(%s, %s::bigint)', (res, token))
+                    conn.execute('UPDATE accounts SET balance = balance + %s WHERE id = %s', (1, to))
+                    conn.execute('UPDATE accounts SET balance = balance - %s WHERE id = %s', (1, frm))
+            else:
+                if kinds == 'mixed' and w == 2:
+                    conn.execute('SELECT fence.mark(%s)', (res,))
+                pg_job3.transfer(conn, token, holder, res, frm, to, 1)
+            n += 1
+        except psycopg.Error as e:
+            with lock:
+                errors['%s %s' % (e.sqlstate, re.sub(r'_pg3_[0-9]+', '_pg3_N',
+                                                    e.diag.message_primary or str(e))[:90])] += 1
+    committed[w] = n
+    conn.close()
+threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+with psycopg.connect(direct, autocommit=True) as d:
+    bal = dict(d.execute('SELECT id, balance FROM accounts').fetchall())
+    marks = d.execute(BOGUS).fetchone()[0] - bogus
+wrong = [w for w in range(4) if (bal[first + 2 * w], bal[first + 2 * w + 1])
+         != (100 - committed[w], 100 + committed[w])]
+print('committed %d of 200 (per worker %s), failed %d, workers whose rows moved otherwise '
+      'than their committed transfers: %d, marks of resources nobody advanced: %d'
+      % (sum(committed.values()), [committed[w] for w in range(4)], 200 - sum(committed.values()),
+         len(wrong), marks))
+for what, n in errors.most_common():
+    print('  %d x %s' % (n, what))
+for w in wrong:
+    print('  worker %d: %d transfers committed, its rows moved by %+d / %+d'
+          % (w, committed[w], bal[first + 2 * w] - 100, bal[first + 2 * w + 1] - 100))
+EOF
+}
+for kinds in same:51 mixed:59; do
+  out=$(pool_run default "${kinds%:*}" "${kinds#*:}" 2>&1)
+  echo "$out" | sed 's/^/# /'
+  n=$(sed -n 's/^committed \([0-9]*\) of 200.*/\1/p' <<<"$out")
+  [ -n "$n" ] && [ "$n" -lt 200 ] && grep -Eq '^  [0-9]+ x (42P05|26000|08P01) ' <<<"$out"
+  expect $? "psycopg 3's default prepare_threshold through pgbouncer, ${kinds%:*} statements: transactions fail (${n:-?} of 200 committed; 42P05 / 26000 / 08P01)"
+done
+out=$(pool_run none mixed 67 2>&1)
+echo "$out" | sed 's/^/# /'
+grep -q '^committed 200 of 200 (per worker \[50, 50, 50, 50\]), failed 0, workers whose rows moved otherwise than their committed transfers: 0, marks of resources nobody advanced: 0$' <<<"$out"
+expect $? "the mixed program with pg_job3.connect() (prepare_threshold=None): 200 of 200, every row right"
+
+# The mechanism, on a direct connection: after 10 transfers psycopg2 has
+# prepared nothing on the server (it sends each query whole), psycopg 3's
+# default has prepared the transfer's 4 statements, pg_job3.connect() none.
+out=$("$PY" - "$CONN" <<'EOF' 2>&1
+import sys
+sys.path.insert(0, 'examples/python')
+import psycopg, psycopg2, pg_job, pg_job3
+conninfo = sys.argv[1]
+H = '0123456789abcdef0123456789abcdef'
+def count(execute):
+    return execute('SELECT count(*) FROM pg_prepared_statements')
+c2 = psycopg2.connect(conninfo)
+for _ in range(10):
+    pg_job.transfer(c2, 1, H, 'py-prep-2', 75, 76, 0)
+cur = c2.cursor()
+cur.execute('SELECT count(*) FROM pg_prepared_statements')
+print('psycopg2: %d' % cur.fetchone()[0])
+for name, conn in (('psycopg 3 default', psycopg.connect(conninfo, autocommit=True)),
+                   ('pg_job3.connect()', pg_job3.connect(conninfo))):
+    for _ in range(10):
+        pg_job3.transfer(conn, 1, H, 'py-prep-3', 75, 76, 0)
+    print('%s: %d' % (name, conn.execute('SELECT count(*) FROM pg_prepared_statements').fetchone()[0]))
+EOF
+)
+echo "$out" | sed 's/^/# /'
+[ "$out" = $'psycopg2: 0\npsycopg 3 default: 4\npg_job3.connect(): 0' ]
+expect $? "server-side prepared statements after 10 transfers on one connection: psycopg2 0, psycopg 3's default 4, pg_job3.connect() 0"
 
 # ---- SQLite: the standard sqlite3 module ------------------------------
 J=examples/python/sqlite_job.py
