@@ -33,15 +33,18 @@ OLDER, NEWER = 150, 200  # the stale holder's token, and the newer holder's
 BACKEND = None           # 'pg' or 'sqlite'
 
 
-# The token of every transaction a Session begins: session.info['lease']
+# How a transaction gets the lease's token and holder, per store.
+USE_TOKEN = {'pg': 'SELECT fence.use_token(:token, :holder)',
+             'sqlite': 'SELECT fence_set_token(:token, :holder)'}
+
+
+# The token of every transaction a Session begins, session.info['lease']
 # ({'token': ..., 'holder': ...}), given to the store before the ORM's first
-# statement of that transaction.
+# statement in it: an ORM that writes only after it began a transaction of
+# its own (SQLAlchemy's autobegin) carries the token in every write.
 @event.listens_for(Session, 'after_begin')
 def use_token(session, transaction, connection):
-    if BACKEND == 'pg':
-        connection.execute(text('SELECT fence.use_token(:token, :holder)'), session.info['lease'])
-    else:
-        connection.execute(text('SELECT fence_set_token(:token, :holder)'), session.info['lease'])
+    connection.execute(text(USE_TOKEN[BACKEND]), session.info['lease'])
 
 
 def make_engine(args):
