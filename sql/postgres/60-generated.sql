@@ -1,4 +1,4 @@
--- 60-generated.sql -- part of fence.sql: what fence keeps per table: fence.refuse_schema(), the registries fence.generated and fence.tables, fence.generate(), fence.drop_orphans().
+-- 60-generated.sql -- part of fence.sql: what fence keeps per table: fence.refuse_schema(), the registries fence.generated and fence.tables, fence's token column marker, fence.generate(), fence.drop_orphans().
 -- The parts are joined in name order into $(B)/sql/postgres/fence.sql
 -- (lib/pg/module.mk), the one script that psql -f, fence_pg_install()
 -- and make install use; it runs as one transaction (BEGIN in
@@ -108,6 +108,90 @@ CREATE TABLE IF NOT EXISTS fence.tables (
 );
 REVOKE ALL ON fence.tables FROM PUBLIC;
 GRANT SELECT ON fence.tables TO PUBLIC;
+
+-- fence's token column marker, defined here once: on a table, the CHECK
+-- constraint fence_token_column whose expression is exactly
+-- ("<column>" IS NOT NULL), validated.  fence.protect() puts it on the
+-- table's token column (fence.mark_token_column()), unprotect() takes it
+-- off.  It is part of the table's own definition, so it travels with the
+-- table wherever the table goes: pg_dump writes a validated CHECK inside
+-- CREATE TABLE, with or without --no-comments, and pg_restore -t / pg_dump
+-- -t (which leave out the triggers, fence.tables and fence.generated)
+-- bring it back.  fence.verify() reports a table that carries it but is not
+-- recorded (and a recorded one whose column lacks it); the install
+-- protects the first again (strict, the default implementation).  It
+-- follows the column (the constraint names it by number): a rename keeps
+-- it, DROP COLUMN drops it.  It refuses nothing NOT NULL does not already
+-- refuse.  fence.token_marker(col) is its definition, as pg_get_constraintdef()
+-- writes it: the name and the text after it (NULL for a NULL column).
+CREATE OR REPLACE FUNCTION fence.token_marker(col name, OUT conname name, OUT condef text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'fence_token_column'::name, pg_catalog.format('CHECK ((%s IS NOT NULL))', pg_catalog.quote_ident(col)) $$;
+GRANT EXECUTE ON FUNCTION fence.token_marker(name) TO PUBLIC;
+
+-- Every column that carries the marker: table, column, the constraint's
+-- oid.  At most one per table (a constraint name is unique per table).
+CREATE OR REPLACE VIEW fence.token_columns AS
+SELECT c.conrelid::regclass AS tbl, a.attname AS col, c.oid AS conoid
+FROM pg_catalog.pg_constraint c
+JOIN pg_catalog.pg_attribute a
+  ON a.attrelid OPERATOR(pg_catalog.=) c.conrelid AND a.attnum OPERATOR(pg_catalog.=) c.conkey[1]
+ AND NOT a.attisdropped,
+     LATERAL fence.token_marker(a.attname) m
+WHERE c.contype OPERATOR(pg_catalog.=) 'c' AND c.convalidated AND c.conrelid OPERATOR(pg_catalog.<>) 0
+  AND pg_catalog.cardinality(c.conkey) OPERATOR(pg_catalog.=) 1
+  AND c.conname OPERATOR(pg_catalog.=) (fence.token_marker(NULL)).conname  -- a constant: the index
+  AND pg_catalog.pg_get_constraintdef(c.oid) OPERATOR(pg_catalog.=) m.condef;
+REVOKE ALL ON fence.token_columns FROM PUBLIC;
+GRANT SELECT ON fence.token_columns TO PUBLIC;
+
+-- Whether COL is TBL's token column by fence's marker (false for NULLs).
+CREATE OR REPLACE FUNCTION fence.is_token_column(tbl regclass, col name) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM fence.token_columns t
+                   WHERE t.tbl = is_token_column.tbl AND t.col = is_token_column.col)
+$$;
+GRANT EXECUTE ON FUNCTION fence.is_token_column(regclass, name) TO PUBLIC;
+
+-- Make COL the one column of TBL that carries the marker (COL NULL: none
+-- does): drops a constraint of the marker's name that is not the marker on
+-- COL, adds the marker when missing (validated: one scan of the table,
+-- under its ACCESS EXCLUSIVE lock).  With the caller's rights: only TBL's
+-- owner may (42501 from ALTER TABLE).  22023 for a NULL table, a table of
+-- a schema fence never protects, or a column TBL does not have.
+CREATE OR REPLACE FUNCTION fence.mark_token_column(tbl regclass, col name) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m record;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'fence: mark_token_column: table is NULL' USING ERRCODE = '22023';
+    END IF;
+    PERFORM fence.refuse_schema(tbl);
+    IF col IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                                       WHERE a.attrelid = tbl AND a.attname = col
+                                         AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'fence: mark_token_column: % has no column %', tbl, pg_catalog.quote_ident(col)
+            USING ERRCODE = '22023';
+    END IF;
+    IF col IS NOT NULL AND fence.is_token_column(tbl, col) THEN
+        RETURN;
+    END IF;
+    m := fence.token_marker(col);
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_constraint c WHERE c.conrelid = tbl AND c.conname = m.conname) THEN
+        EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', tbl, m.conname);
+    END IF;
+    IF col IS NOT NULL THEN
+        EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT %I %s', tbl, m.conname, m.condef);
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION fence.mark_token_column(regclass, name) TO PUBLIC;
 
 -- Functions generated before the registry existed: registered from what
 -- the installer alone wrote (their COMMENT: column and mode) when the

@@ -1,34 +1,39 @@
--- 70-protect.sql -- part of fence.sql: protect and unprotect: fence.protected, fence.verify(), fence.protect(), fence.move_guard(), fence.migrate_version_column(), fence.set_mode(), fence.unprotect().
+-- 70-protect.sql -- part of fence.sql: protect and unprotect: fence.guards, fence.protected, fence.record_table(), fence.protect(), fence.move_guard(), fence.migrate_version_column(), fence.set_mode(), fence.unprotect().
 -- The parts are joined in name order into $(B)/sql/postgres/fence.sql
 -- (lib/pg/module.mk), the one script that psql -f, fence_pg_install()
 -- and make install use; it runs as one transaction (BEGIN in
 -- 10-schema.sql, COMMIT in 90-upgrade.sql).  See docs/postgres.md.
 
--- Protected tables: their token column and mode ('strict' or
--- 'permissive'), the implementation of their guard ('plpgsql': generated
--- functions; 'c': the C extension's fence.c_guard; 'generic': version 3's
--- fence.row_guard with WHEN clauses), whether a BEFORE row trigger fires
--- after the guard (check_needed: it could rewrite the token column), and
--- whether every AFTER check that needs is in place (check_present; true
--- when none is needed).  check_needed AND NOT check_present: re-run
--- fence.protect() on that table.
--- Column and mode: for generated functions ('plpgsql') what fence.generated
--- records they bake in, and only on the table they were generated for (a
--- trigger of another table calling them is not listed); for the C and
--- generic guards, which read their trigger's arguments, those arguments
--- (a trigger without both is not listed).
-CREATE OR REPLACE VIEW fence.protected AS
+-- Every table whose zz_fence_guard_upd calls fence's guard, with what is
+-- not as fence.protect() made it (internal: fence.protected lists the
+-- tables with no fault, fence.verify() names the faults).  Token column and
+-- mode: for generated functions ('plpgsql') what fence.generated records
+-- they bake in, and only on the table they were generated for (a trigger
+-- of another table calling them is not listed); for the C and generic
+-- guards, which read their trigger's two arguments, those arguments.
+-- implementation: 'plpgsql', 'c' (the C extension's fence.c_guard) or
+-- 'generic' (version 3's fence.row_guard with WHEN clauses, which the
+-- install replaces).  check_needed: a BEFORE row trigger fires after the
+-- guard (it could rewrite the token column); check_present: every AFTER
+-- check that needs is there and whole (true when none is needed).
+-- faults: one text per fault of the guard's triggers, zz_fence_guard_ins,
+-- _upd, _del and _truncate, each of which must be exactly what protect()
+-- created: there, of its event and timing, for every column (no UPDATE
+-- OF), for every row (no WHEN), calling the guard (refuse_truncate()) with
+-- the column and mode (none), enabled (or ENABLE ALWAYS), no constraint
+-- trigger, no transition tables.  check_faults: the same for the AFTER
+-- checks zz_fence_check_ins / _upd that exist (calling the guard's check:
+-- check_<n> for guard_<n>, c_check for c_guard).  The generic guard's
+-- triggers are not inspected (its WHEN clauses are its own).
+CREATE OR REPLACE VIEW fence.guards AS
 SELECT t.tgrelid::regclass AS tbl,
        a.col,
        a.mode,
-       CASE p.proname WHEN 'row_guard' THEN 'generic' WHEN 'c_guard' THEN 'c' ELSE 'plpgsql' END AS implementation,
+       k.implementation,
        (l.ins OR l.upd) AS check_needed,
-       ((NOT l.ins OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
-                              WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
-                                AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_ins'))
-        AND (NOT l.upd OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger c
-                                  WHERE c.tgrelid OPERATOR(pg_catalog.=) t.tgrelid
-                                    AND c.tgname OPERATOR(pg_catalog.=) 'zz_fence_check_upd'))) AS check_present
+       ((NOT l.ins OR x.check_ins) AND (NOT l.upd OR x.check_upd)) AS check_present,
+       x.faults,
+       x.check_faults
 FROM pg_catalog.pg_trigger t
 JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
      LATERAL (SELECT position(pg_catalog.decode('00', 'hex') IN t.tgargs) AS nul) z,
@@ -37,12 +42,23 @@ JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
                 AND g.fn OPERATOR(pg_catalog.=) p.proname
                 AND g.tbl::pg_catalog.oid OPERATOR(pg_catalog.=) t.tgrelid
               UNION ALL
-              SELECT pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')::name,
+              SELECT pg_catalog.convert_from(pg_catalog.substring(t.tgargs, 1, z.nul OPERATOR(pg_catalog.-) 1),
+                                             pg_catalog.getdatabaseencoding())::name,
                      pg_catalog.convert_from(pg_catalog.substring(t.tgargs, z.nul OPERATOR(pg_catalog.+) 1,
-                                               pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.-) z.nul OPERATOR(pg_catalog.-) 1), 'UTF8')
+                                               pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.-) z.nul OPERATOR(pg_catalog.-) 1),
+                                             pg_catalog.getdatabaseencoding())
               WHERE p.proname OPERATOR(pg_catalog.!~) '^guard_'
+                AND t.tgnargs OPERATOR(pg_catalog.=) 2
                 AND z.nul OPERATOR(pg_catalog.>) 1
                 AND pg_catalog.octet_length(t.tgargs) OPERATOR(pg_catalog.>) (z.nul OPERATOR(pg_catalog.+) 1)) a,
+     LATERAL (SELECT CASE p.proname WHEN 'row_guard' THEN 'generic' WHEN 'c_guard' THEN 'c' ELSE 'plpgsql' END AS implementation,
+                     (SELECT q.oid FROM pg_catalog.pg_proc q
+                      WHERE q.pronamespace OPERATOR(pg_catalog.=) p.pronamespace AND q.pronargs OPERATOR(pg_catalog.=) 0
+                        AND q.proname OPERATOR(pg_catalog.=) CASE p.proname WHEN 'c_guard' THEN 'c_check'
+                                                                 ELSE 'check_' OPERATOR(pg_catalog.||) pg_catalog.substr(p.proname, 7) END) AS check_fn,
+                     pg_catalog.convert_to(a.col, pg_catalog.getdatabaseencoding()) OPERATOR(pg_catalog.||) pg_catalog.decode('00', 'hex')
+                     OPERATOR(pg_catalog.||) pg_catalog.convert_to(a.mode, pg_catalog.getdatabaseencoding())
+                     OPERATOR(pg_catalog.||) pg_catalog.decode('00', 'hex') AS args) k,
      -- BEFORE row triggers (not INSTEAD OF) that fire after the guard of
      -- INSERT / of UPDATE: name order, byte-wise.  Disabled ones count
      -- too (they can be enabled).
@@ -53,11 +69,72 @@ JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
               FROM pg_catalog.pg_trigger b
               WHERE b.tgrelid OPERATOR(pg_catalog.=) t.tgrelid AND NOT b.tgisinternal
                 AND b.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 67 OPERATOR(pg_catalog.=) 3
-                AND b.tgname OPERATOR(pg_catalog.<>) ALL ('{zz_fence_guard_ins,zz_fence_guard_upd,zz_fence_guard_del}'::pg_catalog.name[])) l
+                AND b.tgname OPERATOR(pg_catalog.<>) ALL ('{zz_fence_guard_ins,zz_fence_guard_upd,zz_fence_guard_del}'::pg_catalog.name[])) l,
+     -- Each of fence's triggers against what protect() made.
+     LATERAL (SELECT COALESCE(pg_catalog.array_agg(f.fault ORDER BY f.fault) FILTER (WHERE e.guard AND f.fault IS NOT NULL),
+                              '{}') AS faults,
+                     COALESCE(pg_catalog.array_agg(f.fault ORDER BY f.fault) FILTER (WHERE NOT e.guard AND f.fault IS NOT NULL),
+                              '{}') AS check_faults,
+                     COALESCE(pg_catalog.bool_and(y.oid IS NOT NULL AND f.fault IS NULL)
+                                  FILTER (WHERE e.name OPERATOR(pg_catalog.=) 'zz_fence_check_ins'), false) AS check_ins,
+                     COALESCE(pg_catalog.bool_and(y.oid IS NOT NULL AND f.fault IS NULL)
+                                  FILTER (WHERE e.name OPERATOR(pg_catalog.=) 'zz_fence_check_upd'), false) AS check_upd
+              FROM (VALUES ('zz_fence_guard_ins'::pg_catalog.name, true, 7, 'a BEFORE INSERT row trigger', t.tgfoid, k.args),
+                           ('zz_fence_guard_upd', true, 19, 'a BEFORE UPDATE row trigger', t.tgfoid, k.args),
+                           ('zz_fence_guard_del', true, 11, 'a BEFORE DELETE row trigger', t.tgfoid, k.args),
+                           ('zz_fence_guard_truncate', true, 34, 'a BEFORE TRUNCATE statement trigger',
+                            'fence.refuse_truncate()'::pg_catalog.regprocedure::pg_catalog.oid, ''::pg_catalog.bytea),
+                           ('zz_fence_check_ins', false, 5, 'an AFTER INSERT row trigger', k.check_fn, k.args),
+                           ('zz_fence_check_upd', false, 17, 'an AFTER UPDATE row trigger', k.check_fn, k.args))
+                   e (name, guard, type, what, fn, args)
+              LEFT JOIN pg_catalog.pg_trigger y
+                ON y.tgrelid OPERATOR(pg_catalog.=) t.tgrelid AND y.tgname OPERATOR(pg_catalog.=) e.name
+              LEFT JOIN LATERAL pg_catalog.unnest(
+                  CASE WHEN k.implementation OPERATOR(pg_catalog.=) 'generic' THEN '{}'::pg_catalog.text[]
+                       WHEN y.oid IS NULL AND e.guard THEN ARRAY[pg_catalog.format('trigger %s is missing', e.name)]
+                       WHEN y.oid IS NULL THEN '{}'::pg_catalog.text[]
+                       ELSE pg_catalog.array_remove(ARRAY[
+                           CASE WHEN y.tgtype OPERATOR(pg_catalog.<>) e.type
+                                THEN pg_catalog.format('trigger %s is not %s', e.name, e.what) END,
+                           CASE WHEN pg_catalog.cardinality(y.tgattr::pg_catalog.int2[]) OPERATOR(pg_catalog.>) 0
+                                THEN pg_catalog.format('trigger %s fires only on UPDATE OF %s', e.name,
+                                         (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(c.attname), ', ' ORDER BY c.attnum)
+                                          FROM pg_catalog.pg_attribute c
+                                          WHERE c.attrelid OPERATOR(pg_catalog.=) y.tgrelid
+                                            AND c.attnum OPERATOR(pg_catalog.=) ANY (y.tgattr::pg_catalog.int2[]))) END,
+                           CASE WHEN y.tgqual IS NOT NULL
+                                THEN pg_catalog.format('trigger %s fires only %s', e.name,
+                                         pg_catalog.substring(pg_catalog.pg_get_triggerdef(y.oid),
+                                                              ' (WHEN \(.*\)) EXECUTE (FUNCTION|PROCEDURE) ')) END,
+                           CASE WHEN y.tgfoid OPERATOR(pg_catalog.<>) COALESCE(e.fn, 0)
+                                THEN pg_catalog.format('trigger %s calls %s, not %s', e.name, y.tgfoid::pg_catalog.regprocedure,
+                                                       COALESCE(e.fn::pg_catalog.regprocedure::pg_catalog.text, 'fence''s check')) END,
+                           CASE WHEN y.tgargs OPERATOR(pg_catalog.<>) e.args
+                                THEN pg_catalog.format('trigger %s is not called with %s', e.name,
+                                         CASE WHEN e.args OPERATOR(pg_catalog.=) ''::pg_catalog.bytea THEN 'no arguments'
+                                              ELSE pg_catalog.format('(%L, %L)', a.col, a.mode) END) END,
+                           CASE y.tgenabled WHEN 'D' THEN pg_catalog.format('trigger %s is disabled', e.name)
+                                            WHEN 'R' THEN pg_catalog.format('trigger %s is disabled (ENABLE REPLICA: it fires only in replica mode)', e.name) END,
+                           CASE WHEN y.tgconstraint OPERATOR(pg_catalog.<>) 0 OR y.tgdeferrable
+                                     OR y.tgoldtable IS NOT NULL OR y.tgnewtable IS NOT NULL
+                                THEN pg_catalog.format('trigger %s is a constraint trigger or has transition tables', e.name) END
+                       ], NULL) END) f (fault) ON true) x
 WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
   AND p.pronamespace OPERATOR(pg_catalog.=) 'fence'::regnamespace
   AND (p.proname OPERATOR(pg_catalog.=) ANY ('{row_guard,c_guard}'::pg_catalog.name[])
        OR p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$');
+REVOKE ALL ON fence.guards FROM PUBLIC;
+GRANT SELECT ON fence.guards TO PUBLIC;
+
+-- Protected tables: those of fence.guards whose guard is whole (no fault),
+-- with their token column, mode ('strict' or 'permissive'),
+-- implementation ('plpgsql', 'c' or 'generic'), check_needed and
+-- check_present (see fence.guards).  check_needed AND NOT check_present:
+-- re-run fence.protect() on that table.
+CREATE OR REPLACE VIEW fence.protected AS
+SELECT g.tbl, g.col, g.mode, g.implementation, g.check_needed, g.check_present
+FROM fence.guards g
+WHERE pg_catalog.cardinality(g.faults) OPERATOR(pg_catalog.=) 0;
 REVOKE ALL ON fence.protected FROM PUBLIC;
 GRANT SELECT ON fence.protected TO PUBLIC;
 
@@ -104,66 +181,6 @@ BEGIN
 END
 $$;
 GRANT EXECUTE ON FUNCTION fence.record_table(regclass) TO PUBLIC;
-
--- The recorded tables (fence.tables) whose guard is not whole, one row per
--- fault, with its reason:
---   no guard: zz_fence_guard_upd is missing or does not call fence's
---     guard (fence.protected does not list the table);
---   a zz_fence_guard_ins / _upd / _del trigger missing, not a BEFORE row
---     trigger of its event, or not calling the same guard with the same
---     arguments as zz_fence_guard_upd;
---   zz_fence_guard_truncate missing or not fence.refuse_truncate();
---   one of fence's triggers disabled (ALTER TABLE ... DISABLE TRIGGER, or
---     ENABLE REPLICA TRIGGER: it fires only in replica mode);
---   the AFTER check missing where fence.protected says it is needed.
--- Tables dropped since they were recorded are not listed.  A deploy
--- script goes live only when SELECT count(*) FROM fence.verify() is 0; the
--- install (re-running this script) protects every listed table again.
--- Reads only fence.tables, fence.protected (both SELECT to PUBLIC) and the
--- catalogs, with the caller's rights: EXECUTE to PUBLIC.
-CREATE OR REPLACE FUNCTION fence.verify()
-RETURNS TABLE (tbl regclass, col name, mode text, implementation text, reason text)
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT r.tbl, r.col, r.mode, r.implementation, f.reason
-    FROM fence.tables r
-    JOIN pg_catalog.pg_class c ON c.oid = r.tbl
-    LEFT JOIN fence.protected p ON p.tbl = r.tbl
-    LEFT JOIN pg_catalog.pg_trigger u ON u.tgrelid = r.tbl AND u.tgname = 'zz_fence_guard_upd',
-    LATERAL (
-        SELECT 'no guard: zz_fence_guard_upd is missing or does not call fence''s guard' AS reason
-        WHERE p.tbl IS NULL
-        UNION ALL
-        SELECT pg_catalog.format('trigger %s is missing or is not %s', e.name, e.what)
-        FROM (VALUES ('zz_fence_guard_ins', 7, 'a BEFORE INSERT row trigger calling the guard of zz_fence_guard_upd'),
-                     ('zz_fence_guard_upd', 19, 'a BEFORE UPDATE row trigger'),
-                     ('zz_fence_guard_del', 11, 'a BEFORE DELETE row trigger calling the guard of zz_fence_guard_upd'))
-             e (name, type, what)
-        WHERE p.tbl IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
-                          WHERE t.tgrelid = r.tbl AND t.tgname = e.name AND t.tgtype = e.type
-                            AND t.tgfoid = u.tgfoid AND t.tgargs = u.tgargs)
-        UNION ALL
-        SELECT 'trigger zz_fence_guard_truncate is missing or is not a BEFORE TRUNCATE trigger calling fence.refuse_truncate()'
-        WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t
-                          WHERE t.tgrelid = r.tbl AND t.tgname = 'zz_fence_guard_truncate' AND t.tgtype = 34
-                            AND t.tgfoid = 'fence.refuse_truncate()'::regprocedure)
-        UNION ALL
-        SELECT pg_catalog.format('trigger %s is disabled%s', t.tgname,
-                                 CASE t.tgenabled WHEN 'R' THEN ' (ENABLE REPLICA: it fires only in replica mode)' ELSE '' END)
-        FROM pg_catalog.pg_trigger t
-        WHERE t.tgrelid = r.tbl AND t.tgenabled IN ('D', 'R')
-          AND t.tgname IN ('zz_fence_guard_ins', 'zz_fence_guard_upd', 'zz_fence_guard_del',
-                           'zz_fence_guard_truncate', 'zz_fence_check_ins', 'zz_fence_check_upd')
-        UNION ALL
-        SELECT 'AFTER check missing: a BEFORE row trigger fires after the guard and could rewrite the token column (zz_fence_check_ins/_upd)'
-        WHERE p.check_needed AND NOT p.check_present
-    ) f
-    ORDER BY r.tbl::text, f.reason
-$$;
-REVOKE ALL ON FUNCTION fence.verify() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION fence.verify() TO PUBLIC;
 
 -- Attach TBL's AFTER checks (zz_fence_check_ins / _upd) where a BEFORE row
 -- trigger fires after its guard and the check is missing; never removes
@@ -213,35 +230,17 @@ END
 $$;
 GRANT EXECUTE ON FUNCTION fence.add_checks(regclass) TO PUBLIC;
 
--- Drop fence's triggers from TBL (no error when there are none) and the
--- generated functions nothing uses any more.  The token column stays,
--- with its stamps and fence's mark, so that protect() takes it up again;
--- a column protected before version 6 gets the mark here (unless a
--- negative stamp, which the mark forbids, is in it).
+-- Drop fence's triggers and token column marker from TBL (no error when
+-- there are none) and the generated functions nothing uses any more.
 CREATE OR REPLACE FUNCTION fence.unprotect(tbl regclass) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     trig text;
-    c name;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'fence: unprotect: table is NULL' USING ERRCODE = '22023';
-    END IF;
-    SELECT p.col INTO c FROM fence.protected p
-    WHERE p.tbl = unprotect.tbl
-      AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-                  WHERE a.attrelid = p.tbl AND a.attname = p.col AND a.attnum > 0 AND NOT a.attisdropped)
-      AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k
-                      WHERE k.conrelid = p.tbl AND k.conname = 'zz_fence_token_column');
-    IF c IS NOT NULL THEN
-        BEGIN
-            EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT zz_fence_token_column CHECK (%I OPERATOR(pg_catalog.>=) 0)',
-                                      tbl, c);
-        EXCEPTION WHEN check_violation THEN
-            NULL;
-        END;
     END IF;
     FOR trig IN
         SELECT t.tgname FROM pg_catalog.pg_trigger t
@@ -251,6 +250,10 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig, tbl);
     END LOOP;
+    -- Without its marker, or the install would protect it again.
+    IF EXISTS (SELECT 1 FROM fence.token_columns t WHERE t.tbl = unprotect.tbl) THEN
+        PERFORM fence.mark_token_column(tbl, NULL);
+    END IF;
     PERFORM fence.record_table(tbl);
     PERFORM fence.drop_orphans();
 END
@@ -258,8 +261,8 @@ $$;
 REVOKE ALL ON FUNCTION fence.unprotect(regclass) FROM PUBLIC;
 
 -- Protect TBL: add COL (default fence_token), fence's own stamp column,
--- bigint NOT NULL DEFAULT 0 with fence's mark (the CHECK constraint
--- zz_fence_token_column), and install the triggers of the chosen
+-- bigint NOT NULL DEFAULT 0 with fence's token column marker
+-- (fence.token_marker()), and install the triggers of the chosen
 -- implementation: 'c' when the C extension is installed (fence.c_guard()
 -- exists), else 'plpgsql'; the four-argument form forces one.  An existing
 -- column is refused (22023) unless it is fence's own (see the body): an
@@ -284,8 +287,6 @@ DECLARE
     guard_fn text;
     old_col name;
     marked name;
-    marks integer;
-    recorded name;
     have_col boolean;
 BEGIN
     IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
@@ -325,8 +326,9 @@ BEGIN
     -- 0 (or whatever it held) and admit tokens older than the stamps.
     -- move_guard() moves it on purpose, carrying every stamp over.
     -- (A column renamed since is the same column: only a token column
-    -- that still exists under its recorded name counts.)
-    SELECT p.col INTO old_col FROM fence.protected p WHERE p.tbl = protect_tbl
+    -- that still exists under its recorded name counts.  fence.guards:
+    -- also while the guard is not whole.)
+    SELECT p.col INTO old_col FROM fence.guards p WHERE p.tbl = protect_tbl
        AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                    WHERE a.attrelid = protect_tbl AND a.attname = p.col AND a.attnum > 0 AND NOT a.attisdropped);
     IF move THEN
@@ -348,49 +350,37 @@ BEGIN
     -- overwrites it on every write, so an ORM's version counter
     -- (SQLAlchemy's version_id_col, ActiveRecord's lock_version) would
     -- lose its meaning.  An existing column is fence's own when
-    --   it carries fence's mark, the CHECK constraint zz_fence_token_column
-    --     (col >= 0) that protect() gives the column it adds -- a table
-    --     constraint, so pg_dump, pg_dump -t and pg_restore -t carry it
-    --     inside CREATE TABLE, and unprotect() keeps it with the stamps;
-    --   it is named fence_token, the column protect() adds by default (in
-    --     every version: one an older unprotect() left behind);
-    --   or fence guards the table with it now (fence.protected) or recorded
-    --     it for the table (fence.tables: a table whose guard was lost):
-    --     the columns of versions before 6 have no mark, and get it below.
+    --   it carries fence's token column marker (fence.is_token_column(),
+    --     defined once by fence.token_marker()), which protect() puts on
+    --     the column it guards by and which travels with the table;
+    --   or fence guards the table with it now (fence.guards: also a guard
+    --     that is not whole; the columns of versions before 6 get the
+    --     marker below, and from the install);
+    --   or it is named fence_token, the column protect() adds by default
+    --     (one unprotect() left behind, without its marker, with its
+    --     stamps).
     -- Anything else is the application's, and refused.
-    SELECT pg_catalog.count(*), pg_catalog.min(a.attname) INTO marks, marked
-    FROM pg_catalog.pg_constraint k
-    LEFT JOIN pg_catalog.pg_attribute a
-      ON k.contype = 'c' AND pg_catalog.array_length(k.conkey, 1) = 1
-     AND a.attrelid = k.conrelid AND a.attnum = k.conkey[1] AND NOT a.attisdropped
-    WHERE k.conrelid = tbl AND k.conname = 'zz_fence_token_column';
-    IF marks > 0 AND marked IS NULL THEN
-        RAISE EXCEPTION 'fence: constraint zz_fence_token_column of % is not fence''s mark (a CHECK constraint on its token column alone)', tbl
-            USING ERRCODE = '22023',
-                  HINT = 'The name is fence''s: rename or drop that constraint, then protect the table again.';
-    END IF;
-    SELECT r.col INTO recorded FROM fence.tables r WHERE r.tbl = protect_tbl;
+    SELECT t.col INTO marked FROM fence.token_columns t WHERE t.tbl = protect_tbl;
     SELECT a.atttypid, a.attnotnull, a.attidentity, a.attgenerated INTO att
     FROM pg_catalog.pg_attribute a
     WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
     have_col := FOUND;
-    IF have_col AND col IS DISTINCT FROM marked AND col IS DISTINCT FROM old_col
-       AND col IS DISTINCT FROM recorded AND col <> 'fence_token' THEN
+    IF have_col AND NOT fence.is_token_column(tbl, col) AND col IS DISTINCT FROM old_col AND col <> 'fence_token' THEN
         RAISE EXCEPTION 'fence: column % of % is not fence''s token column: fence stamps a column of its own and never takes over an existing one (an ORM''s version column such as lock_version would lose its meaning)',
                 pg_catalog.quote_ident(col), tbl
             USING ERRCODE = '22023',
                   HINT = CASE WHEN move
                               THEN pg_catalog.format('Name a new column, which fence adds: SELECT fence.%s(%L, ''<new column>'').', fn, tbl::text)
-                              ELSE pg_catalog.format('Let fence add its own column beside the application''s: SELECT fence.protect(%L).  If %s does hold fence''s stamps (a table unprotected by an older fence), mark it first: ALTER TABLE %s ADD CONSTRAINT zz_fence_token_column CHECK (%s >= 0).',
-                                                     tbl::text, pg_catalog.quote_ident(col), tbl, pg_catalog.quote_ident(col))
+                              ELSE pg_catalog.format('Let fence add its own column beside the application''s: SELECT fence.protect(%L).  If %s does hold fence''s stamps (a table an older fence protected), mark it first: SELECT fence.mark_token_column(%L, %L).',
+                                                     tbl::text, pg_catalog.quote_ident(col), tbl::text, col)
                          END;
     END IF;
-    IF marked IS NOT NULL AND marked <> col AND NOT move THEN
+    IF marked IS NOT NULL AND marked <> col AND col IS DISTINCT FROM old_col AND NOT move THEN
         RAISE EXCEPTION 'fence: % has fence''s token column % (its stamps, kept from an earlier protection); refusing to guard it by column % instead (older tokens would be admitted)',
                 tbl, pg_catalog.quote_ident(marked), pg_catalog.quote_ident(col)
             USING ERRCODE = '22023',
-                  HINT = pg_catalog.format('Protect it with that column: SELECT fence.protect(%L, %L);  or, to start afresh without its stamps, ALTER TABLE %s DROP CONSTRAINT zz_fence_token_column first.',
-                                           tbl::text, marked, tbl);
+                  HINT = pg_catalog.format('Protect it with that column: SELECT fence.protect(%L, %L);  or, to start afresh without its stamps, take its marker off first: SELECT fence.mark_token_column(%L, NULL).',
+                                           tbl::text, marked, tbl::text);
     END IF;
 
     FOR trig IN
@@ -430,17 +420,10 @@ BEGIN
         EXECUTE pg_catalog.format('UPDATE %s SET %I = %I WHERE %I OPERATOR(pg_catalog.<) %I',
                                   tbl, col, old_col, col, old_col);
     END IF;
-    -- Fence's mark on the token column (and on no other).  Adding it
-    -- checks every row once; a negative stamp (an integer column an older
-    -- fence took over) fails it (23514): set those to 0, which admits the
-    -- same tokens, and protect again.
-    IF marked IS DISTINCT FROM col THEN
-        IF marks > 0 THEN
-            EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT zz_fence_token_column', tbl);
-        END IF;
-        EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT zz_fence_token_column CHECK (%I OPERATOR(pg_catalog.>=) 0)',
-                                  tbl, col);
-    END IF;
+    -- The marker that travels with the table (see fence.token_marker()),
+    -- on the token column and on no other (moved: the old column is the
+    -- application's now).
+    PERFORM fence.mark_token_column(tbl, col);
 
     IF use_impl = 'plpgsql' THEN
         SELECT * INTO fns FROM fence.generate(tbl, col, permissive);
@@ -510,8 +493,8 @@ BEGIN
     -- the guard.  The old column keeps its values and is left to the
     -- application.  Same rights as protect().
     move_body := 'DECLARE protect_tbl constant regclass := tbl; move constant boolean := true;'
-        ' permissive boolean := COALESCE((SELECT p.mode = ''permissive'' FROM fence.protected p WHERE p.tbl = protect_tbl), false);'
-        ' use_impl text := COALESCE((SELECT p.implementation FROM fence.protected p WHERE p.tbl = protect_tbl), ''plpgsql'');';
+        ' permissive boolean := COALESCE((SELECT p.mode = ''permissive'' FROM fence.guards p WHERE p.tbl = protect_tbl), false);'
+        ' use_impl text := COALESCE((SELECT p.implementation FROM fence.guards p WHERE p.tbl = protect_tbl), ''plpgsql'');';
     EXECUTE pg_catalog.format(
         'CREATE OR REPLACE FUNCTION fence.move_guard(tbl regclass, col name)'
         ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',

@@ -1,4 +1,4 @@
--- 80-events.sql -- part of fence.sql: the event triggers: later BEFORE triggers get their checks, dropped tables leave the registry.
+-- 80-events.sql -- part of fence.sql: the event triggers: later BEFORE triggers get their checks, dropped tables leave the registry, a new table carrying fence's token column marker is named.
 -- The parts are joined in name order into $(B)/sql/postgres/fence.sql
 -- (lib/pg/module.mk), the one script that psql -f, fence_pg_install()
 -- and make install use; it runs as one transaction (BEGIN in
@@ -54,6 +54,42 @@ END
 $$;
 REVOKE ALL ON FUNCTION fence.on_drop() FROM PUBLIC;
 
+-- The third: a table created with fence's token column marker
+-- (fence.token_marker()) and no row in fence.tables -- pg_restore -t or
+-- pg_dump -t | psql of a protected table, which bring no guard back
+-- (pg_restore -t no triggers at all), or CREATE TABLE ... (LIKE ...
+-- INCLUDING CONSTRAINTS) -- gets a WARNING: it takes writes without a
+-- token until the install or fence.protect() protects it again, and
+-- fence.verify() lists it meanwhile.  It is not protected here: the rows
+-- of a restore are loaded after CREATE TABLE, with no token.  Reads only
+-- what PUBLIC may read.
+CREATE OR REPLACE FUNCTION fence.on_create() RETURNS event_trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    -- Never in the way of a CREATE TABLE: not while fence is half there.
+    IF pg_catalog.to_regclass('fence.tables') IS NULL OR pg_catalog.to_regclass('fence.token_columns') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR r IN
+        SELECT m.tbl, m.col
+        FROM pg_catalog.pg_event_trigger_ddl_commands() d
+        JOIN fence.token_columns m ON m.tbl::oid = d.objid
+        WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objsubid = 0
+          AND NOT EXISTS (SELECT 1 FROM fence.tables t WHERE t.tbl = m.tbl)
+    LOOP
+        RAISE WARNING 'fence: % carries fence''s token column marker (column %) but is not protected: it takes writes without a token',
+                r.tbl, pg_catalog.quote_ident(r.col)
+            USING HINT = pg_catalog.format('Restored alone?  Load its rows, then run fence.sql again (or, as its owner, SELECT fence.protect(%L, %L)).  A copy that is not to be fenced: ALTER TABLE %s DROP CONSTRAINT %I.',
+                                           r.tbl::text, r.col, r.tbl, (fence.token_marker(r.col)).conname);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION fence.on_create() FROM PUBLIC;
+
 DO $event$
 BEGIN
     IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
@@ -64,6 +100,10 @@ BEGIN
         DROP EVENT TRIGGER IF EXISTS fence_dropped_tables;
         CREATE EVENT TRIGGER fence_dropped_tables ON sql_drop
             EXECUTE FUNCTION fence.on_drop();
+        DROP EVENT TRIGGER IF EXISTS fence_marked_tables;
+        CREATE EVENT TRIGGER fence_marked_tables ON ddl_command_end
+            WHEN TAG IN ('CREATE TABLE')
+            EXECUTE FUNCTION fence.on_create();
     ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger e
                       WHERE e.evtname = 'fence_later_triggers' AND e.evtenabled <> 'D') THEN
         RAISE WARNING 'fence: installed by %, not a superuser: no event trigger watches for BEFORE triggers created later on protected tables',

@@ -57,9 +57,30 @@ BEGIN
 END
 $upgrade$;
 
+-- Whether COL of TBL is the bigint NOT NULL column protect() leaves (not
+-- identity, not generated): what protect() then only re-attaches triggers
+-- to and the install only marks, running no code of the table's.
+CREATE OR REPLACE FUNCTION fence.plain_token_column(tbl regclass, col name) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                   WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped
+                     AND a.atttypid = 'pg_catalog.int8'::regtype AND a.attnotnull
+                     AND a.attidentity = '' AND a.attgenerated = '')
+$$;
+REVOKE ALL ON FUNCTION fence.plain_token_column(regclass, name) FROM PUBLIC;
+
 -- fence.tables: every table fence.protected lists and fence.tables does
 -- not yet (tables protected before fence.tables existed) is recorded as it
--- is.  Then the repair: every recorded table whose guard is not whole
+-- is; so is every ordinary table that carries fence's token column marker
+-- (fence.token_marker()) and has no row -- restored alone (pg_dump -t,
+-- pg_restore -t), or a copy made with LIKE ... INCLUDING CONSTRAINTS --
+-- 'strict' with the default implementation, a WARNING each (nothing of
+-- its mode travels with it: set_mode() if it was permissive).  Every
+-- recorded token column without the marker (protected before it existed)
+-- gets it, where the installer may (else a WARNING: fence.verify() keeps
+-- listing it).  Then the repair: every recorded table whose guard is not whole
 -- (fence.verify(): a restore without the C extension, triggers dropped or
 -- disabled, a missing AFTER check) is protected again -- same column (its
 -- stamps kept), mode and implementation, or the portable guard where the
@@ -82,9 +103,44 @@ BEGIN
     WHERE p.implementation IN ('plpgsql', 'c')
     ON CONFLICT (tbl) DO NOTHING;
     FOR r IN
+        SELECT m.tbl, m.col, c.relkind = 'r' AND c.relnamespace <> 'fence'::regnamespace AS ordinary
+        FROM fence.token_columns m
+        JOIN pg_catalog.pg_class c ON c.oid = m.tbl
+        WHERE NOT EXISTS (SELECT 1 FROM fence.tables t WHERE t.tbl = m.tbl)
+        ORDER BY m.tbl::text
+    LOOP
+        IF NOT r.ordinary THEN
+            RAISE WARNING 'fence: % carries fence''s token column marker on column % but is not an ordinary table of a schema fence protects: not recorded',
+                    r.tbl, pg_catalog.quote_ident(r.col)
+                USING HINT = pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', r.tbl, (fence.token_marker(r.col)).conname);
+            CONTINUE;
+        END IF;
+        INSERT INTO fence.tables (tbl, col, mode, implementation)
+        VALUES (r.tbl, r.col, 'strict', CASE WHEN have_c THEN 'c' ELSE 'plpgsql' END);
+        RAISE WARNING 'fence: % carries fence''s token column marker (column %) but was not recorded (restored alone, or copied with LIKE ... INCLUDING CONSTRAINTS): recorded, strict, to be protected again',
+                r.tbl, pg_catalog.quote_ident(r.col)
+            USING HINT = pg_catalog.format('If it was permissive: SELECT fence.set_mode(%L, ''permissive'');  if it should not be protected: SELECT fence.unprotect(%L);',
+                                           r.tbl::text, r.tbl::text);
+    END LOOP;
+    FOR r IN
+        SELECT t.tbl, t.col FROM fence.tables t
+        WHERE fence.plain_token_column(t.tbl, t.col) AND NOT fence.is_token_column(t.tbl, t.col)
+        ORDER BY t.tbl::text
+    LOOP
+        BEGIN
+            PERFORM fence.mark_token_column(r.tbl, r.col);
+        EXCEPTION WHEN insufficient_privilege OR invalid_parameter_value THEN
+            RAISE WARNING 'fence: cannot put fence''s token column marker on column % of %: %',
+                    pg_catalog.quote_ident(r.col), r.tbl, SQLERRM
+                USING HINT = pg_catalog.format('Run this script as a superuser or as the owner of %s, or as its owner: SELECT fence.protect(%L, %L);',
+                                               r.tbl::text, r.tbl::text, r.col);
+        END;
+    END LOOP;
+    FOR r IN
         SELECT v.tbl, v.col, v.mode, v.implementation,
                pg_catalog.string_agg(v.reason, '; ' ORDER BY v.reason) AS reasons
         FROM fence.verify() v
+        WHERE v.mode IS NOT NULL  -- the recorded tables (not the privilege policy)
         GROUP BY 1, 2, 3, 4
         ORDER BY v.tbl::text
     LOOP
@@ -92,10 +148,7 @@ BEGIN
         IF impl = 'c' AND NOT have_c THEN
             impl := 'plpgsql';
         END IF;
-        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-                       WHERE a.attrelid = r.tbl AND a.attname = r.col AND a.attnum > 0 AND NOT a.attisdropped
-                         AND a.atttypid = 'pg_catalog.int8'::regtype AND a.attnotnull
-                         AND a.attidentity = '' AND a.attgenerated = '') THEN
+        IF NOT fence.plain_token_column(r.tbl, r.col) THEN
             RAISE WARNING 'fence: % is not guarded as fence.protect() left it (%), and its token column % is no longer the bigint NOT NULL column it was (renamed, dropped or changed since): not protected again',
                     r.tbl, r.reasons, pg_catalog.quote_ident(r.col)
                 USING HINT = pg_catalog.format('Its owner may protect it again: SELECT fence.protect(%L, <its token column>);',

@@ -542,9 +542,11 @@ START_TEST(retrofit_beside_lock_version)
                               " JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum"
                               " WHERE attrelid = 'posts'::regclass AND attname = 'fence_token'"),
                      "bigint true 0");
-    ck_assert_str_eq(text1(c, "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
-                              " WHERE conrelid = 'posts'::regclass AND conname = 'zz_fence_token_column'"),
-                     "CHECK ((fence_token >= 0))");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(col, ',') FROM fence.token_columns WHERE tbl = 'posts'::regclass"),
+                     "fence_token");
+    ck_assert_str_eq(text1(c, "SELECT fence.is_token_column('posts', 'fence_token') || ' '"
+                              " || fence.is_token_column('posts', 'lock_version')"),
+                     "true false");
     ck_assert_str_eq(text1(c, "SELECT col || ' ' || mode FROM fence.protected"
                               " WHERE tbl = 'posts'::regclass"),
                      "fence_token strict");
@@ -590,31 +592,41 @@ START_TEST(retrofit_beside_lock_version)
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'posts'::regclass"
                             " AND tgqual IS NOT NULL"),
                      0); /* no WHEN clause */
-    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'posts'::regclass"
-                            " AND conname = 'zz_fence_token_column'"),
-                     1);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.token_columns WHERE tbl = 'posts'::regclass"), 1);
 
-    /* Unprotected, the column stays with its stamps and its mark: protect()
-     * takes it up again (stale still refused); another column is refused. */
+    /* Unprotected, the column stays with its stamps (its marker goes:
+     * fence.unprotect()); protect() takes fence_token up again by its
+     * name, stale still refused, and lock_version is still refused. */
     ok(c, "SELECT fence.unprotect('posts')");
     ck_assert_int_eq(num(c, "SELECT fence_token FROM posts WHERE id = 2"), 5);
-    fails(c, "SELECT fence.protect('posts', 'stamp')", "22023");
+    fails(c, "SELECT fence.protect('posts', 'lock_version')", "22023");
     ok(c, "SELECT fence.protect('posts')");
     ck_assert_int_eq(write_tok(c, 4, "UPDATE posts SET title = 'x' WHERE id = 2", &e), FENCE_STALE);
 
-    /* A column made by hand with fence's mark is fence's: taken up (its
-     * NULLs become 0).  Without the mark, or not a bigint: refused. */
-    ok(c, "CREATE TABLE v8 (id int, ver bigint CONSTRAINT zz_fence_token_column CHECK (ver >= 0));"
-          "INSERT INTO v8 VALUES (1, NULL), (2, 7)");
+    /* A column with fence's marker is fence's: taken up, whether the
+     * marker came from fence.mark_token_column() or was written by hand
+     * (as pg_dump writes it).  Without the marker (or with a constraint of
+     * the marker's name that is not the marker), or not a bigint:
+     * refused; so is another column while one carries the marker. */
+    ok(c, "CREATE TABLE v8 (id int, ver bigint); INSERT INTO v8 VALUES (1, 0), (2, 7);"
+          "SELECT fence.mark_token_column('v8', 'ver')");
     ok(c, "SELECT fence.protect('v8', 'ver')");
     ck_assert_int_eq(num(c, "SELECT sum(ver) FROM v8"), 7);
-    ck_assert_int_eq(num(c, "SELECT count(*) FROM v8 WHERE ver IS NULL"), 0);
+    ck_assert_str_eq(text1(c, "SELECT col FROM fence.protected WHERE tbl = 'v8'::regclass"), "ver");
+    ok(c, "CREATE TABLE v9 (id int, ver bigint CONSTRAINT fence_token_column CHECK (ver IS NOT NULL))");
+    ok(c, "SELECT fence.protect('v9', 'ver')");
     ok(c, "CREATE TABLE vu (id int, ver bigint)");
-    fails(c, "SELECT fence.protect('vu', 'ver')", "22023");
-    ok(c, "CREATE TABLE vt (id int, ver integer CONSTRAINT zz_fence_token_column CHECK (ver >= 0))");
+    r = stmt_exec(c, "SELECT fence.protect('vu', 'ver')");
+    expect_stmt_err(&r, "22023", NULL, NULL, "protect('vu', 'ver')");
+    ck_assert_msg(strstr(r.hint, "SELECT fence.mark_token_column('public.vu', 'ver')") != NULL, "%s", r.hint);
+    ok(c, "CREATE TABLE vt (id int, ver integer CONSTRAINT fence_token_column CHECK (ver IS NOT NULL))");
     fails(c, "SELECT fence.protect('vt', 'ver')", "22023");
-    ok(c, "CREATE TABLE vc (id int, ver bigint, CONSTRAINT zz_fence_token_column CHECK (id > 0 AND ver > 0))");
-    fails(c, "SELECT fence.protect('vc')", "22023");
+    ok(c, "CREATE TABLE vc (id int, ver bigint, CONSTRAINT fence_token_column CHECK (id > 0 AND ver > 0))");
+    fails(c, "SELECT fence.protect('vc', 'ver')", "22023");
+    ok(c, "CREATE TABLE vm (id int, stamp bigint NOT NULL DEFAULT 0 CONSTRAINT fence_token_column CHECK (stamp IS NOT NULL))");
+    r = stmt_exec(c, "SELECT fence.protect('vm')");
+    expect_stmt_err(&r, "22023", NULL, NULL, "protect('vm') with the marker on stamp");
+    ck_assert_msg(strstr(r.hint, "SELECT fence.protect('public.vm', 'stamp')") != NULL, "%s", r.hint);
     ok(c, "CREATE VIEW vv AS SELECT 1 AS x");
     fails(c, "SELECT fence.protect('vv')", "22023");
     fails(c, "SELECT fence.protect('no_such_table')", "42P01");

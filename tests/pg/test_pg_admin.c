@@ -7,9 +7,17 @@
  * oid reuse), when the AFTER check is attached (at protect time and by the
  * event trigger), real upgrades from version 3 (tests/pg/fence_v3.sql,
  * embedded), and from version 5 (fence_v5.sql) with the migration of a
- * version column it took over (fence.migrate_version_column()).  Runs once per per-row implementation (FENCE_TEST_PG_IMPL);
+ * version column it took over (fence.migrate_version_column()), and
+ * fence.verify() on what a table owner or an operator can
+ * change by hand: a table of tamperings of the guard's triggers (WHEN,
+ * UPDATE OF, timing, function, arguments, enabled state, the AFTER
+ * checks), each reported, the table gone from fence.protected where its
+ * guard is not whole, the hole shown and closed by the install; and a
+ * table of changes of the privilege policy (fence.advance_grants against
+ * fence.advance's ACL).  Runs once per per-row implementation (FENCE_TEST_PG_IMPL);
  * what only the 'plpgsql' one has is tested with protect(..., 'plpgsql').
  */
+#include "casetable.h"
 #include "pgutil.h"
 
 #include <inttypes.h>
@@ -341,9 +349,13 @@ START_TEST(generated_functions_lifecycle)
     ck_assert_int_eq(num(c, "SELECT min(stamp) FROM gl_renamed"), 6);
     ck_assert_int_eq(fence_functions(c, pat), 2); /* same oid, same names */
 
-    /* unprotect drops them; protect brings them back. */
+    /* unprotect drops them; protect brings them back.  (unprotect() takes
+     * the token column's marker off too, so stamp is no longer known as
+     * fence's: protect() refuses it until it is marked again.) */
     ok(c, "SELECT fence.unprotect('gl_renamed')");
     ck_assert_int_eq(fence_functions(c, pat), 0);
+    fails(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'plpgsql')", "22023");
+    ok(c, "SELECT fence.mark_token_column('gl_renamed', 'stamp')");
     ok(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'plpgsql')");
     ck_assert_int_eq(fence_functions(c, pat), 2);
     /* Switching to the other implementation leaves no orphan either. */
@@ -705,9 +717,7 @@ START_TEST(upgrade_from_version_5_migrates_lock_version)
                      is_c() ? "fence_token strict c" : "fence_token strict plpgsql");
     ck_assert_str_eq(text1(c, "SELECT string_agg(fence_token || '/' || lock_version, ' ' ORDER BY id) FROM posts"),
                      "10/10 12/12 0/0");
-    ck_assert_str_eq(text1(c, "SELECT string_agg(a.attname, ',') FROM pg_constraint k"
-                              " JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)"
-                              " WHERE k.conrelid = 'posts'::regclass AND k.conname = 'zz_fence_token_column'"),
+    ck_assert_str_eq(text1(c, "SELECT string_agg(col, ',') FROM fence.token_columns WHERE tbl = 'posts'::regclass"),
                      "fence_token");
     ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.verify()"), 0);
     /* No fencing lost: stale refused, equal and higher admitted. */
@@ -737,6 +747,366 @@ START_TEST(upgrade_from_version_5_migrates_lock_version)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* fence.verify(): the guard's triggers are what protect() made         */
+/* ------------------------------------------------------------------ */
+
+/* tmpl with every "@<letter>" whose letter is letters[i] replaced by
+ * with[i], into out (n bytes). */
+static void subst(char *out, size_t n, const char *tmpl, const char *letters,
+                  const char *const *with)
+{
+    size_t o = 0;
+    for (const char *p = tmpl; *p != '\0'; p++) {
+        const char *at = p[0] == '@' && p[1] != '\0' ? strchr(letters, p[1]) : NULL;
+        const char *w = at != NULL ? with[at - letters] : p;
+        size_t len = at != NULL ? strlen(w) : 1;
+        ck_assert(o + len < n);
+        memcpy(out + o, w, len);
+        o += len;
+        p += at != NULL ? 1 : 0;
+    }
+    out[o] = '\0';
+}
+
+/* The SQLSTATE of sql, run in a transaction rolled back after it ("" when
+ * it succeeded; static buffer). */
+static const char *probe(PGconn *c, const char *sql)
+{
+    static char state[6];
+    outcome e;
+    ok(c, "BEGIN");
+    fence_status st = run(c, sql, &e);
+    ok(c, "ROLLBACK");
+    snprintf(state, sizeof state, "%s", st == FENCE_OK ? "" : e.sqlstate);
+    return state;
+}
+
+/* fence.verify()'s reasons for table tt, one a line in byte order
+ * (static buffer). */
+static const char *tt_reasons(PGconn *c)
+{
+    return text1(c, "SELECT COALESCE(string_agg(reason, E'\\n' ORDER BY reason COLLATE \"C\"), '')"
+                    " FROM fence.verify() WHERE tbl = 'tt'::regclass");
+}
+
+/* One row per tampering of a protected table tt (id, v, status; rows 1
+ * and 2): done by its owner after fence.protect(), with @G the guard
+ * function zz_fence_guard_upd calls and @C its AFTER check.  why: what
+ * fence.verify() says about tt, for [plpgsql, c] (NULL: as plpgsql);
+ * listed: whether fence.protected still lists tt [plpgsql, c]; the probe,
+ * a write without a token: its SQLSTATE before the install [plpgsql, c]
+ * ("" admitted -- the hole --, NULL not looked at) and after it (refused). */
+static const struct tamper_case {
+    const char *name;
+    const char *setup; /* before fence.protect() */
+    const char *tamper;
+    const char *why[2];
+    bool listed[2];
+    const char *probe;
+    const char *before[2];
+    const char *after;
+} tamper_cases[] = {
+    {"upd_when_false", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON tt"
+     " FOR EACH ROW WHEN (false) EXECUTE FUNCTION @G('fence_token', 'strict')",
+     {"trigger zz_fence_guard_upd fires only WHEN (false)", NULL}, {false, false},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {"", ""}, "23Q02"},
+    {"upd_of_status", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE OF status"
+     " ON tt FOR EACH ROW EXECUTE FUNCTION @G('fence_token', 'strict')",
+     {"trigger zz_fence_guard_upd fires only on UPDATE OF status", NULL}, {false, false},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {"", ""}, "23Q02"},
+    {"upd_when_status", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON tt"
+     " FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)"
+     " EXECUTE FUNCTION @G('fence_token', 'strict')",
+     {"trigger zz_fence_guard_upd fires only WHEN ((old.status IS DISTINCT FROM new.status))", NULL},
+     {false, false}, "UPDATE tt SET v = v + 1 WHERE id = 1", {"", ""}, "23Q02"},
+    {"ins_when", "",
+     "DROP TRIGGER zz_fence_guard_ins ON tt; CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON tt"
+     " FOR EACH ROW WHEN (NEW.v < 0) EXECUTE FUNCTION @G('fence_token', 'strict')",
+     {"trigger zz_fence_guard_ins fires only WHEN ((new.v < 0))", NULL}, {false, false},
+     "INSERT INTO tt (id, v) VALUES (9, 0)", {"", ""}, "23Q02"},
+    {"del_when", "",
+     "DROP TRIGGER zz_fence_guard_del ON tt; CREATE TRIGGER zz_fence_guard_del BEFORE DELETE ON tt"
+     " FOR EACH ROW WHEN (OLD.v < 0) EXECUTE FUNCTION @G('fence_token', 'strict')",
+     {"trigger zz_fence_guard_del fires only WHEN ((old.v < 0))", NULL}, {false, false},
+     "DELETE FROM tt WHERE id = 1", {"", ""}, "23Q02"},
+    {"upd_statement", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON tt"
+     " FOR EACH STATEMENT EXECUTE FUNCTION @G('fence_token', 'strict')",
+     {"trigger zz_fence_guard_upd is not a BEFORE UPDATE row trigger", NULL}, {false, false},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {NULL, NULL}, "23Q02"},
+    {"upd_insert_too", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; CREATE TRIGGER zz_fence_guard_upd BEFORE INSERT OR UPDATE"
+     " ON tt FOR EACH ROW EXECUTE FUNCTION @G('fence_token', 'strict')",
+     {"trigger zz_fence_guard_upd is not a BEFORE UPDATE row trigger", NULL}, {false, false},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {"23Q02", "23Q02"}, "23Q02"},
+    {"upd_disabled", "", "ALTER TABLE tt DISABLE TRIGGER zz_fence_guard_upd",
+     {"trigger zz_fence_guard_upd is disabled", NULL}, {false, false},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {"", ""}, "23Q02"},
+    {"upd_replica", "", "ALTER TABLE tt ENABLE REPLICA TRIGGER zz_fence_guard_upd",
+     {"trigger zz_fence_guard_upd is disabled (ENABLE REPLICA: it fires only in replica mode)", NULL},
+     {false, false}, "UPDATE tt SET v = v + 1 WHERE id = 1", {"", ""}, "23Q02"},
+    {"upd_always", "", "ALTER TABLE tt ENABLE ALWAYS TRIGGER zz_fence_guard_upd", {"", NULL},
+     {true, true}, "UPDATE tt SET v = v + 1 WHERE id = 1", {"23Q02", "23Q02"}, "23Q02"},
+    {"upd_renamed", "", "ALTER TRIGGER zz_fence_guard_upd ON tt RENAME TO guard_upd_old",
+     {"no guard: zz_fence_guard_upd is missing or does not call fence's guard", NULL}, {false, false},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {"23Q02", "23Q02"}, "23Q02"},
+    {"upd_other_function", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON tt"
+     " FOR EACH ROW EXECUTE FUNCTION tt_noop()",
+     {"no guard: zz_fence_guard_upd is missing or does not call fence's guard", NULL}, {false, false},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {"", ""}, "23Q02"},
+    {"ins_other_function", "",
+     "DROP TRIGGER zz_fence_guard_ins ON tt; CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON tt"
+     " FOR EACH ROW EXECUTE FUNCTION tt_noop('fence_token', 'strict')",
+     {"trigger zz_fence_guard_ins calls public.tt_noop(), not @G()", NULL}, {false, false},
+     "INSERT INTO tt (id, v) VALUES (9, 0)", {"", ""}, "23Q02"},
+    /* Only zz_fence_guard_upd's mode changed: the generated function has
+     * its mode baked in (the arguments are what fence.protected shows),
+     * the C guard reads them -- a permissive guard of UPDATE. */
+    {"upd_args", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON tt"
+     " FOR EACH ROW EXECUTE FUNCTION @G('fence_token', 'permissive')",
+     {"trigger zz_fence_guard_upd is not called with ('fence_token', 'strict')",
+      "guarded by column fence_token, permissive, c, not as fence.tables records it (column"
+      " fence_token, strict, c)\n"
+      "trigger zz_fence_guard_del is not called with ('fence_token', 'permissive')\n"
+      "trigger zz_fence_guard_ins is not called with ('fence_token', 'permissive')"},
+     {false, false}, "UPDATE tt SET v = v + 1 WHERE id = 1", {"23Q02", ""}, "23Q02"},
+    /* All three: the C guard is whole again, but permissive -- not what
+     * fence.tables records. */
+    {"all_args", "",
+     "DROP TRIGGER zz_fence_guard_upd ON tt; DROP TRIGGER zz_fence_guard_ins ON tt;"
+     " DROP TRIGGER zz_fence_guard_del ON tt;"
+     " CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON tt FOR EACH ROW"
+     " EXECUTE FUNCTION @G('fence_token', 'permissive');"
+     " CREATE TRIGGER zz_fence_guard_ins BEFORE INSERT ON tt FOR EACH ROW"
+     " EXECUTE FUNCTION @G('fence_token', 'permissive');"
+     " CREATE TRIGGER zz_fence_guard_del BEFORE DELETE ON tt FOR EACH ROW"
+     " EXECUTE FUNCTION @G('fence_token', 'permissive')",
+     {"trigger zz_fence_guard_del is not called with ('fence_token', 'strict')\n"
+      "trigger zz_fence_guard_ins is not called with ('fence_token', 'strict')\n"
+      "trigger zz_fence_guard_upd is not called with ('fence_token', 'strict')",
+      "guarded by column fence_token, permissive, c, not as fence.tables records it (column"
+      " fence_token, strict, c)"},
+     {false, true}, "UPDATE tt SET v = v + 1 WHERE id = 1", {"23Q02", ""}, "23Q02"},
+    {"trunc_when", "",
+     "DROP TRIGGER zz_fence_guard_truncate ON tt; CREATE TRIGGER zz_fence_guard_truncate BEFORE"
+     " TRUNCATE ON tt FOR EACH STATEMENT WHEN (false) EXECUTE FUNCTION fence.refuse_truncate()",
+     {"trigger zz_fence_guard_truncate fires only WHEN (false)", NULL}, {false, false},
+     "TRUNCATE tt", {"", ""}, "23Q03"},
+    {"trunc_other_function", "",
+     "DROP TRIGGER zz_fence_guard_truncate ON tt; CREATE TRIGGER zz_fence_guard_truncate BEFORE"
+     " TRUNCATE ON tt FOR EACH STATEMENT EXECUTE FUNCTION tt_noop()",
+     {"trigger zz_fence_guard_truncate calls public.tt_noop(), not fence.refuse_truncate()", NULL},
+     {false, false}, "TRUNCATE tt", {"", ""}, "23Q03"},
+    /* The AFTER check (a later BEFORE trigger needs it): the guard is
+     * whole, fence.protected lists tt with check_present false. */
+    {"check_when_false",
+     "CREATE TRIGGER zzz_later BEFORE UPDATE ON tt FOR EACH ROW EXECUTE FUNCTION tt_noop()",
+     "DROP TRIGGER zz_fence_check_upd ON tt; CREATE TRIGGER zz_fence_check_upd AFTER UPDATE ON tt"
+     " FOR EACH ROW WHEN (false) EXECUTE FUNCTION @C('fence_token', 'strict')",
+     {"trigger zz_fence_check_upd fires only WHEN (false)", NULL}, {true, true},
+     "UPDATE tt SET v = v + 1 WHERE id = 1", {"23Q02", "23Q02"}, "23Q02"},
+    {"check_deferred",
+     "CREATE TRIGGER zzz_later BEFORE UPDATE ON tt FOR EACH ROW EXECUTE FUNCTION tt_noop()",
+     "DROP TRIGGER zz_fence_check_upd ON tt; CREATE CONSTRAINT TRIGGER zz_fence_check_upd AFTER UPDATE"
+     " ON tt DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION @C('fence_token', 'strict')",
+     {"trigger zz_fence_check_upd is a constraint trigger or has transition tables", NULL},
+     {true, true}, "UPDATE tt SET v = v + 1 WHERE id = 1", {"23Q02", "23Q02"}, "23Q02"},
+};
+
+/* Each tampering is reported, tt leaves fence.protected where its guard
+ * is not whole, the probe shows the hole it opens; the install protects tt
+ * again (a WARNING naming it), after which the probe is refused. */
+START_TEST(verify_checks_what_the_triggers_are)
+{
+    const struct tamper_case *tc = &tamper_cases[_i];
+    int k = is_c() ? 1 : 0;
+    char d[NAME_BUF], g[128], ck[128], sql[2048], want[2048];
+    char suffix[48];
+    snprintf(suffix, sizeof suffix, "tamper%d", _i);
+    side_db(suffix, NULL, d);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    if (is_c()) {
+        create_extension(c);
+    }
+    ok(c, "CREATE FUNCTION tt_noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';"
+          "CREATE TABLE tt (id int PRIMARY KEY, v int, status text);"
+          "INSERT INTO tt VALUES (1, 0, 'a'), (2, 0, 'a')");
+    ok(c, tc->setup[0] != '\0' ? tc->setup : "SELECT 1");
+    ok(c, "SELECT fence.protect('tt')");
+    ck_assert_str_eq(tt_reasons(c), "");
+    snprintf(g, sizeof g, "%s",
+             text1(c, "SELECT tgfoid::regproc::text FROM pg_trigger"
+                      " WHERE tgrelid = 'tt'::regclass AND tgname = 'zz_fence_guard_upd'"));
+    snprintf(ck, sizeof ck, "%s", is_c() ? "fence.c_check" : g);
+    if (!is_c()) {
+        memcpy(strstr(ck, "guard_"), "check_", 6);
+    }
+    const char *const fns[] = {g, ck};
+    subst(sql, sizeof sql, tc->tamper, "GC", fns);
+    ok(c, sql);
+
+    const char *why = tc->why[k] != NULL ? tc->why[k] : tc->why[0];
+    subst(want, sizeof want, why, "GC", fns);
+    ck_assert_str_eq(tt_reasons(c), want);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE tbl = 'tt'::regclass"),
+                     tc->listed[k] ? 1 : 0);
+    if (tc->before[k] != NULL) {
+        ck_assert_str_eq(probe(c, tc->probe), tc->before[k]);
+    }
+
+    notes n;
+    memset(&n, 0, sizeof n);
+    PQsetNoticeReceiver(c, collect_notice, &n);
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    PQsetNoticeReceiver(c, NULL, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    if (want[0] != '\0') {
+        ck_assert_msg(strstr(n.text, "public.tt was not guarded as fence.protect() left it") != NULL,
+                      "the install's warnings: %s", n.text);
+    } else {
+        ck_assert_msg(strstr(n.text, "public.tt") == NULL, "the install's warnings: %s", n.text);
+    }
+    ck_assert_str_eq(tt_reasons(c), "");
+    ck_assert_str_eq(text1(c, "SELECT col || ' ' || mode || ' ' || implementation || ' '"
+                              " || check_present FROM fence.protected WHERE tbl = 'tt'::regclass"),
+                     is_c() ? "fence_token strict c true" : "fence_token strict plpgsql true");
+    ck_assert_str_eq(probe(c, tc->probe), tc->after);
+    PQfinish(c);
+    drop_side_db(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* fence.verify() and the install: the privilege policy                 */
+/* ------------------------------------------------------------------ */
+
+/* fence.verify()'s rows about the privilege policy, one reason a line
+ * (static buffer). */
+static const char *policy_reasons(PGconn *c)
+{
+    return text1(c, "SELECT COALESCE(string_agg(reason, E'\\n' ORDER BY reason COLLATE \"C\"), '')"
+                    " FROM fence.verify() WHERE tbl = 'fence.advance_grants'::regclass"
+                    " AND col IS NULL AND mode IS NULL AND implementation IS NULL");
+}
+
+/* One row per change of the policy, on a database where fence.grant(@A)
+ * ran (role @A may advance, PUBLIC may not; @O is another role, @X a
+ * role that is dropped after the change): change, as the installer;
+ * what fence.verify() says (@A/@O/@X replaced); whether @A and @O may
+ * advance before the install; the install's WARNING (a part of it, "" for
+ * none); what verify() says after it; whether @A and @O may advance then. */
+static const struct policy_case {
+    const char *name;
+    const char *change;
+    const char *why;
+    bool app_before, other_before;
+    const char *warning;
+    const char *why_after;
+    bool app_after, other_after;
+} policy_cases[] = {
+    {"as_granted", "SELECT 1", "", true, false, "", "", true, false},
+    /* What a failed restore leaves -- PUBLIC executing it, a recorded
+     * role without it -- is put back, also when done by hand. */
+    {"public_granted_by_hand", "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO PUBLIC",
+     "PUBLIC may execute fence.advance(), which fence.advance_grants does not allow", true, true,
+     "revoked EXECUTE on fence.advance() from PUBLIC", "", true, false},
+    /* By hand, the function's owner: recorded by the install (a restore
+     * never grants a role what its source did not). */
+    {"role_granted_by_hand", "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO @O",
+     "role @O may execute fence.advance(), which fence.advance_grants does not allow", true, true,
+     "role @O may execute fence.advance() (granted by hand): recorded", "", true, true},
+    /* Nor takes it from PUBLIC: recorded too. */
+    {"public_revoked_by_hand",
+     "SELECT fence.grant_public(); REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC",
+     "PUBLIC may not execute fence.advance(), which fence.advance_grants allows", true, false,
+     "PUBLIC may no longer execute fence.advance() (revoked by hand): recorded", "", true, false},
+    {"role_revoked_by_hand", "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM @A",
+     "role @A may not execute fence.advance(), which fence.advance_grants allows", false, false,
+     "granted EXECUTE on fence.advance() to role @A", "", true, false},
+    {"revoke", "SELECT fence.revoke('@A')", "", false, false, "", "", false, false},
+    {"grant_other", "SELECT fence.grant('@O', revoke_public => false)", "", true, true, "", "", true,
+     true},
+    {"grant_public", "SELECT fence.grant_public()", "", true, true, "", "", true, true},
+    {"recorded_role_dropped",
+     "SELECT fence.grant('@X'); REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM @X;"
+     "DROP ROLE @X",
+     "role @X is in fence.advance_grants but does not exist in this cluster", true, false,
+     "lets role @X execute fence.advance(), and no role of that name exists in this cluster",
+     "role @X is in fence.advance_grants but does not exist in this cluster", true, false},
+};
+
+/* Whether role r may call fence.advance (as r, in database d). */
+static bool may_advance(const char *d, const char *r)
+{
+    PGconn *c = connect_as(d, r);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    outcome e;
+    fence_status st = run(c, "SELECT fence.advance('p', 1)", &e);
+    ck_assert_msg(st == FENCE_OK || strcmp(e.sqlstate, "42501") == 0, "advance as %s: %s", r,
+                  e.message);
+    PQfinish(c);
+    return st == FENCE_OK;
+}
+
+START_TEST(verify_reports_the_privilege_policy)
+{
+    const struct policy_case *pc = &policy_cases[_i];
+    char d[NAME_BUF], a[NAME_BUF], o[NAME_BUF], x[NAME_BUF], sql[1024], want[1024];
+    char suffix[48];
+    snprintf(suffix, sizeof suffix, "policy%d", _i);
+    side_db(suffix, NULL, d);
+    snprintf(suffix, sizeof suffix, "pa%d", _i);
+    side_role(suffix, a);
+    snprintf(suffix, sizeof suffix, "po%d", _i);
+    side_role(suffix, o);
+    snprintf(suffix, sizeof suffix, "px%d", _i);
+    side_role(suffix, x);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    ck_assert_str_eq(policy_reasons(c), "");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(grantee, ',') FROM fence.advance_grants"), "public");
+    snprintf(sql, sizeof sql, "SELECT fence.grant('%s')", a);
+    ok(c, sql);
+    ck_assert_str_eq(policy_reasons(c), "");
+    const char *const roles[] = {a, o, x};
+    subst(sql, sizeof sql, pc->change, "AOX", roles);
+    ok(c, sql);
+    subst(want, sizeof want, pc->why, "AOX", roles);
+    ck_assert_str_eq(policy_reasons(c), want);
+    ck_assert_int_eq(may_advance(d, a), pc->app_before);
+    ck_assert_int_eq(may_advance(d, o), pc->other_before);
+
+    notes n;
+    memset(&n, 0, sizeof n);
+    PQsetNoticeReceiver(c, collect_notice, &n);
+    ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
+    PQsetNoticeReceiver(c, NULL, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    subst(want, sizeof want, pc->warning, "AOX", roles);
+    if (want[0] != '\0') {
+        ck_assert_msg(strstr(n.text, want) != NULL, "no \"%s\" in the install's warnings: %s", want,
+                      n.text);
+    } else {
+        ck_assert_msg(strstr(n.text, "advance") == NULL, "the install's warnings: %s", n.text);
+    }
+    subst(want, sizeof want, pc->why_after, "AOX", roles);
+    ck_assert_str_eq(policy_reasons(c), want);
+    ck_assert_int_eq(may_advance(d, a), pc->app_after);
+    ck_assert_int_eq(may_advance(d, o), pc->other_after);
+    PQfinish(c);
+    drop_side_db(d);
+}
+END_TEST
+
 static Suite *pg_admin_suite(void)
 {
     Suite *s = suite_create("pg_admin");
@@ -751,6 +1121,8 @@ static Suite *pg_admin_suite(void)
     tcase_add_test(t, upgrade_from_version_3);
     tcase_add_test(t, upgrade_from_version_3_not_owner);
     tcase_add_test(t, upgrade_from_version_5_migrates_lock_version);
+    CT_ADD_CASES(t, verify_checks_what_the_triggers_are, tamper_cases);
+    CT_ADD_CASES(t, verify_reports_the_privilege_policy, policy_cases);
     suite_add_tcase(s, t);
     return s;
 }

@@ -7,9 +7,19 @@
  * relations, a restore of tables protected 'c' where the extension is
  * missing (the install protects them again with the portable guard),
  * fence.verify() and fence.record_table(), the in-place migration of an
- * oid-keyed fence.generated, and the data-only restore of
- * docs/postgres.md ("Dump and restore"), whose marks never go backwards.
+ * oid-keyed fence.generated, the data-only restore of docs/postgres.md
+ * ("Dump and restore"), whose marks never go backwards; the privilege
+ * policy (fence.grant()) restored where its role is missing -- pg_restore
+ * exits 1 and fence.advance is PUBLIC's until the install puts the
+ * recorded policy back -- and with the roles restored first
+ * (pg_dumpall --globals-only); one table restored alone (pg_restore -t,
+ * pg_dump -t | psql, with and without --no-comments, into the same
+ * database after DROP TABLE or into the second cluster), which comes back
+ * unguarded and is found by fence's token column marker and protected
+ * again by the install; guards tampered with (WHEN, UPDATE OF, disabled)
+ * that a dump carries over, reported and repaired there.
  * Both implementations in each run: runs once (scripts/run-suites). */
+#include "casetable.h"
 #include "pgutil.h"
 
 #include <stdarg.h>
@@ -283,6 +293,9 @@ START_TEST(restore_where_old_oids_are_other_relations)
     c = connect_as(dst, NULL);
     PQsetNoticeProcessor(c, quiet_notice, NULL);
     ok(c, "DROP SCHEMA fence CASCADE; ALTER SCHEMA app RENAME TO decoy_app;"
+          "ALTER TABLE plain DROP CONSTRAINT fence_token_column;"
+          "ALTER TABLE decoy_app.\"Odd Name\" DROP CONSTRAINT fence_token_column;"
+          "ALTER TABLE later DROP CONSTRAINT fence_token_column;"
           "ALTER TABLE plain RENAME TO decoy_plain; ALTER TABLE later RENAME TO decoy_later;"
           "ALTER INDEX plain_pkey RENAME TO decoy_plain_pkey;"
           "ALTER INDEX later_pkey RENAME TO decoy_later_pkey");
@@ -524,11 +537,13 @@ START_TEST(verify_names_every_fault)
     size_t nw = 0;
     for (size_t i = 0; i < 2; i++) {
         const char *m = impls[i];
-        char t[64], fn_after[128], fn_args[128];
+        char t[64], fn_after[128], fn_args[128], fn_foreign[128];
         snprintf(t, sizeof t, "after_%s", m);
         snprintf(fn_after, sizeof fn_after, "%s", guard_fn(c, t));
         snprintf(t, sizeof t, "args_%s", m);
         snprintf(fn_args, sizeof fn_args, "%s", guard_fn(c, t));
+        snprintf(t, sizeof t, "foreign_%s", m);
+        snprintf(fn_foreign, sizeof fn_foreign, "%s", guard_fn(c, t));
         snprintf(sql, sizeof sql,
                  "ALTER TABLE off_%s DISABLE TRIGGER zz_fence_guard_ins;"
                  "ALTER TABLE replica_%s ENABLE REPLICA TRIGGER zz_fence_guard_del;"
@@ -553,7 +568,8 @@ START_TEST(verify_names_every_fault)
                  "ALTER TABLE offcheck_%s DISABLE TRIGGER zz_fence_check_upd;"
                  "ALTER TABLE renamed_%s RENAME COLUMN fence_token TO tok;"
                  "DROP TRIGGER zz_fence_guard_upd ON renamed_%s;"
-                 "ALTER TABLE nullable_%s ALTER COLUMN fence_token DROP NOT NULL;"
+                 "ALTER TABLE nullable_%s ALTER COLUMN fence_token DROP NOT NULL,"
+                 " DROP CONSTRAINT fence_token_column;"
                  "DROP TRIGGER zz_fence_guard_upd ON nullable_%s;"
                  "UPDATE nullable_%s SET fence_token = NULL;"
                  "CREATE TRIGGER a_log BEFORE UPDATE ON nullable_%s FOR EACH ROW"
@@ -564,24 +580,22 @@ START_TEST(verify_names_every_fault)
                  m, m, m);
         ok(c, sql);
         static const char *const lines[][2] = {
-            {"after", "trigger zz_fence_guard_upd is missing or is not a BEFORE UPDATE row trigger"},
-            {"args", "trigger zz_fence_guard_del is missing or is not a BEFORE DELETE row trigger"
-                     " calling the guard of zz_fence_guard_upd"},
-            {"foreign", "trigger zz_fence_guard_ins is missing or is not a BEFORE INSERT row"
-                        " trigger calling the guard of zz_fence_guard_upd"},
+            {"after", "trigger zz_fence_guard_upd is not a BEFORE UPDATE row trigger"},
+            {"args", "trigger zz_fence_guard_del is not called with ('fence_token', 'strict')"},
+            {"foreign", "trigger zz_fence_guard_ins is not called with ('fence_token', 'strict')"},
             {"nocheck", "AFTER check missing: a BEFORE row trigger fires after the guard and could"
                         " rewrite the token column (zz_fence_check_ins/_upd)"},
-            {"nodel", "trigger zz_fence_guard_del is missing or is not a BEFORE DELETE row trigger"
-                      " calling the guard of zz_fence_guard_upd"},
+            {"nodel", "trigger zz_fence_guard_del is missing"},
             {"noguard", "no guard: zz_fence_guard_upd is missing or does not call fence's guard"},
-            {"noins", "trigger zz_fence_guard_ins is missing or is not a BEFORE INSERT row trigger"
-                      " calling the guard of zz_fence_guard_upd"},
-            {"notrunc", "trigger zz_fence_guard_truncate is missing or is not a BEFORE TRUNCATE"
-                        " trigger calling fence.refuse_truncate()"},
+            {"noins", "trigger zz_fence_guard_ins is missing"},
+            {"notrunc", "trigger zz_fence_guard_truncate is missing"},
             {"off", "trigger zz_fence_guard_ins is disabled"},
             {"offcheck", "trigger zz_fence_check_upd is disabled"},
             {"renamed", "no guard: zz_fence_guard_upd is missing or does not call fence's guard"},
             {"nullable", "no guard: zz_fence_guard_upd is missing or does not call fence's guard"},
+            {"nullable", "token column fence_token does not carry fence's marker (constraint"
+                         " fence_token_column): restored alone (pg_dump -t, pg_restore -t), the"
+                         " table would come back unguarded and unreported"},
             {"replica", "trigger zz_fence_guard_del is disabled (ENABLE REPLICA: it fires only in"
                         " replica mode)"},
         };
@@ -590,6 +604,11 @@ START_TEST(verify_names_every_fault)
             ck_assert_ptr_nonnull(want[nw]);
             snprintf(want[nw++], 512, "%s_%s: %s", lines[l][0], m, lines[l][1]);
         }
+        /* foreign_*: its zz_fence_guard_ins calls noop(), not the guard. */
+        want[nw] = malloc(512);
+        ck_assert_ptr_nonnull(want[nw]);
+        snprintf(want[nw++], 512, "foreign_%s: trigger zz_fence_guard_ins calls public.noop(), not %s()",
+                 m, fn_foreign);
     }
     ok(c, "ALTER EVENT TRIGGER fence_later_triggers ENABLE");
     qsort(want, nw, sizeof want[0], cmp_line);
@@ -623,17 +642,27 @@ START_TEST(verify_names_every_fault)
             char w[512];
             snprintf(w, sizeof w,
                      "public.%s_%s is not guarded as fence.protect() left it (no guard: "
-                     "zz_fence_guard_upd is missing or does not call fence's guard), and its token "
-                     "column fence_token is no longer the bigint NOT NULL column",
+                     "zz_fence_guard_upd is missing or does not call fence's guard",
                      faults[f], impls[i]);
-            ck_assert_msg(strstr(warn, w) != NULL, "no \"%s\" in the install's warnings: %.1500s", w,
-                          warn);
+            const char *at = strstr(warn, w);
+            ck_assert_msg(at != NULL, "no \"%s\" in the install's warnings: %.1500s", w, warn);
+            const char *rest = "and its token column fence_token is no longer the bigint NOT NULL column";
+            const char *nl = strchr(at, '\n');
+            const char *r = strstr(at, rest);
+            ck_assert_msg(r != NULL && (nl == NULL || r < nl), "no \"%s\" after \"%s\": %.1500s", rest,
+                          w, warn);
         }
     }
     ck_assert_msg(strstr(warn, "public.ok_") == NULL, "the install's warnings: %.1500s", warn);
     ck_assert_str_eq(verify_lines(c),
                      "nullable_c: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
+                     "nullable_c: token column fence_token does not carry fence's marker (constraint"
+                     " fence_token_column): restored alone (pg_dump -t, pg_restore -t), the table"
+                     " would come back unguarded and unreported\n"
                      "nullable_plpgsql: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
+                     "nullable_plpgsql: token column fence_token does not carry fence's marker (constraint"
+                     " fence_token_column): restored alone (pg_dump -t, pg_restore -t), the table"
+                     " would come back unguarded and unreported\n"
                      "renamed_c: no guard: zz_fence_guard_upd is missing or does not call fence's guard\n"
                      "renamed_plpgsql: no guard: zz_fence_guard_upd is missing or does not call fence's guard");
     ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE implementation = 'c'"),
@@ -690,7 +719,7 @@ START_TEST(install_migrates_an_oid_keyed_registry)
      * the old one did; the event trigger that reads it runs on the
      * install's ALTER TABLE.) */
     ok(c, "ALTER EVENT TRIGGER fence_later_triggers DISABLE;"
-          "DROP EVENT TRIGGER IF EXISTS fence_dropped_tables; DROP VIEW fence.protected;"
+          "DROP EVENT TRIGGER IF EXISTS fence_dropped_tables; DROP VIEW fence.protected, fence.guards;"
           "DROP FUNCTION IF EXISTS fence.verify(); DROP TABLE IF EXISTS fence.tables;"
           "ALTER TABLE fence.generated ALTER COLUMN tbl TYPE oid USING tbl::oid;"
           "UPDATE fence.generated SET tbl = 'decoy'::regclass::oid WHERE tbl = 'm2'::regclass::oid;"
@@ -851,6 +880,383 @@ START_TEST(data_only_restore)
 }
 END_TEST
 
+/* Whether role r may call fence.advance in database db of the cluster on
+ * port (any other outcome fails the test). */
+static bool may_advance(int port, const char *db, const char *r)
+{
+    char ci[256];
+    snprintf(ci, sizeof ci, "host=127.0.0.1 port=%d user=%s dbname=%s", port, r, db);
+    PGconn *c = PQconnectdb(ci);
+    ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s as %s: %s", db, r, PQerrorMessage(c));
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    outcome e;
+    fence_status st = run(c, "SELECT fence.advance('policy', 1)", &e);
+    ck_assert_msg(st == FENCE_OK || strcmp(e.sqlstate, "42501") == 0, "advance as %s: %s", r,
+                  e.message);
+    PQfinish(c);
+    return st == FENCE_OK;
+}
+
+/* fence.verify()'s rows about the privilege policy, one reason a line. */
+static const char *policy_lines(PGconn *c)
+{
+    return text_long(c, "SELECT COALESCE(string_agg(reason, E'\\n' ORDER BY reason COLLATE \"C\"), '')"
+                        " FROM fence.verify() WHERE tbl = 'fence.advance_grants'::regclass");
+}
+
+/* fence.grant(app) in the source.  Restored into the second cluster,
+ * which lacks role app, pg_restore exits 1 (the function's whole ACL
+ * entry fails) and fence.advance is PUBLIC's again: any role may raise
+ * a mark past every holder.  fence.verify() says so, from
+ * fence.advance_grants, which the dump carried; the install revokes it
+ * from PUBLIC, WARNs about the missing role, and grants it once the roles
+ * are restored (pg_dumpall --globals-only, the recipe's first step);
+ * with the roles restored first, pg_restore exits 0 and the policy is
+ * whole at once. */
+START_TEST(restore_keeps_the_privilege_policy)
+{
+    char src[NAME_BUF], app[NAME_BUF], other[NAME_BUF], path[512], sql[512], want[1024];
+    side_role("rapp", app);
+    side_role("rother", other);
+    side_db("psrc", NULL, src);
+    PGconn *c = connect_as(src, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install(c);
+    snprintf(sql, sizeof sql, "SELECT fence.grant('%s')", app);
+    ok(c, sql);
+    ck_assert_str_eq(policy_lines(c), "");
+    PQfinish(c);
+    ck_assert(may_advance(main_port(), src, app));
+    ck_assert(!may_advance(main_port(), src, other));
+    dump(src, "policy", path);
+
+    /* Into the second cluster, which has neither role: only "other", made
+     * here, to show who may advance. */
+    c2_createdb("policy");
+    c = c2("postgres");
+    snprintf(sql, sizeof sql, "CREATE ROLE %s LOGIN", other);
+    ok(c, sql);
+    PQfinish(c);
+    int rc = restore_as(g_c2_port, NULL, "policy", "", path);
+    snprintf(want, sizeof want, "role \"%s\" does not exist", app);
+    ck_assert_msg(rc == 1 && strstr(g_out, want) != NULL && strstr(g_out, "fence.advance") != NULL,
+                  "pg_restore without the role: %d %.1500s", rc, g_out);
+    ck_assert(may_advance(g_c2_port, "policy", other)); /* the hole */
+    c = c2("policy");
+    snprintf(want, sizeof want,
+             "PUBLIC may execute fence.advance(), which fence.advance_grants does not allow\n"
+             "role %s is in fence.advance_grants but does not exist in this cluster",
+             app);
+    ck_assert_str_eq(policy_lines(c), want);
+    char warn[sizeof(notes)];
+    snprintf(warn, sizeof warn, "%s", install(c));
+    snprintf(want, sizeof want,
+             "lets role %s execute fence.advance(), and no role of that name exists in this cluster",
+             app);
+    ck_assert_msg(strstr(warn, "revoked EXECUTE on fence.advance() from PUBLIC") != NULL &&
+                      strstr(warn, want) != NULL,
+                  "the install's warnings: %.1500s", warn);
+    ck_assert(!may_advance(g_c2_port, "policy", other));
+    snprintf(want, sizeof want, "role %s is in fence.advance_grants but does not exist in this cluster",
+             app);
+    ck_assert_str_eq(policy_lines(c), want);
+
+    /* The roles: pg_dumpall --globals-only into the new cluster (its
+     * errors: the roles it has already), then the install again. */
+    rc = sh("'%s/pg_dumpall' -h 127.0.0.1 -p %d -U postgres --globals-only"
+            " | '%s/psql' -X -q -h 127.0.0.1 -p %d -U postgres -d postgres",
+            bin(), main_port(), bin(), g_c2_port);
+    ck_assert_msg(rc == 0, "pg_dumpall --globals-only | psql: %d %.1500s", rc, g_out);
+    snprintf(warn, sizeof warn, "%s", install(c));
+    snprintf(want, sizeof want, "granted EXECUTE on fence.advance() to role %s", app);
+    ck_assert_msg(strstr(warn, want) != NULL, "the install's warnings: %.1500s", warn);
+    ck_assert_str_eq(policy_lines(c), "");
+    ck_assert_str_eq(install(c), "");
+    PQfinish(c);
+    ck_assert(may_advance(g_c2_port, "policy", app));
+    ck_assert(!may_advance(g_c2_port, "policy", other));
+
+    /* The recipe in its order: roles first, then pg_restore: exit 0, the
+     * ACL restored, nothing to repair. */
+    c2_createdb("policy2");
+    rc = restore_as(g_c2_port, NULL, "policy2", "", path);
+    ck_assert_msg(rc == 0, "pg_restore with the roles: %d %.1500s", rc, g_out);
+    c = c2("policy2");
+    ck_assert_str_eq(verify_list(c), "");
+    ck_assert_str_eq(install(c), "");
+    PQfinish(c);
+    ck_assert(may_advance(g_c2_port, "policy2", app));
+    ck_assert(!may_advance(g_c2_port, "policy2", other));
+}
+END_TEST
+
+/* One table restored alone, which brings back the table (its columns,
+ * defaults and CHECK constraints -- fence's marker among them -- and its
+ * rows) but not fence.tables and fence.generated, and with pg_restore -t
+ * not its triggers either.  how: pg_restore -t of a -Fc dump, or pg_dump
+ * -t into psql; where: into the same database after DROP TABLE (then
+ * fence.drop_orphans() or not: whether the old generated guard is still
+ * there for pg_dump's CREATE TRIGGER), or into a database of the second
+ * cluster with fence.sql installed (no extension); --no-comments or not. */
+enum { BY_RESTORE_T, BY_DUMP_T };
+enum { SAME_DB, OTHER_CLUSTER };
+static const struct alone_case {
+    const char *name;
+    int how, where;
+    bool no_comments, drop_orphans;
+} alone_cases[] = {
+    {"restore_t_after_drop", BY_RESTORE_T, SAME_DB, false, false},
+    {"restore_t_other_cluster", BY_RESTORE_T, OTHER_CLUSTER, false, false},
+    {"restore_t_no_comments_other_cluster", BY_RESTORE_T, OTHER_CLUSTER, true, false},
+    {"dump_t_after_drop", BY_DUMP_T, SAME_DB, false, false},
+    {"dump_t_after_drop_and_orphans", BY_DUMP_T, SAME_DB, false, true},
+    {"dump_t_other_cluster", BY_DUMP_T, OTHER_CLUSTER, false, false},
+    {"dump_t_no_comments_other_cluster", BY_DUMP_T, OTHER_CLUSTER, true, false},
+};
+
+/* For each implementation: the command exits 0; fence.verify() names the
+ * table (it carries the marker, fence.tables has no row for it); a write
+ * without a token is admitted wherever no guard came back (pg_restore
+ * -t; pg_dump -t where the guard function is gone); the install records
+ * and protects it again -- strict, the default implementation -- with a
+ * WARNING, its stamps kept, and then has nothing left to do. */
+START_TEST(table_restored_alone_is_protected_again)
+{
+    const struct alone_case *ac = &alone_cases[_i];
+    static const char *const impls[] = {"plpgsql", "c"};
+    for (int i = 0; i < 2; i++) {
+        char src[NAME_BUF], suffix[64], path[512], dst[NAME_BUF];
+        snprintf(suffix, sizeof suffix, "alone%d%s", _i, impls[i]);
+        side_db(suffix, NULL, src);
+        PGconn *c = connect_as(src, NULL);
+        PQsetNoticeProcessor(c, quiet_notice, NULL);
+        install(c);
+        if (i == 1) {
+            create_extension(c);
+        }
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE orders (id int PRIMARY KEY, v int);"
+                 "INSERT INTO orders SELECT g, 0 FROM generate_series(1, 3) g;"
+                 "SELECT fence.protect('orders', 'fence_token', false, '%s')",
+                 impls[i]);
+        ok(c, sql);
+        ck_assert_int_eq(write_tok(c, 7, "UPDATE orders SET v = 1 WHERE id = 1", NULL), FENCE_OK);
+        const char *nc = ac->no_comments ? "--no-comments" : "";
+        int rc;
+        if (ac->how == BY_RESTORE_T) {
+            dump(src, suffix, path);
+        } else {
+            snprintf(path, sizeof path, "%s/%s.sql", g_tmp, suffix);
+            rc = sh("'%s/pg_dump' -h 127.0.0.1 -p %d -U postgres -t orders %s -d %s -f '%s'", bin(),
+                    main_port(), nc, src, path);
+            ck_assert_msg(rc == 0, "pg_dump -t: %d %.1500s", rc, g_out);
+        }
+        int port = main_port();
+        if (ac->where == SAME_DB) {
+            snprintf(dst, sizeof dst, "%s", src);
+            ok(c, ac->drop_orphans ? "DROP TABLE orders; SELECT fence.drop_orphans()"
+                                   : "DROP TABLE orders");
+            PQfinish(c);
+        } else {
+            PQfinish(c);
+            snprintf(dst, sizeof dst, "%s", suffix);
+            c2_createdb(dst);
+            port = g_c2_port;
+            c = c2(dst);
+            install(c);
+            PQfinish(c);
+        }
+        if (ac->how == BY_RESTORE_T) {
+            char opts[64];
+            snprintf(opts, sizeof opts, "-t orders %s", nc);
+            rc = restore_as(port, NULL, dst, opts, path);
+        } else {
+            rc = sh("'%s/psql' -X -q -h 127.0.0.1 -p %d -U postgres -d %s -f '%s'", bin(), port,
+                    dst, path);
+        }
+        ck_assert_msg(rc == 0, "%s (%s): %d %.1500s", ac->name, impls[i], rc, g_out);
+        /* The event trigger's WARNING at CREATE TABLE (psql shows it;
+         * pg_restore only with -v). */
+        ck_assert_msg(ac->how == BY_RESTORE_T ||
+                          strstr(g_out, "WARNING:  fence: public.orders carries fence's token column"
+                                        " marker (column fence_token) but is not protected") != NULL,
+                      "%s (%s): psql's output: %.1500s", ac->name, impls[i], g_out);
+        c = ac->where == SAME_DB ? connect_as(dst, NULL) : c2(dst);
+        PQsetNoticeProcessor(c, quiet_notice, NULL);
+        ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.tables WHERE tbl = 'orders'::regclass"), 0);
+        ck_assert_str_eq(verify_lines(c),
+                         "orders: not recorded: column fence_token carries fence's token column"
+                         " marker (constraint fence_token_column), but fence.tables has no row for"
+                         " this table (restored alone with pg_dump -t or pg_restore -t, or copied"
+                         " with LIKE ... INCLUDING CONSTRAINTS): it takes writes without a token"
+                         " until the install protects it again");
+        /* A guard came back only where pg_dump's CREATE TRIGGER found its
+         * function. */
+        bool guarded = ac->how == BY_DUMP_T && ac->where == SAME_DB && (i == 1 || !ac->drop_orphans);
+        ok(c, "BEGIN");
+        fence_status st = run(c, "INSERT INTO orders VALUES (4, 0)", NULL);
+        ok(c, "ROLLBACK");
+        ck_assert_msg(st == (guarded ? FENCE_ENOTOKEN : FENCE_OK), "%s (%s): a write without a token: %s",
+                      ac->name, impls[i], fence_status_name(st));
+
+        /* The C guard came back whole (fence.protected lists it): the
+         * install records it as it is, quietly; any other is recorded
+         * from its marker and protected again, with a WARNING. */
+        bool whole = guarded && i == 1;
+        ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.protected WHERE tbl = 'orders'::regclass"),
+                         whole ? 1 : 0);
+        char warn[sizeof(notes)];
+        snprintf(warn, sizeof warn, "%s", install(c));
+        ck_assert_msg(whole ? warn[0] == '\0'
+                            : strstr(warn, "public.orders carries fence's token column marker (column"
+                                           " fence_token) but was not recorded") != NULL,
+                      "%s (%s): the install's warnings: %.1500s", ac->name, impls[i], warn);
+        ck_assert_str_eq(verify_lines(c), "");
+        const char *impl = ac->where == SAME_DB && i == 1 ? "c" : "plpgsql";
+        char want[128];
+        snprintf(want, sizeof want, "orders fence_token strict %s", impl);
+        ck_assert_str_eq(text1(c, "SELECT tbl::text || ' ' || col || ' ' || mode || ' ' || implementation"
+                                  " FROM fence.tables WHERE tbl = 'orders'::regclass"),
+                         want);
+        snprintf(want, sizeof want, "orders fence_token strict %s false true", impl);
+        ck_assert_str_eq(protected_list(c), want);
+        expect_guarded(c, "orders", "fence_token", false, 7);
+        ck_assert_str_eq(install(c), "");
+        PQfinish(c);
+    }
+}
+END_TEST
+
+/* Guards tampered with in the source (a WHEN (false), an UPDATE OF, a
+ * disabled trigger) come through pg_dump / pg_restore into the second
+ * cluster as they were: fence.verify() names each there, fence.protected
+ * lists none of them, and the install protects them again. */
+START_TEST(tampered_guard_restored)
+{
+    char src[NAME_BUF], path[512];
+    side_db("tsrc", NULL, src);
+    PGconn *c = connect_as(src, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install(c);
+    static const char *const tables[] = {"t_when", "t_of", "t_off"};
+    for (size_t i = 0; i < 3; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE %s (id int PRIMARY KEY, v int, status text);"
+                 "INSERT INTO %s VALUES (1, 0, 'a');"
+                 "SELECT fence.protect('%s', 'fence_token', false, 'plpgsql')",
+                 tables[i], tables[i], tables[i]);
+        ok(c, sql);
+    }
+    char sql[1024], g_when[128], g_of[128];
+    snprintf(g_when, sizeof g_when, "%s", guard_fn(c, "t_when"));
+    snprintf(g_of, sizeof g_of, "%s", guard_fn(c, "t_of"));
+    snprintf(sql, sizeof sql,
+             "DROP TRIGGER zz_fence_guard_upd ON t_when; DROP TRIGGER zz_fence_guard_upd ON t_of;"
+             "CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE ON t_when FOR EACH ROW WHEN (false)"
+             " EXECUTE FUNCTION %s('fence_token', 'strict');"
+             "CREATE TRIGGER zz_fence_guard_upd BEFORE UPDATE OF status ON t_of FOR EACH ROW"
+             " EXECUTE FUNCTION %s('fence_token', 'strict');"
+             "ALTER TABLE t_off DISABLE TRIGGER zz_fence_guard_del",
+             g_when, g_of);
+    ok(c, sql);
+    PQfinish(c);
+    dump(src, "tampered", path);
+    c2_createdb("tampered");
+    int rc = restore_as(g_c2_port, NULL, "tampered", "", path);
+    ck_assert_msg(rc == 0, "pg_restore: %d %.1500s", rc, g_out);
+    c = c2("tampered");
+    ck_assert_str_eq(verify_lines(c), "t_of: trigger zz_fence_guard_upd fires only on UPDATE OF status\n"
+                                      "t_off: trigger zz_fence_guard_del is disabled\n"
+                                      "t_when: trigger zz_fence_guard_upd fires only WHEN (false)");
+    ck_assert_str_eq(protected_list(c), "");
+    ok(c, "BEGIN; UPDATE t_when SET v = 2; UPDATE t_of SET v = 2; DELETE FROM t_off; ROLLBACK");
+    const char *warn = install(c);
+    for (size_t i = 0; i < 3; i++) {
+        char w[128];
+        snprintf(w, sizeof w, "public.%s was not guarded", tables[i]);
+        ck_assert_msg(strstr(warn, w) != NULL, "the install's warnings: %.1500s", warn);
+    }
+    ck_assert_str_eq(verify_lines(c), "");
+    ck_assert_str_eq(protected_list(c), "t_of fence_token strict plpgsql false true,"
+                                        "t_off fence_token strict plpgsql false true,"
+                                        "t_when fence_token strict plpgsql false true");
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE t_when SET v = 2", NULL), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE t_of SET v = 2", NULL), FENCE_ENOTOKEN);
+    ck_assert_int_eq(write_raw(c, NULL, "DELETE FROM t_off", NULL), FENCE_ENOTOKEN);
+    PQfinish(c);
+}
+END_TEST
+
+/* A database of fence.sql version 4 as released (tests/pg/fence_v4.sql):
+ * no markers, no fence.tables, no fence.advance_grants, and fence.advance
+ * restricted the way version 4 documented (REVOKE from PUBLIC, GRANT to
+ * the application's role).  The install records the tables, puts the
+ * marker on each token column quietly (the installer, a superuser, may:
+ * another role's table too), and records the ACL as the policy: nothing
+ * to repair, the operator's REVOKE and GRANT kept.  Then a table of it
+ * restored alone into the second cluster is found by its marker. */
+START_TEST(install_over_version_4_marks_and_records)
+{
+    char d[NAME_BUF], app[NAME_BUF], other[NAME_BUF], path[512], sql[1024];
+    side_role("v4app", app);
+    side_role("v4other", other);
+    side_db("v4", NULL, d);
+    ck_assert_msg(access("tests/pg/fence_v4.sql", R_OK) == 0, "tests/pg/fence_v4.sql is missing");
+    int rc = sh("'%s/psql' -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p %d -U postgres -d %s"
+                " -f tests/pg/fence_v4.sql",
+                bin(), main_port(), d);
+    ck_assert_msg(rc == 0, "installing version 4: %d %.1500s", rc, g_out);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), 4);
+    snprintf(sql, sizeof sql,
+             "GRANT CREATE ON SCHEMA public TO %s;"
+             "GRANT EXECUTE ON FUNCTION fence.protect(regclass, name, boolean) TO %s;"
+             "CREATE TABLE v4t (id int PRIMARY KEY, v int); INSERT INTO v4t VALUES (1, 0);"
+             "SELECT fence.protect('v4t');"
+             "REVOKE EXECUTE ON FUNCTION fence.advance(text, bigint) FROM PUBLIC;"
+             "GRANT EXECUTE ON FUNCTION fence.advance(text, bigint) TO %s",
+             other, other, app);
+    ok(c, sql);
+    PGconn *o = connect_as(d, other);
+    PQsetNoticeProcessor(o, quiet_notice, NULL);
+    ok(o, "CREATE TABLE v4o (id int PRIMARY KEY, v int); INSERT INTO v4o VALUES (1, 0);"
+          "SELECT fence.protect('v4o', 'fence_token', true)");
+    PQfinish(o);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_constraint WHERE conname = 'fence_token_column'"), 0);
+
+    ck_assert_str_eq(install(c), "");
+    ck_assert_int_eq(write_tok(c, 6, "UPDATE v4t SET v = 1", NULL), FENCE_OK);
+    ck_assert_str_eq(verify_list(c), "");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(t.tbl || ' ' || fence.is_token_column(t.tbl, t.col), ','"
+                              " ORDER BY t.tbl::text) FROM fence.tables t"),
+                     "v4o true,v4t true");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(grantee, ',') FROM fence.advance_grants"), app);
+    ck_assert(may_advance(main_port(), d, app));
+    ck_assert(!may_advance(main_port(), d, other));
+    expect_guarded(c, "v4t", "fence_token", false, 6);
+    ck_assert_str_eq(install(c), "");
+    PQfinish(c);
+
+    /* v4t alone into the second cluster. */
+    dump(d, "v4", path);
+    c2_createdb("v4alone");
+    c = c2("v4alone");
+    install(c);
+    rc = restore_as(g_c2_port, NULL, "v4alone", "-t v4t", path);
+    ck_assert_msg(rc == 0, "pg_restore -t v4t: %d %.1500s", rc, g_out);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.verify() WHERE tbl = 'v4t'::regclass"
+                            " AND reason LIKE 'not recorded: %'"),
+                     1);
+    install(c);
+    ck_assert_str_eq(verify_list(c), "");
+    expect_guarded(c, "v4t", "fence_token", false, 6);
+    PQfinish(c);
+}
+END_TEST
+
 static Suite *pg_restore_suite(void)
 {
     Suite *s = suite_create("pg_restore");
@@ -863,6 +1269,10 @@ static Suite *pg_restore_suite(void)
     tcase_add_test(t, verify_names_every_fault);
     tcase_add_test(t, install_migrates_an_oid_keyed_registry);
     tcase_add_test(t, data_only_restore);
+    tcase_add_test(t, restore_keeps_the_privilege_policy);
+    CT_ADD_CASES(t, table_restored_alone_is_protected_again, alone_cases);
+    tcase_add_test(t, tampered_guard_restored);
+    tcase_add_test(t, install_over_version_4_marks_and_records);
     suite_add_tcase(s, t);
     return s;
 }
