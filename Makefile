@@ -90,6 +90,9 @@ LIBFENCE_GATE   := $(B)/libfence_gate.a
 LEASE_LIBS = $(HIREDIS_LIBS) $(SSL_LIBS)
 #   What the test suites share.
 TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
+#   The one table of cases of the store rule (tests/common/rule_cases.tsv),
+#   read for every store's suite.
+RULECASES_OBJ := $(B)/tests/common/rulecases.o
 LEASEUTIL_OBJ := $(B)/tests/lease/leaseutil.o
 
 .PHONY: all test check valgrind bench demo examples install uninstall install-pgext uninstall-pgext clean deps fuzz torture tests-build help

@@ -7,7 +7,7 @@ module and fence's loadable extension), run under `fence run`:
 
 It moves AMOUNT between two rows of `accounts` (protected with
 SELECT fence_protect('accounts')) in one BEGIN IMMEDIATE transaction, with
-the connection's token and holder set by fence_set_token() and the resource
+the transaction's token and holder set by fence_set_token() and the resource
 FENCE_NAME advanced.  A refusal fails with SQLITE_CONSTRAINT_TRIGGER and a
 message starting "fence:stale " (older or repeated token) or "fence:notoken ".
 
@@ -48,7 +48,7 @@ def connect(path, ext):
 def transfer(conn, token, holder, resource, frm, to, amount):
     """One fenced transaction; on any error it is rolled back (the lock is
     released) and the error re-raised."""
-    conn.execute('SELECT fence_set_token(?, ?)', (token, holder))   # the connection's, until changed
+    conn.execute('SELECT fence_set_token(?, ?)', (token, holder))   # for this one transaction
     conn.execute('BEGIN IMMEDIATE')
     try:
         conn.execute('INSERT INTO fence_advance(resource) VALUES (?)', (resource,))

@@ -43,6 +43,9 @@ int fence__mark_rule(uint64_t mark, const char *mark_holder, uint64_t token, con
 int fence__stamp_rule(uint64_t stamp, uint64_t token);
 /* "older" or "repeat" for a refusal, NULL for an admission. */
 const char *fence__rule_reason(int outcome);
+/* Every outcome's name, as rule_cases.tsv spells it: "admit", "raise",
+ * "older", "repeat" ("?" for anything else). */
+const char *fence__rule_name(int outcome);
 
 /* ---- name.c: lease and resource names ---------------------------------- */
 enum {

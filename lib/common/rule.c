@@ -35,14 +35,24 @@ int fence__stamp_rule(uint64_t stamp, uint64_t token)
     return token >= stamp ? FENCE__RULE_ADMIT : FENCE__RULE_OLDER;
 }
 
-const char *fence__rule_reason(int outcome)
+const char *fence__rule_name(int outcome)
 {
     switch (outcome) {
+    case FENCE__RULE_ADMIT:
+        return "admit";
+    case FENCE__RULE_RAISE:
+        return "raise";
     case FENCE__RULE_OLDER:
         return "older";
     case FENCE__RULE_REPEAT:
         return "repeat";
     default:
-        return NULL;
+        return "?";
     }
+}
+
+const char *fence__rule_reason(int outcome)
+{
+    return outcome == FENCE__RULE_OLDER || outcome == FENCE__RULE_REPEAT ? fence__rule_name(outcome)
+                                                                         : NULL;
 }

@@ -85,7 +85,7 @@ const char *fence_gate__err_get(const fence_gate *g)
 
 fence_status fence_gate__fail_stale(const fence_gate *g, const fence_gate_txn *t)
 {
-    if (t->token < t->mark_seen) {
+    if (t->rule != FENCE__RULE_REPEAT) {
         return fence_gate__fail(g, FENCE_STALE, "stale token %llu for \"%s\": a write with "
                                 "token %llu was already accepted", (unsigned long long)t->token,
                                 fence_gate__show(t->resource),

@@ -196,8 +196,7 @@ static void describe_stale(fence_stale *stale, const fence_gate_txn *t)
     stale->offered = t->token;
     stale->highest = t->mark_seen;
     stale->kind = FENCE_OBJECT_RESOURCE;
-    /* Equal tokens are refused only when the holders differ. */
-    stale->reason = t->token == t->mark_seen ? FENCE_STALE_REPEAT : FENCE_STALE_OLDER;
+    stale->reason = t->rule == FENCE__RULE_REPEAT ? FENCE_STALE_REPEAT : FENCE_STALE_OLDER;
     fence_gate__holder_copy(stale->holder, t->mark_holder);
     /* A resource name (<= FENCE_NAME_MAX bytes) always fits. */
     _Static_assert(sizeof stale->object > FENCE_NAME_MAX, "fence_stale.object holds a name");
@@ -242,6 +241,7 @@ fence_status fence_gate_begin(fence_gate *g, const char *resource, uint64_t toke
     t->hold = NULL;
     t->token = token;
     t->mark_seen = 0;
+    t->rule = FENCE__RULE_OLDER; /* until a backing's begin says */
     fence_gate__holder_copy(t->holder, holder != NULL ? holder : "");
     memcpy(t->resource, resource, len + 1);
 

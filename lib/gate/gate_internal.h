@@ -35,14 +35,14 @@ typedef struct fence_gate__ops {
     /* The txns begun and not yet ended, right now. */
     unsigned (*open_txns)(fence_gate *g);
     /* Wait for t->resource, check t->token and t->holder against its mark
-     * (the rule: docs/gate.md) and hold it.  Sets t->mark_seen on FENCE_OK
-     * and FENCE_STALE, and t->mark_holder on FENCE_STALE (the reason
-     * follows: REPEAT when token == mark_seen); holds nothing unless
-     * FENCE_OK. */
+     * with the store rule (fence__mark_rule, lib/common/rule.c) and hold
+     * it.  Sets t->mark_seen and t->rule on FENCE_OK and FENCE_STALE, and
+     * t->mark_holder on FENCE_STALE; holds nothing unless FENCE_OK. */
     fence_status (*begin)(fence_gate *g, fence_gate_txn *t);
-    /* Record (t->token, t->holder) (commit) or nothing (abort), and
-     * release.  The
-     * caller frees t afterwards, whatever they return. */
+    /* Commit: raise the mark to (t->token, t->holder) when begin's rule
+     * said so (FENCE__RULE_RAISE; an admitted equal token changes
+     * nothing); abort: record nothing.  Then release.  The caller frees t
+     * afterwards, whatever they return. */
     fence_status (*commit)(fence_gate_txn *t);
     fence_status (*abort)(fence_gate_txn *t);
     /* *mark = resource's committed mark, 0 if none; never waits. */
@@ -71,6 +71,7 @@ struct fence_gate_txn {
     void *hold;         /* the backing's note of what it holds */
     uint64_t token;
     uint64_t mark_seen; /* the resource's mark when begin checked it */
+    int rule;           /* begin's FENCE__RULE_* (raise, admit, older, repeat) */
     fence_gate__holder holder;      /* the writer's holder, "" for none */
     fence_gate__holder mark_holder; /* FENCE_STALE: the mark's holder */
     char resource[];    /* NUL-terminated copy */
@@ -100,7 +101,7 @@ fence_status fence_gate__fail(const fence_gate *g, fence_status status, const ch
 void fence_gate__err_clear(const fence_gate *g);
 /* The calling thread's message for g, "" if none; never NULL. */
 const char *fence_gate__err_get(const fence_gate *g);
-/* The message of a FENCE_STALE begin (t->mark_seen, t->mark_holder set):
+/* The message of a FENCE_STALE begin (t->mark_seen, t->mark_holder, t->rule set):
  * an older token, or a repeated one from another holder.  Returns
  * FENCE_STALE. */
 fence_status fence_gate__fail_stale(const fence_gate *g, const fence_gate_txn *t);

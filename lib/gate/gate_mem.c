@@ -172,8 +172,8 @@ static entry *lookup_or_add(stripe *st, const char *name, size_t n, uint64_t h)
     return e;
 }
 
-/* Wait until e is free, then check the token and holder id (the rule:
- * docs/gate.md) and hold it.  Called with st->mu held; returns with it
+/* Wait until e is free, then check the token and holder id (the store
+ * rule, fence__mark_rule) and hold it.  Called with st->mu held; returns with it
  * held.  The caller writes the message, after unlocking. */
 static fence_status take(stripe *st, entry *e, fence_gate_txn *t, int64_t deadline)
 {
@@ -185,10 +185,10 @@ static fence_status take(stripe *st, entry *e, fence_gate_txn *t, int64_t deadli
         return FENCE_TIMEOUT;
     }
     t->mark_seen = e->mark;
-    if (t->token <= e->mark && (t->token < e->mark ||
-                                !fence_gate__holder_eq(t->holder, e->mark_holder))) {
+    t->rule = fence__mark_rule(e->mark, e->mark_holder, t->token, t->holder);
+    if (t->rule == FENCE__RULE_OLDER || t->rule == FENCE__RULE_REPEAT) {
         fence_gate__holder_copy(t->mark_holder, e->mark_holder);
-        return FENCE_STALE; /* older, or equal from another holder */
+        return FENCE_STALE;
     }
     e->held = 1;
     e->thread = self;
@@ -230,7 +230,7 @@ static void release(fence_gate_txn *t, int commit)
     entry *e = t->hold;
     stripe *st = stripe_of(t->gate, e->hash);
     pthread_mutex_lock(&st->mu);
-    if (commit && t->token > e->mark) { /* equal: the same holder, nothing to do */
+    if (commit && t->rule == FENCE__RULE_RAISE) { /* held since begin: the mark is as it saw it */
         e->mark = t->token;
         fence_gate__holder_copy(e->mark_holder, t->holder);
     }

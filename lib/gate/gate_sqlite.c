@@ -437,19 +437,20 @@ static fence_status read_mark(fence_gate *g, sqlite3_stmt *st, const char *resou
     return out;
 }
 
-/* Inside the write transaction: check the token and holder (older, or
- * equal from another holder: stale), and raise the mark if higher. */
+/* Inside the write transaction: the store rule (fence__mark_rule) on the
+ * token and holder -- older, or equal from another holder: stale -- and
+ * the mark raised when it says so. */
 static fence_status check_and_record(fence_gate *g, db_gate *d, fence_gate_txn *t)
 {
     fence_status rc = read_mark(g, d->st_select, t->resource, &t->mark_seen, t->mark_holder);
     if (rc != FENCE_OK) {
         return rc;
     }
-    if (t->token < t->mark_seen ||
-        (t->token == t->mark_seen && !fence_gate__holder_eq(t->holder, t->mark_holder))) {
+    t->rule = fence__mark_rule(t->mark_seen, t->mark_holder, t->token, t->holder);
+    if (t->rule == FENCE__RULE_OLDER || t->rule == FENCE__RULE_REPEAT) {
         return fence_gate__fail_stale(g, t);
     }
-    if (t->token == t->mark_seen) { /* the same holder again: nothing to raise */
+    if (t->rule == FENCE__RULE_ADMIT) { /* the same holder again: nothing to raise */
         return FENCE_OK;
     }
     sqlite3_stmt *st = d->st_upsert;

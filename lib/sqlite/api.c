@@ -88,6 +88,22 @@ fence_status fence_sqlite_unprotect(sqlite3 *db, const char *table)
     return rc == FENCE_OK ? fence_sqlite__ok(db) : (fence_status)rc;
 }
 
+fence_status fence_sqlite_migrate_version_column(sqlite3 *db, const char *table,
+                                                 const char *column)
+{
+    fs_state *s;
+    int rc = need_state_name(db, "fence_sqlite_migrate_version_column",
+                             "fence_sqlite_migrate_version_column: table", table, &s);
+    if (rc == FENCE_OK && column != NULL) {
+        rc = fence_sqlite__check_name(db, "fence_sqlite_migrate_version_column: column", column);
+    }
+    if (rc == FENCE_OK) {
+        const fs_migrate m = {table, column};
+        rc = fence_sqlite__in_savepoint(db, fence_sqlite__migrate_body, &m);
+    }
+    return rc == FENCE_OK ? fence_sqlite__ok(db) : (fence_status)rc;
+}
+
 fence_status fence_sqlite_set_token(sqlite3 *db, uint64_t token, const char *holder)
 {
     fs_state *s;
@@ -159,11 +175,8 @@ fence_status fence_sqlite_advance(sqlite3 *db, const char *resource, fence_stale
     if (rc != FENCE_OK) {
         return (fence_status)rc;
     }
-    if (atomic_load(&s->token) <= 0) {
-        return (fence_status)fs_fail(db, FENCE_ENOTOKEN,
-                                     "fence_sqlite_advance: no token set on this connection; "
-                                     "call fence_sqlite_set_token() first");
-    }
+    /* Without a token the trigger refuses it, as it refuses any write
+     * without one: one rule, one message. */
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "INSERT INTO main.fence_advance(resource) VALUES (?1)", -1, &st,
                            NULL) != SQLITE_OK) {

@@ -19,11 +19,11 @@ static const char *const trig_prefix[TRIG_N] = {
 /* The template values (sql/sqlite/README.md), in this order; TRIGGER last,
  * so that the column templates can be given all but it. */
 enum {
-    V_TABLE, V_TABLE_STR, V_TABLE_MSG, V_COL, V_STRICT, V_ROWKEY,
+    V_TABLE, V_TABLE_STR, V_TABLE_MSG, V_COL, V_COL_TYPE, V_STRICT, V_ROWKEY,
     V_CONFLICT, V_KEYS_CHANGED, V_KEY_COLUMNS, V_TRIGGER, V_N
 };
 static const char *const var_keys[V_N] = {
-    "TABLE", "TABLE_STR", "TABLE_MSG", "COL", "STRICT", "ROWKEY",
+    "TABLE", "TABLE_STR", "TABLE_MSG", "COL", "COL_TYPE", "STRICT", "ROWKEY",
     "CONFLICT", "KEYS_CHANGED", "KEY_COLUMNS", "TRIGGER",
 };
 
@@ -123,13 +123,14 @@ static int plan_names(sqlite3 *db, const fs_protect *p, fs_plan *pl)
 {
     fs_arena *a = &pl->arena;
     const fs_shape *sh = &pl->shape;
-    const char *col = sh->col ? sh->col : FENCE_SQLITE_DEFAULT_COLUMN;
+    const char *col = sh->col ? sh->col : p->column ? p->column : FENCE_SQLITE_DEFAULT_COLUMN;
     const char *q_table = keep(a, quote_ident(sh->table));
     const char *vals[V_N] = {
         [V_TABLE] = q_table,
         [V_TABLE_STR] = keep(a, sqlite3_mprintf("%Q", sh->table)),
         [V_TABLE_MSG] = q_table ? keep(a, sqlite3_mprintf("%q", q_table)) : NULL,
         [V_COL] = keep(a, quote_ident(col)),
+        [V_COL_TYPE] = FENCE_SQLITE_COLUMN_TYPE,
         [V_STRICT] = p->permissive ? "0" : "1",
         [V_ROWKEY] = sh->rowkey,
         [V_CONFLICT] = sh->conflict,
@@ -150,8 +151,9 @@ static int plan_names(sqlite3 *db, const fs_protect *p, fs_plan *pl)
     return FENCE_OK;
 }
 
-/* The token column: added when missing, else its NULLs become 0; then the
- * five triggers (BEFORE UPDATE only when some key can change). */
+/* The token column: added when missing (fence's own), else its NULLs
+ * become 0; then the five triggers (BEFORE UPDATE only when some key can
+ * change). */
 static int create_triggers(sqlite3 *db, fs_plan *pl)
 {
     static const char *const tpl[TRIG_N] = {
@@ -179,6 +181,77 @@ static int create_triggers(sqlite3 *db, fs_plan *pl)
     return rc;
 }
 
+int fence_sqlite__stamped_column(sqlite3 *db, const char *table, fs_arena *a, const char **col,
+                                 int *permissive)
+{
+    *col = NULL;
+    *permissive = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, fence_sqlite__sql_find_stamped_column, -1, &st, NULL) !=
+        SQLITE_OK) {
+        return fs_fail_db(db, "looking up the fence triggers");
+    }
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    int rc = FENCE_OK, step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        *col = keep(a, sqlite3_mprintf("%s", name ? name : ""));
+        *permissive = sqlite3_column_int(st, 1);
+        rc = *col != NULL ? FENCE_OK : fs_fail(db, FENCE_ENOMEM, "out of memory");
+    } else if (step != SQLITE_DONE) {
+        rc = fs_fail_db(db, "looking up the fence triggers");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* An existing column that is not fence's own is the application's (an
+ * ORM's version column: its meaning is its own), and fence never stamps
+ * it: the writes of one holder would all leave the same value there. */
+static int refuse_app_column(sqlite3 *db, const char *table, const char *col)
+{
+    return fs_fail(db, FENCE_EINVAL,
+                   "column \"%s\" of \"%s\" is the application's, not fence's own token column "
+                   "(one named %s or declared %s): fence stamps a column of its own beside it, "
+                   "so that a version column keeps its meaning; protect \"%s\" without a "
+                   "column (fence_protect('%s'); C: options.column NULL) to add \"%s\", or, if "
+                   "\"%s\" holds fence's tokens (protected so by an older version of fence), "
+                   "move them there with fence_migrate_version_column('%s') "
+                   "(C: fence_sqlite_migrate_version_column)",
+                   col, table, FENCE_SQLITE_DEFAULT_COLUMN, FENCE_SQLITE_COLUMN_TYPE, table,
+                   table, FENCE_SQLITE_DEFAULT_COLUMN, col, table);
+}
+
+/* Protecting TABLE on column WANT while its triggers stamp another column
+ * would start every row's stamp over at 0 and admit writes that the old
+ * stamps refuse: refused, with the way on (an older fence's retrofit of a
+ * version column: migrate it; fence's own: unprotect first). */
+static int refuse_other_stamped(sqlite3 *db, const char *table, const char *want, fs_arena *a)
+{
+    const char *stamped = NULL;
+    int permissive = 0;
+    int rc = fence_sqlite__stamped_column(db, table, a, &stamped, &permissive);
+    if (rc != FENCE_OK || stamped == NULL || sqlite3_stricmp(stamped, want) == 0) {
+        return rc;
+    }
+    fs_shape sh;
+    if ((rc = fence_sqlite__shape_read(db, table, stamped, a, &sh)) != FENCE_OK) {
+        return rc;
+    }
+    if (!sh.col_own) {
+        return fs_fail(db, FENCE_EINVAL,
+                       "the fencing triggers of \"%s\" stamp its column \"%s\" (an older "
+                       "fence's retrofit of a version column); protecting it on \"%s\" would "
+                       "drop those stamps: move them with fence_migrate_version_column('%s') "
+                       "(C: fence_sqlite_migrate_version_column), which protects it on \"%s\"",
+                       table, stamped, want, table, FENCE_SQLITE_DEFAULT_COLUMN);
+    }
+    return fs_fail(db, FENCE_EINVAL,
+                   "\"%s\" is fenced on its column \"%s\"; protecting it on \"%s\" would "
+                   "start every row's stamp over: unprotect it first if that is what you want",
+                   table, stamped, want);
+}
+
 int fence_sqlite__protect_body(sqlite3 *db, const void *arg)
 {
     const fs_protect *p = arg;
@@ -188,9 +261,11 @@ int fence_sqlite__protect_body(sqlite3 *db, const void *arg)
     if (rc == FENCE_OK) {
         rc = fence_sqlite__shape_read(db, p->table, want, &pl.arena, &pl.shape);
     }
-    if (rc == FENCE_OK && pl.shape.col == NULL && p->column != NULL) {
-        rc = fs_fail(db, FENCE_EINVAL, "table \"%s\" has no column \"%s\"", pl.shape.table,
-                     p->column);
+    if (rc == FENCE_OK && pl.shape.col != NULL && !pl.shape.col_own) {
+        rc = refuse_app_column(db, pl.shape.table, pl.shape.col);
+    }
+    if (rc == FENCE_OK) {
+        rc = refuse_other_stamped(db, pl.shape.table, want, &pl.arena);
     }
     if (rc == FENCE_OK) {
         rc = plan_names(db, p, &pl);

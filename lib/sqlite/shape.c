@@ -17,6 +17,7 @@ typedef struct fs_reader {
     const char *table;    /* canonical */
     int without_rowid;
     const char *col;      /* the token column as stored, NULL when missing */
+    int col_own;          /* ... and it is fence's own (fence_sqlite__column_is_own) */
     const char *rowkey;
     sqlite3_str *conflict, *changed, *keycols;
     /* For rowid tables: */
@@ -94,6 +95,12 @@ int fence_sqlite__find_table(sqlite3 *db, const char *table, int refuse_shadow, 
     return rc;
 }
 
+int fence_sqlite__column_is_own(const char *name, const char *type)
+{
+    return sqlite3_stricmp(name, FENCE_SQLITE_DEFAULT_COLUMN) == 0 ||
+           (type != NULL && sqlite3_stricmp(type, FENCE_SQLITE_COLUMN_TYPE) == 0);
+}
+
 static int has_word_int(const char *type)
 {
     for (const char *p = type; p && *p; p++) {
@@ -144,6 +151,7 @@ static int column_row(sqlite3 *db, sqlite3_stmt *st, const char *want, fs_reader
                        "needs INTEGER affinity", name, type ? type : "");
     }
     r->col = keep(r->a, sqlite3_mprintf("%s", name));
+    r->col_own = fence_sqlite__column_is_own(name, type);
     return r->col != NULL ? FENCE_OK : fs_fail(db, FENCE_ENOMEM, "out of memory");
 }
 
@@ -316,6 +324,7 @@ int fence_sqlite__shape_read(sqlite3 *db, const char *table, const char *want, f
     out->table = r.table;
     out->without_rowid = r.without_rowid;
     out->col = r.col;
+    out->col_own = r.col_own;
     out->rowkey = r.rowkey;
     return rc;
 }

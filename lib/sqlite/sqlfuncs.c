@@ -1,5 +1,7 @@
 /* sqlfuncs.c -- the SQL functions (fence_token, fence_set_token,
- * fence_holder, fence_stale, fence_protect, fence_unprotect, fence_init)
+ * fence_holder, fence_stale, fence_mark_rule, fence_stamp_rule,
+ * fence_protect, fence_unprotect, fence_migrate_version_column,
+ * fence_init)
  * and their registration on a connection; the whole of what the loadable extension
  * offers (see docs/sqlite.md). */
 #include "sqlite_internal.h"
@@ -169,6 +171,112 @@ static void fn_stale(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_free(msg);
 }
 
+/* ---- the store rule, for the triggers (lib/common/rule.c) ----------------
+ * Every trigger that compares tokens calls one of these two, so the rule
+ * is written once, in C, for this store.  A connection without them (no
+ * fence_sqlite_attach, no extension) cannot run the triggers at all: it
+ * fails closed with "no such function".  Arguments come from the
+ * triggers: a stored mark or stamp, fence_token(), holder ids. */
+
+/* A stored mark or stamp as the rule sees it: NULL and integers <= 0 are
+ * 0 (none yet: the triggers have always counted them so); any other value
+ * that is not an integer (a REAL, text, a blob: written around the
+ * triggers) is -1, which the caller refuses rather than guess. */
+static int64_t stored_value(sqlite3_value *v)
+{
+    switch (sqlite3_value_type(v)) {
+    case SQLITE_NULL:
+        return 0;
+    case SQLITE_INTEGER: {
+        int64_t x = sqlite3_value_int64(v);
+        return x > 0 ? x : 0;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* The offered token: 0 for NULL (no token: the rule does not apply, the
+ * trigger's own notoken check decides), else 1..FENCE_TOKEN_MAX; -1 for
+ * anything else (fence_token() never returns it). */
+static int64_t offered_token(sqlite3_value *v)
+{
+    if (sqlite3_value_type(v) == SQLITE_NULL) {
+        return 0;
+    }
+    if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < 1) {
+        return -1;
+    }
+    return sqlite3_value_int64(v);
+}
+
+/* A holder argument: NULL or '' is none (""); other text is compared
+ * whole; anything else (a blob, a number, text with a NUL) is -1. */
+static int holder_arg(sqlite3_value *v, const char **out)
+{
+    *out = "";
+    if (sqlite3_value_type(v) == SQLITE_NULL) {
+        return 0;
+    }
+    const char *t = (const char *)sqlite3_value_text(v);
+    if (sqlite3_value_type(v) != SQLITE_TEXT || t == NULL ||
+        (size_t)sqlite3_value_bytes(v) != strlen(t)) {
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+static void rule_result(sqlite3_context *ctx, int outcome)
+{
+    sqlite3_result_text(ctx, fence__rule_name(outcome), -1, SQLITE_STATIC);
+}
+
+/* fence_mark_rule(mark, mark_holder, token, holder): fence__mark_rule --
+ * 'raise', 'admit', 'older' or 'repeat'; NULL for a NULL token.  A mark
+ * that is not an integer is 'older' (refused).  A token or holder that
+ * fence_token() / fence_holder() could not have given is an error, which
+ * fails the statement.  INNOCUOUS, DETERMINISTIC. */
+static void fn_mark_rule(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    int64_t mark = stored_value(argv[0]);
+    int64_t token = offered_token(argv[2]);
+    const char *mark_holder, *holder;
+    if (token < 0 || holder_arg(argv[1], &mark_holder) < 0 || holder_arg(argv[3], &holder) < 0) {
+        sqlite3_result_error(ctx, "fence_mark_rule: the token must be an integer 1..2^63-1 "
+                             "or NULL and the holders text or NULL", -1);
+        return;
+    }
+    if (token == 0) {
+        sqlite3_result_null(ctx);
+    } else if (mark < 0) {
+        rule_result(ctx, FENCE__RULE_OLDER);
+    } else {
+        rule_result(ctx, fence__mark_rule((uint64_t)mark, mark_holder, (uint64_t)token, holder));
+    }
+}
+
+/* fence_stamp_rule(stamp, token): fence__stamp_rule -- 'admit' or
+ * 'older'; NULL for a NULL token.  A stamp that is not an integer is
+ * 'older' (refused).  INNOCUOUS, DETERMINISTIC. */
+static void fn_stamp_rule(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    int64_t stamp = stored_value(argv[0]);
+    int64_t token = offered_token(argv[1]);
+    if (token < 0) {
+        sqlite3_result_error(ctx, "fence_stamp_rule: the token must be an integer 1..2^63-1 "
+                             "or NULL", -1);
+    } else if (token == 0) {
+        sqlite3_result_null(ctx);
+    } else if (stamp < 0) {
+        rule_result(ctx, FENCE__RULE_OLDER);
+    } else {
+        rule_result(ctx, fence__stamp_rule((uint64_t)stamp, (uint64_t)token));
+    }
+}
+
 static void result_fail(sqlite3_context *ctx, int status)
 {
     if (status == FENCE_ENOMEM) {
@@ -256,6 +364,28 @@ static void fn_unprotect(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_int(ctx, 1);
 }
 
+/* fence_migrate_version_column(table [, column]).  DIRECTONLY. */
+static void fn_migrate(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    fs_migrate m = {NULL, NULL};
+    int rc = value_name(db, argv[0], "fence_migrate_version_column: table", &m.table);
+    if (rc == FENCE_OK && m.table == NULL) {
+        rc = fs_fail(db, FENCE_EINVAL, "fence_migrate_version_column: table is NULL");
+    }
+    if (rc == FENCE_OK && argc > 1) {
+        rc = value_name(db, argv[1], "fence_migrate_version_column: column", &m.column);
+    }
+    if (rc == FENCE_OK) {
+        rc = fence_sqlite__in_savepoint(db, fence_sqlite__migrate_body, &m);
+    }
+    if (rc != FENCE_OK) {
+        result_fail(ctx, rc);
+        return;
+    }
+    sqlite3_result_int(ctx, 1);
+}
+
 /* fence_init(): create the fence schema.  DIRECTONLY. */
 static void fn_init(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
@@ -279,12 +409,16 @@ static const struct {
     {"fence_holder", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_holder},
     {"fence_stale", 4, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_stale},
     {"fence_stale", 6, SQLITE_UTF8 | SQLITE_INNOCUOUS, fn_stale},
+    {"fence_mark_rule", 4, SQLITE_UTF8 | SQLITE_INNOCUOUS | SQLITE_DETERMINISTIC, fn_mark_rule},
+    {"fence_stamp_rule", 2, SQLITE_UTF8 | SQLITE_INNOCUOUS | SQLITE_DETERMINISTIC, fn_stamp_rule},
     {"fence_set_token", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_set_token},
     {"fence_set_token", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_set_token},
     {"fence_protect", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
     {"fence_protect", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
     {"fence_protect", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_protect},
     {"fence_unprotect", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_unprotect},
+    {"fence_migrate_version_column", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_migrate},
+    {"fence_migrate_version_column", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_migrate},
     {"fence_init", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, fn_init},
 };
 
@@ -319,6 +453,9 @@ int fence_sqlite__register(sqlite3 *db, char **errmsg)
             }
             break;
         }
+    }
+    if (rc == FENCE_OK) {
+        fence_sqlite__hooks_install(db);
     }
     fence_sqlite__state_unref(s); /* the reference state_acquire gave us */
     return rc;

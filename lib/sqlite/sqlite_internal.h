@@ -8,13 +8,15 @@
  *
  * The files, lowest first; a file calls only those above it in this list:
  *   errmsg.c    the per-thread, per-connection message; name checks
- *   state.c     the per-connection state (token, holder) and its registry;
- *               the holder id check
+ *   state.c     the per-connection state (token, holder), its registry, and
+ *               the hooks that end a token with its transaction
  *   template.c  the embedded SQL: placeholders, savepoints, the schema
  *               (created, or upgraded from before holders), and the arena
  *               that owns the strings built for it
  *   shape.c     reading a table: canonical name, token column, keys
  *   protect.c   creating and dropping a table's fencing triggers
+ *   migrate.c   moving a table's fencing from an application's column to
+ *               fence's own
  *   classify.c  reading a refusal back (message -> fence_stale)
  *   sqlfuncs.c  the SQL functions and their registration
  *   api.c       the C API of fence_sqlite.h
@@ -60,9 +62,17 @@ int fence_sqlite__check_name(const sqlite3 *db, const char *what, const char *na
  * function registered on it; each registration holds a reference, which
  * SQLite drops (fence_sqlite__state_unref) when the function is replaced or
  * the connection closes.  A registry maps a sqlite3* to its state for the
- * C API.  The token is read lock-free (fence_token(), the row triggers' hot
- * path); the holder, read only by the resource triggers, under hlock;
- * both are written together under hlock (fence_sqlite__state_set). */
+ * C API and the hooks.  The token is read lock-free (fence_token(), the
+ * row triggers' hot path); the holder, read only by the resource triggers,
+ * under hlock; both are written together under hlock
+ * (fence_sqlite__state_set).
+ *
+ * A token serves one write transaction: the connection's commit and
+ * rollback hooks (fence_sqlite__hooks_install) clear the token and holder
+ * at every COMMIT of a write transaction (when it starts: the hook runs
+ * first) and at every ROLLBACK.  SQLite reports nothing when a transaction
+ * that only read ends, so a token set outside a write transaction waits
+ * for the next one (docs/sqlite.md, "A token per transaction"). */
 typedef struct fs_state {
     sqlite3 *db;
     _Atomic int64_t token; /* 0: unset; else 1..FENCE_TOKEN_MAX */
@@ -80,8 +90,13 @@ fs_state *fence_sqlite__state_acquire(sqlite3 *db);
 void fence_sqlite__state_ref(fs_state *s);
 void fence_sqlite__state_unref(void *s); /* an xDestroy for SQLite */
 /* Set the token (0 clears) and the holder (NULL or "": none; must have
- * passed fence__holder_problem) together. */
+ * passed fence__holder_problem) together.  Setting a token (re)installs
+ * the hooks, so that the transaction it serves ends it, whoever replaced
+ * them meanwhile. */
 void fence_sqlite__state_set(fs_state *s, int64_t token, const char *holder);
+/* Make db's commit and rollback hooks fence's (SQLite keeps one of each
+ * per connection: an application's own is replaced). */
+void fence_sqlite__hooks_install(sqlite3 *db);
 /* The holder into out ("" for none). */
 void fence_sqlite__state_holder(fs_state *s, char out[FENCE_HOLDER_LEN + 1]);
 /* Holder ids are checked with fence__holder_problem (lib/common). */
@@ -132,14 +147,14 @@ int fence_sqlite__in_savepoint(sqlite3 *db, int (*body)(sqlite3 *, const void *)
  * than fail.  For fence_sqlite_attach() and fence_init(). */
 int fence_sqlite__install_schema(sqlite3 *db);
 /* The same inside the caller's savepoint (fence_sqlite_protect): the
- * upgrade when due (upgrade_holder.sql or upgrade_names.sql), then schema.sql, which creates
- * whatever is missing. */
+ * upgrade when due (upgrade_holder.sql or upgrade_triggers.sql), then
+ * schema.sql, which creates whatever is missing. */
 int fence_sqlite__ensure_schema(sqlite3 *db);
 
 /* The SQL, embedded by scripts/embed. */
 extern const char fence_sqlite__sql_schema[];
 extern const char fence_sqlite__sql_upgrade_holder[];
-extern const char fence_sqlite__sql_upgrade_names[];
+extern const char fence_sqlite__sql_upgrade_triggers[];
 extern const char fence_sqlite__sql_row_before_insert[];
 extern const char fence_sqlite__sql_row_after_insert[];
 extern const char fence_sqlite__sql_row_before_update[];
@@ -149,6 +164,8 @@ extern const char fence_sqlite__sql_retrofit[];
 extern const char fence_sqlite__sql_add_column[];
 extern const char fence_sqlite__sql_drop_row[];
 extern const char fence_sqlite__sql_find_row_triggers[];
+extern const char fence_sqlite__sql_find_stamped_column[];
+extern const char fence_sqlite__sql_migrate_copy[];
 
 /* ---- shape.c -------------------------------------------------------------
  * What the triggers need to know about a table.  Every string is owned by
@@ -157,11 +174,18 @@ typedef struct fs_shape {
     const char *table;    /* the name as stored (canonical case) */
     int without_rowid;
     const char *col;      /* the token column as stored; NULL when missing */
+    int col_own;          /* col is fence's own (fence_sqlite__column_is_own) */
     const char *rowkey;   /* "<k> IS NEW.<k> AND ...": finds the written row */
     const char *conflict; /* "(...) OR (...)": rows a new key collides with; "0" */
     const char *changed;  /* "NEW.k IS NOT OLD.k OR ...": a key changes; "0" */
     const char *keycols;  /* "k1", "k2", ...: names that change a key; "" */
 } fs_shape;
+/* The rule by which fence knows its own token column (docs/sqlite.md,
+ * "The token column"): the column is named FENCE_SQLITE_DEFAULT_COLUMN, or
+ * declared FENCE_SQLITE_COLUMN_TYPE (the type fence gives every column it
+ * adds), both compared without case.  Any other column is the
+ * application's, which fence never stamps. */
+int fence_sqlite__column_is_own(const char *name, const char *type);
 /* TABLE's canonical name (a table of main) into *canon.  With
  * refuse_shadow, a TEMP table or view of the same name is refused (on this
  * connection unqualified SQL would reach it, not the main table). */
@@ -180,7 +204,20 @@ typedef struct fs_protect {
     int permissive;
 } fs_protect;
 int fence_sqlite__protect_body(sqlite3 *db, const void *fs_protect_arg);
+/* The column TABLE's (canonical) fencing triggers stamp into *col (owned
+ * by the arena; NULL: not protected) and their mode into *permissive
+ * (find_stamped_column.sql). */
+int fence_sqlite__stamped_column(sqlite3 *db, const char *table, fs_arena *a, const char **col,
+                                 int *permissive);
 int fence_sqlite__unprotect_body(sqlite3 *db, const void *table);
+
+/* ---- migrate.c -------------------------------------------------------------
+ * A body for fence_sqlite__in_savepoint: fence_sqlite_migrate_version_column. */
+typedef struct fs_migrate {
+    const char *table;  /* as given */
+    const char *column; /* NULL: the one the table's fencing triggers stamp */
+} fs_migrate;
+int fence_sqlite__migrate_body(sqlite3 *db, const void *fs_migrate_arg);
 
 /* ---- classify.c ----------------------------------------------------------
  * A refusal's message (sqlite3_errmsg text) read back: FENCE_STALE for

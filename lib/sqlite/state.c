@@ -1,6 +1,7 @@
-/* state.c -- the per-connection state (the connection's token and
- * holder) and the registry that finds it from a sqlite3* (see
- * sqlite_internal.h); the check of a holder id. */
+/* state.c -- the per-connection state (the token and holder of the
+ * connection's current or next write transaction), the registry that
+ * finds it from a sqlite3* (see sqlite_internal.h), and the commit and
+ * rollback hooks that end the token with its transaction. */
 #include "sqlite_internal.h"
 
 #include <pthread.h>
@@ -77,8 +78,48 @@ fs_state *fence_sqlite__state_acquire(sqlite3 *db)
     return s;
 }
 
+/* The hooks get the connection, not its state: a state is freed when
+ * SQLite drops the last function registered with it, which can happen
+ * while the connection (and its hooks) live on; the registry answers
+ * NULL then.  They only clear memory: a hook must not use the connection
+ * (SQLite's rule), and these never do. */
+static void txn_end(void *db)
+{
+    pthread_mutex_lock(&reg_lock);
+    fs_state *s = reg_find_locked(db);
+    if (s != NULL) {
+        pthread_mutex_lock(&s->hlock);
+        s->holder[0] = '\0';
+        atomic_store(&s->token, 0);
+        pthread_mutex_unlock(&s->hlock);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static int commit_hook(void *db)
+{
+    txn_end(db);
+    return 0; /* let the commit go on */
+}
+
+static void rollback_hook(void *db)
+{
+    txn_end(db);
+}
+
+void fence_sqlite__hooks_install(sqlite3 *db)
+{
+    sqlite3_commit_hook(db, commit_hook, db);
+    sqlite3_rollback_hook(db, rollback_hook, db);
+}
+
 void fence_sqlite__state_set(fs_state *s, int64_t token, const char *holder)
 {
+    if (token > 0) {
+        /* Before the lock: installing takes the connection's mutex, which
+         * a hook runs under, and a hook takes hlock. */
+        fence_sqlite__hooks_install(s->db);
+    }
     pthread_mutex_lock(&s->hlock);
     if (holder != NULL && holder[0] != '\0') {
         memcpy(s->holder, holder, FENCE_HOLDER_LEN);

@@ -182,10 +182,11 @@ static int query_int(sqlite3 *db, const char *sql, int *out)
 
 /* The upgrade a schema needs: UP_HOLDER when main.fence_resource lacks its
  * holder column (a schema from before holders; upgrade_holder.sql drops
- * every guard trigger), else UP_NAMES when an insert trigger lacks the name
- * rule (upgrade_names.sql drops those two); 0 for none (or no such table
- * yet); -1 on error.  schema.sql then creates what is missing. */
-enum { UP_HOLDER = 1, UP_NAMES = 2 };
+ * every guard trigger), else UP_TRIGGERS when a guard trigger is from an
+ * older version: it does not ask fence_mark_rule() (those also predate the
+ * name rule), and upgrade_triggers.sql drops them; 0 for none (or no such table yet); -1
+ * on error.  schema.sql then creates what is missing. */
+enum { UP_HOLDER = 1, UP_TRIGGERS = 2 };
 static int needs_upgrade(sqlite3 *db)
 {
     int cols = 0, holder = 0, old_triggers = 0;
@@ -195,15 +196,15 @@ static int needs_upgrade(sqlite3 *db)
                       "WHERE name = 'holder'",
                   &holder) < 0 ||
         query_int(db, "SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' "
-                      "AND name IN ('fence_advance_insert', 'fence_resource_insert') "
-                      "AND instr(sql, 'x''00''') = 0",
+                      "AND name IN ('fence_advance_insert', 'fence_resource_insert', "
+                      "'fence_resource_update') AND instr(sql, 'fence_mark_rule(') = 0",
                   &old_triggers) < 0) {
         return -1;
     }
     if (cols > 0 && holder == 0) {
         return UP_HOLDER;
     }
-    return old_triggers > 0 ? UP_NAMES : 0;
+    return old_triggers > 0 ? UP_TRIGGERS : 0;
 }
 
 int fence_sqlite__ensure_schema(sqlite3 *db)
@@ -216,9 +217,9 @@ int fence_sqlite__ensure_schema(sqlite3 *db)
         sqlite3_exec(db, fence_sqlite__sql_upgrade_holder, NULL, NULL, NULL) != SQLITE_OK) {
         return fs_fail_db(db, "upgrading the fence schema (adding fence_resource.holder)");
     }
-    if (up == UP_NAMES &&
-        sqlite3_exec(db, fence_sqlite__sql_upgrade_names, NULL, NULL, NULL) != SQLITE_OK) {
-        return fs_fail_db(db, "upgrading the fence schema (the name rule of its triggers)");
+    if (up == UP_TRIGGERS &&
+        sqlite3_exec(db, fence_sqlite__sql_upgrade_triggers, NULL, NULL, NULL) != SQLITE_OK) {
+        return fs_fail_db(db, "upgrading the fence schema (its guard triggers)");
     }
     if (sqlite3_exec(db, fence_sqlite__sql_schema, NULL, NULL, NULL) != SQLITE_OK) {
         return fs_fail_db(db, "creating the fence schema (fence_resource, fence_advance)");

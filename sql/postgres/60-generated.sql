@@ -146,7 +146,15 @@ WHERE c.contype OPERATOR(pg_catalog.=) 'c' AND c.convalidated AND c.conrelid OPE
 REVOKE ALL ON fence.token_columns FROM PUBLIC;
 GRANT SELECT ON fence.token_columns TO PUBLIC;
 
--- Whether COL is TBL's token column by fence's marker (false for NULLs).
+-- Whether COL is TBL's token column by fence's marker: true exactly when
+-- TBL has a validated CHECK constraint named fence_token_column over the
+-- one column COL whose definition is fence.token_marker(COL) -- whoever
+-- made it (mark_token_column(), a restore, CREATE TABLE ... LIKE, by hand)
+-- and whether TBL's own or inherited from a parent; false for anything
+-- else (NOT VALID, NO INHERIT, another expression or name), for NULLs, and
+-- for a table or column that does not exist.  Only the catalogs are read;
+-- it takes no lock.  What protect() and the install recognise fence's own
+-- token column by.
 CREATE OR REPLACE FUNCTION fence.is_token_column(tbl regclass, col name) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -161,7 +169,9 @@ GRANT EXECUTE ON FUNCTION fence.is_token_column(regclass, name) TO PUBLIC;
 -- COL, adds the marker when missing (validated: one scan of the table,
 -- under its ACCESS EXCLUSIVE lock).  With the caller's rights: only TBL's
 -- owner may (42501 from ALTER TABLE).  22023 for a NULL table, a table of
--- a schema fence never protects, or a column TBL does not have.
+-- a schema fence never protects, a relation that is not an ordinary table
+-- (fence protects no other; a partitioned table's marker would pass to
+-- every partition), or a column TBL does not have.
 CREATE OR REPLACE FUNCTION fence.mark_token_column(tbl regclass, col name) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -173,6 +183,10 @@ BEGIN
         RAISE EXCEPTION 'fence: mark_token_column: table is NULL' USING ERRCODE = '22023';
     END IF;
     PERFORM fence.refuse_schema(tbl);
+    IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = tbl) IS DISTINCT FROM 'r' THEN
+        RAISE EXCEPTION 'fence: mark_token_column: % is not an ordinary table', tbl
+            USING ERRCODE = '22023';
+    END IF;
     IF col IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
                                        WHERE a.attrelid = tbl AND a.attname = col
                                          AND a.attnum > 0 AND NOT a.attisdropped) THEN

@@ -34,8 +34,16 @@ SELECT t.tgrelid::regclass AS tbl,
        ((NOT l.ins OR x.check_ins) AND (NOT l.upd OR x.check_upd)) AS check_present,
        x.faults,
        x.check_faults
-FROM pg_catalog.pg_trigger t
-JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
+FROM pg_catalog.pg_trigger t,
+     -- The trigger's function, one lookup per trigger (OFFSET 0: not
+     -- flattened, so the planner never pairs every trigger with every
+     -- guard function before matching them).
+     LATERAL (SELECT q.oid, q.proname, q.pronamespace FROM pg_catalog.pg_proc q
+              WHERE q.oid OPERATOR(pg_catalog.=) t.tgfoid
+                AND q.pronamespace OPERATOR(pg_catalog.=) 'fence'::regnamespace
+                AND (q.proname OPERATOR(pg_catalog.=) ANY ('{row_guard,c_guard}'::pg_catalog.name[])
+                     OR q.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$')
+              OFFSET 0) p,
      LATERAL (SELECT position(pg_catalog.decode('00', 'hex') IN t.tgargs) AS nul) z,
      LATERAL (SELECT g.col, g.mode FROM fence.generated g
               WHERE p.proname OPERATOR(pg_catalog.~) '^guard_'
@@ -119,10 +127,7 @@ JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid,
                                      OR y.tgoldtable IS NOT NULL OR y.tgnewtable IS NOT NULL
                                 THEN pg_catalog.format('trigger %s is a constraint trigger or has transition tables', e.name) END
                        ], NULL) END) f (fault) ON true) x
-WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd'
-  AND p.pronamespace OPERATOR(pg_catalog.=) 'fence'::regnamespace
-  AND (p.proname OPERATOR(pg_catalog.=) ANY ('{row_guard,c_guard}'::pg_catalog.name[])
-       OR p.proname OPERATOR(pg_catalog.~) '^guard_[0-9]+(_[0-9]+)?$');
+WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_upd';
 REVOKE ALL ON fence.guards FROM PUBLIC;
 GRANT SELECT ON fence.guards TO PUBLIC;
 

@@ -9,6 +9,8 @@
 --     already equal to the token, passes, and stops);
 --   * RAISE(ABORT) in an AFTER trigger undoes the whole statement, so a
 --     refused write leaves nothing behind.
+-- The check is fence_stamp_rule (lib/common/rule.c): the token must be at
+-- least the row's stamp.
 -- A BEFORE UPDATE check would be re-run by the stamping UPDATE against the
 -- client's value of the column, and could not tell the two apart.
 --
@@ -23,11 +25,11 @@
 -- "too many levels of trigger recursion" and is undone whole.)
 CREATE TRIGGER main.{{TRIGGER}} AFTER UPDATE ON {{TABLE}} FOR EACH ROW
 BEGIN
-    SELECT RAISE(ABORT, 'fence:notoken table {{TABLE_MSG}}: no fencing token on this connection; call fence_set_token(N) with N >= 1')
+    SELECT RAISE(ABORT, 'fence:notoken table {{TABLE_MSG}}: no fencing token for this transaction (a token serves one write transaction); call fence_set_token(N) with N >= 1 in it')
      WHERE {{STRICT}} AND (typeof(fence_token()) <> 'integer' OR fence_token() < 1);
     SELECT fence_stale('table', {{TABLE_STR}}, fence_token(), OLD.{{COL}}),
            RAISE(ABORT, 'fence:stale table {{TABLE_MSG}}: write rejected')
-     WHERE coalesce(OLD.{{COL}}, 0) > fence_token();
+     WHERE fence_stamp_rule(OLD.{{COL}}, fence_token()) = 'older';
     UPDATE {{TABLE}} SET {{COL}} = coalesce(fence_token(), OLD.{{COL}})
      WHERE {{ROWKEY}} AND {{COL}} IS NOT coalesce(fence_token(), OLD.{{COL}})
        AND (fence_token() IS NOT NULL

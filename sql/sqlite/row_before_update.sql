@@ -1,6 +1,6 @@
 -- Per-row fencing, UPDATE that changes a key: a row the new key would
 -- collide with (and UPDATE OR REPLACE would delete, firing no DELETE
--- trigger) must not hold a higher token.  The keys: every UNIQUE key and,
+-- trigger) must admit the token (fence_stamp_rule).  The keys: every UNIQUE key and,
 -- in a rowid table, the rowid -- under each of its names that is not a
 -- column (rowid, _rowid_, oid) and its INTEGER PRIMARY KEY alias, since
 -- "UPDATE OF" matches the names written in the SET list.  "UPDATE OF" the
@@ -12,5 +12,5 @@ BEGIN
     SELECT fence_stale('table', {{TABLE_STR}}, fence_token(), {{COL}}),
            RAISE(ABORT, 'fence:stale table {{TABLE_MSG}}: write rejected')
       FROM {{TABLE}}
-     WHERE ({{CONFLICT}}) AND coalesce({{COL}}, 0) > fence_token();
+     WHERE ({{CONFLICT}}) AND fence_stamp_rule({{COL}}, fence_token()) = 'older';
 END;

@@ -1,12 +1,15 @@
 /* rulecases.h -- tests/common/rule_cases.tsv, the one table of cases of the
  * store rule, read for a C test (which registers one Check test per row
- * with CT_ADD_CASES from casetable.h, or loops over it).
+ * with RULECASES_ADD, casetable.h's registration for a table read at run
+ * time).
  *
  * Ownership: rulecases_load() returns a static table, read once per
  * process; nothing is freed. */
 #ifndef FENCE_RULECASES_H
 #define FENCE_RULECASES_H
 #include <stdint.h>
+
+#include "casetable.h"
 
 #define RULECASE_HOLDER_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define RULECASE_HOLDER_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -32,6 +35,11 @@ typedef struct rulecase {
 const rulecase *rulecases_load(int *n);
 /* Only the rows of one kind, in file order, into out[RULECASES_MAX]. */
 int rulecases_of_kind(enum rulecase_kind kind, rulecase *out);
+/* One Check test per row of ROWS[0..N) (the table, or one kind of it),
+ * named "<test>/<row's name>" (casetable.h); the test reads ROWS[_i]. */
+#define RULECASES_ADD(tc, test, rows, n) \
+    ct_add_cases((tc), (test), (n), &(rows)[0].name, sizeof(rows)[0])
+
 /* "raise", "admit", "older", "repeat". */
 const char *rulecase_outcome_name(enum rulecase_outcome o);
 /* The reason= a refusal carries ("older", "repeat"), NULL for admissions. */

@@ -1,11 +1,15 @@
 /* test_gate_rule.c -- the gate's rule (lib/gate), in memory and backed
- * by a SQLite file: stale writes rejected, equal and higher admitted,
+ * by a SQLite file: the one table of cases of the store rule
+ * (tests/common/rule_cases.tsv) against lib/common/rule.c itself and
+ * against both backings, one test per row; stale writes rejected, equal and higher admitted,
  * marks kept per resource and across reopen, names are only names, and
  * what begin reports: the stale description and the txn's mark; holders
  * (an equal token admitted only from the same holder) and the upgrade of
  * a file created before holders were recorded.  Loop tests run each case
  * twice: _i == 0 in memory, _i == 1 persistent. */
+#include "common.h"
 #include "gateutil.h"
+#include "rulecases.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -610,10 +614,116 @@ START_TEST(test_hostile_trigger_on_marks)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* The table of cases (tests/common/rule_cases.tsv)                     */
+/* ------------------------------------------------------------------ */
+
+static rulecase all_cases[RULECASES_MAX], mark_cases[RULECASES_MAX];
+static int n_all, n_marks;
+
+/* lib/common/rule.c itself: every row, marks and row stamps. */
+START_TEST(rule_c)
+{
+    const rulecase *c = &all_cases[_i];
+    int got = c->kind == RULECASE_MARK
+                  ? fence__mark_rule(c->mark, c->mark_holder, c->token, c->holder)
+                  : fence__stamp_rule(c->mark, c->token);
+    ck_assert_str_eq(fence__rule_name(got), rulecase_outcome_name(c->outcome));
+    const char *reason = fence__rule_reason(got);
+    const char *want = rulecase_reason(c->outcome);
+    ck_assert_str_eq(reason != NULL ? reason : "-", want != NULL ? want : "-");
+}
+END_TEST
+
+/* A holder that is not H (NULL: none). */
+static const char *other_than(const char *h)
+{
+    return h != NULL && strcmp(h, RULECASE_HOLDER_A) == 0 ? RULECASE_HOLDER_B : RULECASE_HOLDER_A;
+}
+
+/* The holder recorded with resource r's mark (token m), read through the
+ * public API: an equal token from another holder is refused as a repeat
+ * that names the mark's holder. */
+static void check_mark_holder(fence_gate *g, uint64_t m, const char *want)
+{
+    fence_gate_txn *t = NULL;
+    fence_stale st;
+    ck_status(fence_gate_begin(g, "r", m, other_than(want), &t, &st), FENCE_STALE, g);
+    ck_assert_int_eq(st.reason, FENCE_STALE_REPEAT);
+    ck_assert_str_eq(st.holder, want != NULL ? want : "");
+}
+
+/* One mark row against a backing (_i indexes mark_cases; persistent says
+ * which): the mark is made by a committed write, then the offered write's
+ * begin, commit, and the mark afterwards. */
+static void gate_case(const rulecase *c, int persistent)
+{
+    fence_gate *g = gu_open(persistent, 0);
+    if (c->mark > 0) {
+        ck_status(gu_write_as(g, "r", c->mark, c->mark_holder, NULL, NULL), FENCE_OK, g);
+    }
+    fence_gate_txn *t = NULL;
+    fence_stale st;
+    fence_status rc = fence_gate_begin(g, "r", c->token, c->holder, &t, &st);
+    uint64_t mark_after = c->mark;
+    const char *holder_after = c->mark_holder;
+    switch (c->outcome) {
+    case RULECASE_RAISE:
+        mark_after = c->token;
+        holder_after = c->holder;
+        /* fall through */
+    case RULECASE_ADMIT:
+        ck_status(rc, FENCE_OK, g);
+        ck_assert_uint_eq(fence_gate_txn_mark(t), c->mark);
+        ck_status(fence_gate_commit(t), FENCE_OK, g);
+        break;
+    case RULECASE_OLDER:
+    case RULECASE_REPEAT:
+        ck_status(rc, FENCE_STALE, g);
+        ck_assert_ptr_null(t);
+        ck_assert_int_eq(st.reason, c->outcome == RULECASE_REPEAT ? FENCE_STALE_REPEAT
+                                                                  : FENCE_STALE_OLDER);
+        ck_assert_uint_eq(st.offered, c->token);
+        ck_assert_uint_eq(st.highest, c->mark);
+        ck_assert_str_eq(st.holder, c->mark_holder != NULL ? c->mark_holder : "");
+        ck_assert_ptr_nonnull(strstr(fence_gate_errmsg(g), c->outcome == RULECASE_REPEAT
+                                                              ? "repeated token"
+                                                              : "stale token"));
+        break;
+    }
+    ck_assert_uint_eq(gu_mark(g, "r"), mark_after);
+    check_mark_holder(g, mark_after, holder_after);
+    gu_close(g);
+}
+
+START_TEST(gate_memory)
+{
+    gate_case(&mark_cases[_i], 0);
+}
+END_TEST
+
+START_TEST(gate_file)
+{
+    gate_case(&mark_cases[_i], 1);
+}
+END_TEST
+
 static Suite *rule_suite(void)
 {
     Suite *s = suite_create("gate_rule");
-    TCase *tc = tcase_create("rule");
+    TCase *tc = tcase_create("cases");
+    tcase_add_checked_fixture(tc, gu_setup, gu_teardown);
+    tcase_set_timeout(tc, 60);
+    rulecases_load(&n_all);
+    n_all = rulecases_of_kind(RULECASE_MARK, all_cases);
+    n_all += rulecases_of_kind(RULECASE_ROW, all_cases + n_all);
+    n_marks = rulecases_of_kind(RULECASE_MARK, mark_cases);
+    RULECASES_ADD(tc, rule_c, all_cases, n_all);
+    RULECASES_ADD(tc, gate_memory, mark_cases, n_marks);
+    RULECASES_ADD(tc, gate_file, mark_cases, n_marks);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rule");
     tcase_add_checked_fixture(tc, gu_setup, gu_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_stale_equal_higher, 0, 2);

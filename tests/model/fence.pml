@@ -119,6 +119,8 @@
 #define TMAX 4
 #endif
 
+#include "store.pml"
+
 #define NEW_RULE 1
 #define OLD_RULE 2
 #define DENSE 0
@@ -188,7 +190,7 @@ inline issue(m, t) {
 /* One holder: acquire (the k-th acquisition), then at any later moment
  * write once with the token it got. */
 proctype holder(byte k) {
-  byte clk, t;
+  byte clk, t, out;
 end_idle:              /* never acquiring (time ran out) is a valid end */
   atomic {
     nacq == k - 1 && !held && !issued && CLOCK_OK ->
@@ -205,14 +207,16 @@ end_idle:              /* never acquiring (time ran out) is a valid end */
     fi;
     clk = 0; t = 0
   }
-  /* The store's check (fence.advance, the gate's check_and_record, the
-   * SQLite triggers): admit a higher token (the mark and its holder
-   * become the token and this holder), or an equal one from the mark's
-   * holder; refuse a lower one (stale) or an equal one from another
-   * holder (repeat). */
+  /* The store's check (store.pml: the rule of lib/common/rule.c, which
+   * fence.advance, the gate and the SQLite triggers apply): a higher
+   * token raises the mark to it and this holder, an equal one from the
+   * mark's holder is admitted (the mark stays what it is: the assignment
+   * below changes nothing then); a lower one, or an equal one from another
+   * holder, is refused. */
   atomic {
+    store_rule(mark, markh, tok[k], k, out);
     if
-    :: tok[k] > mark || (tok[k] == mark && markh == k) ->
+    :: out == ST_RAISE || out == ST_ADMIT ->
        printf("write: holder %d token %d admitted (mark was %d of holder %d)\n",
               k, tok[k], mark, markh);
        /* THE PROPERTY: no newer holder's write was admitted before. */
@@ -222,7 +226,8 @@ end_idle:              /* never acquiring (time ran out) is a valid end */
     :: else ->
        printf("write: holder %d token %d refused (mark %d of holder %d)\n",
               k, tok[k], mark, markh)
-    fi
+    fi;
+    out = 0
   }
 }
 

@@ -14,8 +14,12 @@
  * checks), each reported, the table gone from fence.protected where its
  * guard is not whole, the hole shown and closed by the install; and a
  * table of changes of the privilege policy (fence.advance_grants against
- * fence.advance's ACL).  Runs once per per-row implementation (FENCE_TEST_PG_IMPL);
- * what only the 'plpgsql' one has is tested with protect(..., 'plpgsql').
+ * fence.advance's ACL); and a table of ways a column gets, keeps or loses
+ * fence's token column marker (fence.mark_token_column(), by hand,
+ * look-alikes, renames, inheritance, refusals) with what
+ * fence.is_token_column() says of each.  Runs once per per-row
+ * implementation (FENCE_TEST_PG_IMPL); what only the 'plpgsql' one has is
+ * tested with protect(..., 'plpgsql').
  */
 #include "casetable.h"
 #include "pgutil.h"
@@ -1107,6 +1111,122 @@ START_TEST(verify_reports_the_privilege_policy)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* fence's token column marker: fence.is_token_column() and               */
+/* fence.mark_token_column()                                             */
+/* ------------------------------------------------------------------ */
+
+/* One row per way a table mk (id, tok bigint NOT NULL, other, "Odd ""col",
+ * "order") gets, keeps or loses a marker: setup (must succeed), then call,
+ * whose SQLSTATE is state ("" succeeded; @R is a role that owns nothing);
+ * marked: every column of the tables named mk... for which
+ * fence.is_token_column() is true after it, "table.column" in byte order
+ * (fence.token_columns must list the same). */
+static const struct marker_case {
+    const char *name;
+    const char *setup;
+    const char *call;
+    const char *state;
+    const char *marked;
+} marker_cases[] = {
+    {"unmarked", "", "SELECT 1", "", ""},
+    {"marked", "", "SELECT fence.mark_token_column('mk', 'tok')", "", "mk.tok"},
+    {"marked_twice", "SELECT fence.mark_token_column('mk', 'tok')",
+     "SELECT fence.mark_token_column('mk', 'tok')", "", "mk.tok"},
+    {"moved", "SELECT fence.mark_token_column('mk', 'tok')",
+     "SELECT fence.mark_token_column('mk', 'other')", "", "mk.other"},
+    {"unmarked_again", "SELECT fence.mark_token_column('mk', 'tok')",
+     "SELECT fence.mark_token_column('mk', NULL)", "", ""},
+    {"unmark_unmarked", "", "SELECT fence.mark_token_column('mk', NULL)", "", ""},
+    {"odd_name", "", "SELECT fence.mark_token_column('mk', 'Odd \"col')", "", "mk.Odd \"col"},
+    {"keyword_name", "", "SELECT fence.mark_token_column('mk', 'order')", "", "mk.order"},
+    /* It follows its column. */
+    {"column_renamed", "SELECT fence.mark_token_column('mk', 'tok')",
+     "ALTER TABLE mk RENAME tok TO tok2", "", "mk.tok2"},
+    {"column_dropped", "SELECT fence.mark_token_column('mk', 'tok')", "ALTER TABLE mk DROP COLUMN tok",
+     "", ""},
+    /* It is recognised by what it is, not by who made it. */
+    {"by_hand", "", "ALTER TABLE mk ADD CONSTRAINT fence_token_column CHECK (tok IS NOT NULL)", "",
+     "mk.tok"},
+    {"not_valid", "",
+     "ALTER TABLE mk ADD CONSTRAINT fence_token_column CHECK (tok IS NOT NULL) NOT VALID", "", ""},
+    {"not_valid_then_marked",
+     "ALTER TABLE mk ADD CONSTRAINT fence_token_column CHECK (tok IS NOT NULL) NOT VALID",
+     "SELECT fence.mark_token_column('mk', 'tok')", "", "mk.tok"},
+    {"other_expression", "",
+     "ALTER TABLE mk ADD CONSTRAINT fence_token_column CHECK (tok IS NOT NULL AND tok >= 0)", "", ""},
+    {"other_expression_then_marked",
+     "ALTER TABLE mk ADD CONSTRAINT fence_token_column CHECK (tok IS NOT NULL AND tok >= 0)",
+     "SELECT fence.mark_token_column('mk', 'tok')", "", "mk.tok"},
+    {"no_inherit", "",
+     "ALTER TABLE mk ADD CONSTRAINT fence_token_column CHECK (tok IS NOT NULL) NO INHERIT", "", ""},
+    {"other_name", "", "ALTER TABLE mk ADD CONSTRAINT tok_nn CHECK (tok IS NOT NULL)", "", ""},
+    /* A child inherits it (CHECK constraints pass to children); only the
+     * parent can drop it. */
+    {"inherited", "SELECT fence.mark_token_column('mk', 'tok')", "CREATE TABLE mk_child () INHERITS (mk)",
+     "", "mk.tok,mk_child.tok"},
+    {"inherited_unmarked_on_child",
+     "SELECT fence.mark_token_column('mk', 'tok'); CREATE TABLE mk_child () INHERITS (mk)",
+     "SELECT fence.mark_token_column('mk_child', NULL)", "42P16", "mk.tok,mk_child.tok"},
+    {"copied_with_like", "SELECT fence.mark_token_column('mk', 'tok')",
+     "CREATE TABLE mk_copy (LIKE mk INCLUDING CONSTRAINTS)", "", "mk.tok,mk_copy.tok"},
+    /* Refused: 22023 (fence protects none of these), 42501 (not the
+     * owner), nothing changed. */
+    {"partitioned", "CREATE TABLE mk_p (id int, tok bigint) PARTITION BY RANGE (id)",
+     "SELECT fence.mark_token_column('mk_p', 'tok')", "22023", ""},
+    {"view", "CREATE VIEW mk_v AS SELECT 1::bigint AS tok",
+     "SELECT fence.mark_token_column('mk_v', 'tok')", "22023", ""},
+    {"null_table", "", "SELECT fence.mark_token_column(NULL, 'tok')", "22023", ""},
+    {"no_such_column", "", "SELECT fence.mark_token_column('mk', 'nosuch')", "22023", ""},
+    {"fence_schema", "", "SELECT fence.mark_token_column('fence.marks', 'token')", "22023", ""},
+    {"not_owner", "", "SET LOCAL ROLE @R; SELECT fence.mark_token_column('mk', 'tok')", "42501", ""},
+    {"not_owner_unmark", "SELECT fence.mark_token_column('mk', 'tok')",
+     "SET LOCAL ROLE @R; SELECT fence.mark_token_column('mk', NULL)", "42501", "mk.tok"},
+};
+
+/* Each case in one transaction of g_db, rolled back. */
+START_TEST(token_column_marker)
+{
+    const struct marker_case *mc = &marker_cases[_i];
+    PGconn *c = db();
+    char sql[1024];
+    const char *const roles[] = {g_app};
+    ok(c, "BEGIN");
+    ok(c, "CREATE TABLE mk (id int PRIMARY KEY, tok bigint NOT NULL DEFAULT 0, other bigint,"
+          " \"Odd \"\"col\" bigint, \"order\" bigint)");
+    ok(c, mc->setup[0] != '\0' ? mc->setup : "SELECT 1");
+    ok(c, "SAVEPOINT call");
+    subst(sql, sizeof sql, mc->call, "R", roles);
+    outcome e;
+    fence_status st = run(c, sql, &e);
+    ck_assert_msg(st == FENCE_OK ? mc->state[0] == '\0' : strcmp(e.sqlstate, mc->state) == 0,
+                  "%s: want %s, got %s %s", sql, mc->state[0] != '\0' ? mc->state : "success",
+                  st == FENCE_OK ? "success" : e.sqlstate, st == FENCE_OK ? "" : e.message);
+    ck_assert_msg(strcmp(mc->state, "42501") != 0 || strstr(e.message, "must be owner") != NULL,
+                  "%s: %s", sql, e.message);
+    ok(c, st == FENCE_OK ? "RESET ROLE" : "ROLLBACK TO SAVEPOINT call");
+    ck_assert_str_eq(text1(c, "SELECT COALESCE(string_agg(a.attrelid::regclass::text || '.' || a.attname, ','"
+                              " ORDER BY a.attrelid::regclass::text COLLATE \"C\", a.attname COLLATE \"C\"), '')"
+                              " FROM pg_attribute a JOIN pg_class r ON r.oid = a.attrelid"
+                              " WHERE r.relname LIKE 'mk%' AND a.attnum > 0 AND NOT a.attisdropped"
+                              " AND fence.is_token_column(a.attrelid, a.attname)"),
+                     mc->marked);
+    ck_assert_str_eq(text1(c, "SELECT COALESCE(string_agg(tbl::text || '.' || col, ','"
+                              " ORDER BY tbl::text COLLATE \"C\", col COLLATE \"C\"), '')"
+                              " FROM fence.token_columns WHERE tbl::text LIKE 'mk%'"),
+                     mc->marked);
+    /* NULLs, and a column or table that is gone. */
+    ck_assert_str_eq(text1(c, "SELECT fence.is_token_column(NULL, 'tok')::text"
+                              " || fence.is_token_column('mk', NULL)::text"
+                              " || fence.is_token_column('mk', 'nosuch')::text"
+                              " || fence.is_token_column(NULL, NULL)::text"),
+                     "falsefalsefalsefalse");
+    ok(c, "ROLLBACK");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_class WHERE relname LIKE 'mk%'"), 0);
+    PQfinish(c);
+}
+END_TEST
+
 static Suite *pg_admin_suite(void)
 {
     Suite *s = suite_create("pg_admin");
@@ -1123,6 +1243,7 @@ static Suite *pg_admin_suite(void)
     tcase_add_test(t, upgrade_from_version_5_migrates_lock_version);
     CT_ADD_CASES(t, verify_checks_what_the_triggers_are, tamper_cases);
     CT_ADD_CASES(t, verify_reports_the_privilege_policy, policy_cases);
+    CT_ADD_CASES(t, token_column_marker, marker_cases);
     suite_add_tcase(s, t);
     return s;
 }

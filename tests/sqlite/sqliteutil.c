@@ -11,6 +11,23 @@
 
 static char g_dir[PATH_MAX];
 
+/* The token and holder each connection was last given through
+ * su_set_tok / su_set_th, for su_again. */
+static struct last_set {
+    sqlite3 *db;
+    uint64_t token;
+    char holder[FENCE_HOLDER_LEN + 1];
+} last[32];
+
+static void forget(sqlite3 *db)
+{
+    for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {
+        if (last[i].db == db) {
+            last[i].db = NULL;
+        }
+    }
+}
+
 void su_setup(void)
 {
     const char *base = getenv("TMPDIR");
@@ -45,6 +62,7 @@ sqlite3 *su_open_plain(const char *file)
     ck_assert_msg(rc == SQLITE_OK, "open %s: %s", path, db ? sqlite3_errmsg(db) : "nomem");
     sqlite3_busy_timeout(db, 5000);
     ck_assert_int_eq(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL), SQLITE_OK);
+    forget(db); /* a closed connection's address may come back */
     return db;
 }
 
@@ -61,6 +79,18 @@ void su_exec_ok(sqlite3 *db, const char *sql)
     char *err = NULL;
     int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
     ck_assert_msg(rc == SQLITE_OK, "'%s' failed: %s", sql, err ? err : "?");
+}
+
+void su_exec_file(sqlite3 *db, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    ck_assert_msg(feof(f), "%s is larger than %zu bytes", path, sizeof text - 1);
+    fclose(f);
+    text[n] = '\0';
+    su_exec_ok(db, text);
 }
 
 int su_exec_rc(sqlite3 *db, const char *sql)
@@ -94,14 +124,67 @@ const char *su_q_text(sqlite3 *db, const char *sql)
     return buf;
 }
 
+static struct last_set *last_of(sqlite3 *db)
+{
+    struct last_set *free_slot = NULL;
+    for (size_t i = 0; i < sizeof last / sizeof last[0]; i++) {
+        if (last[i].db == db) {
+            return &last[i];
+        }
+        if (last[i].db == NULL && free_slot == NULL) {
+            free_slot = &last[i];
+        }
+    }
+    ck_assert_msg(free_slot != NULL, "sqliteutil: more than 32 connections");
+    free_slot->db = db;
+    return free_slot;
+}
+
+static void remember(sqlite3 *db, uint64_t t, const char *h)
+{
+    struct last_set *l = last_of(db);
+    l->token = t;
+    snprintf(l->holder, sizeof l->holder, "%s", h != NULL ? h : "");
+}
+
 void su_set_tok(sqlite3 *db, uint64_t t)
 {
     ck_assert_int_eq(fence_sqlite_set_token(db, t, NULL), FENCE_OK);
+    remember(db, t, NULL);
+}
+
+void su_again(sqlite3 *db)
+{
+    struct last_set *l = NULL;
+    for (size_t i = 0; i < sizeof last / sizeof last[0] && l == NULL; i++) {
+        l = last[i].db == db ? &last[i] : NULL;
+    }
+    if (l == NULL) {
+        return; /* never given one */
+    }
+    ck_assert_int_eq(fence_sqlite_set_token(db, l->token, l->holder[0] ? l->holder : NULL),
+                     FENCE_OK);
+}
+
+void su_tok_exec_ok(sqlite3 *db, uint64_t t, const char *sql)
+{
+    su_set_tok(db, t);
+    su_exec_ok(db, sql);
+}
+
+void su_write_ok(sqlite3 *db, const char *sql)
+{
+    su_again(db);
+    su_exec_ok(db, sql);
 }
 
 void su_expect_stale(sqlite3 *db, const char *sql, uint64_t offered, uint64_t highest,
                      fence_object_kind kind, const char *object)
 {
+    /* A token serves one write transaction: this one. */
+    struct last_set *l = last_of(db);
+    ck_assert_int_eq(fence_sqlite_set_token(db, offered, l->holder[0] ? l->holder : NULL),
+                     FENCE_OK);
     int rc = su_exec_rc(db, sql);
     ck_assert_msg(rc == SQLITE_CONSTRAINT, "'%s' should be refused as stale, got %d (%s)", sql,
                   rc, sqlite3_errmsg(db));
@@ -135,8 +218,7 @@ sqlite3 *su_table_at_34(void)
     su_exec_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT, email TEXT UNIQUE)");
     su_exec_ok(db, "INSERT INTO t(id, v, email) VALUES (1, 'old', 'a@x'), (2, 'old', 'b@x')");
     ck_assert_int_eq(fence_sqlite_protect(db, "t", NULL), FENCE_OK);
-    su_set_tok(db, 34);
-    su_exec_ok(db, "UPDATE t SET v = 'by34' WHERE id = 1");
+    su_tok_exec_ok(db, 34, "UPDATE t SET v = 'by34' WHERE id = 1");
     return db;
 }
 
@@ -155,6 +237,14 @@ void su_set_th(sqlite3 *db, uint64_t t, const char *h)
 {
     ck_assert_msg(fence_sqlite_set_token(db, t, h) == FENCE_OK, "set_token(%llu, %s): %s",
                   (unsigned long long)t, h ? h : "NULL", fence_sqlite_errmsg(db));
+    remember(db, t, h);
+}
+
+void su_advance_ok(sqlite3 *db, const char *r)
+{
+    su_again(db);
+    ck_assert_msg(fence_sqlite_advance(db, r, NULL) == FENCE_OK, "advance %s: %s", r,
+                  fence_sqlite_errmsg(db));
 }
 
 const char *su_mark_holder(sqlite3 *db, const char *r)
@@ -180,6 +270,7 @@ void su_expect_advance_stale(sqlite3 *db, const char *r, uint64_t offered, uint6
 {
     fence_stale s;
     memset(&s, 0xab, sizeof s);
+    su_again(db);
     ck_assert_int_eq(fence_sqlite_advance(db, r, &s), FENCE_STALE);
     ck_assert_uint_eq(s.offered, offered);
     ck_assert_uint_eq(s.highest, highest);

@@ -89,6 +89,7 @@ START_TEST(bad_arguments)
     ck_assert_int_ne(su_exec_rc(db, "SELECT fence_protect(printf('%.600c', 'a'))"), SQLITE_OK);
 
     /* Attaching again keeps the token. */
+    su_set_tok(db, 5);
     ck_assert_int_eq(fence_sqlite_attach(db), FENCE_OK);
     ck_assert_int_eq(fence_sqlite_token(db, &t), FENCE_OK);
     ck_assert_int_eq(t, 5);
@@ -341,9 +342,7 @@ START_TEST(stale_description)
     su_exec_ok(db, "CREATE TABLE \"My \"\"Orders\"\"\"(id INTEGER PRIMARY KEY, v TEXT)");
     su_exec_ok(db, "INSERT INTO \"My \"\"Orders\"\"\" VALUES (1, 'a')");
     ck_assert_int_eq(fence_sqlite_protect(db, "my \"orders\"", NULL), FENCE_OK);
-    su_set_tok(db, 12);
-    su_exec_ok(db, "UPDATE \"My \"\"Orders\"\"\" SET v = 'b'");
-    su_set_tok(db, 11);
+    su_tok_exec_ok(db, 12, "UPDATE \"My \"\"Orders\"\"\" SET v = 'b'");
     su_expect_stale(db, "UPDATE \"My \"\"Orders\"\"\" SET v = 'c'", 11, 12, FENCE_OBJECT_TABLE,
                     "My \"Orders\"");
     fence_stale s;
@@ -362,12 +361,14 @@ START_TEST(stale_description)
     su_expect_stale(db, "INSERT INTO fence_advance VALUES ('nightly')", 19, 20,
                     FENCE_OBJECT_RESOURCE, "nightly");
     memset(&s, 0xab, sizeof s);
+    su_set_tok(db, 19);
     ck_assert_int_eq(fence_sqlite_advance(db, "nightly", &s), FENCE_STALE);
     ck_assert_uint_eq(s.offered, 19);
     ck_assert_uint_eq(s.highest, 20);
     ck_assert_int_eq(s.kind, FENCE_OBJECT_RESOURCE);
     ck_assert_str_eq(s.object, "nightly");
     ck_assert_str_eq(s.holder, "");
+    su_set_tok(db, 19);
     ck_assert_int_eq(fence_sqlite_advance(db, "nightly", NULL), FENCE_STALE);
 
     /* Zeroed whenever given, filled only on FENCE_STALE. */

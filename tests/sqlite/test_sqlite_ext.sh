@@ -20,14 +20,7 @@ if [ ! -f "$EXT.so" ]; then
 fi
 EXT=$(cd "$(dirname "$EXT")" && pwd)/$(basename "$EXT")
 
-# A sanitizer build of the extension needs its runtime loaded before the
-# (uninstrumented) shell starts.
-preload=""
-for rt in libasan libubsan libtsan; do
-  lib=$(ldd "$EXT.so" 2>/dev/null | awk -v r="$rt" '$1 ~ "^"r"\\.so" {print $3; exit}')
-  [ -n "$lib" ] && preload="$lib${preload:+:$preload}"
-done
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+. "$(dirname "$0")/ext_preload.sh" # $preload: a sanitizer build's runtime, for the host
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-sqlite-ext.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -93,10 +86,28 @@ out=$(sq load "SELECT fence_set_token(43);" "UPDATE s SET v = 'by43' WHERE id = 
   "SELECT v || ' ' || fence_token FROM s;")
 expect "higher token admitted" 'by43 43' "$out"
 
-out=$(sq load "SELECT 'protect=' || fence_protect('t', 'lock_version');" \
-  "SELECT fence_set_token(5);" "UPDATE t SET v = 'by5';" \
-  "SELECT group_concat(v || ':' || lock_version, ',') FROM t;")
-expect "fence_protect('t', 'lock_version') retrofits and stamps" 'by5:5,by5:5' "$out"
+out=$(sq load "SELECT fence_protect('t', 'lock_version');")
+expect "fence_protect('t', 'lock_version') is refused: a version column is the application's" \
+  "column \"lock_version\" of \"t\" is the application's.*fence_protect\('t'\).*fence_migrate_version_column\('t'\)" "$out"
+out=$(sq load "SELECT 'protect=' || fence_protect('t');" \
+  "SELECT fence_set_token(5);" "UPDATE t SET v = 'by5', lock_version = lock_version + 1;" \
+  "SELECT group_concat(v || ':' || coalesce(lock_version, 'null') || ':' || fence_token, ',') FROM t;")
+expect "fence_protect('t') stamps fence_token beside lock_version, which the writer bumps" \
+  'by5:null:5,by5:4:5' "$out"
+# A table fenced on its version column by an older fence: one call moves
+# the stamps to fence_token (tests/sqlite/db_before_own_column.sql).
+olddb="$dir/retrofit.db"
+sqlite3 -bail "$olddb" < "$(dirname "$0")/db_before_own_column.sql" 2>&1
+out=$(printf '%s\n' ".load $EXT" "SELECT fence_protect('posts');" | LD_PRELOAD="$preload" sqlite3 "$olddb" 2>&1)
+expect "protecting an old retrofit again is refused, naming the migration" \
+  "stamp its column \"lock_version\".*fence_migrate_version_column\('posts'\)" "$out"
+out=$(printf '%s\n' ".load $EXT" "SELECT 'migrated=' || fence_migrate_version_column('posts');" \
+  "SELECT group_concat(lock_version || ':' || fence_token, ',') FROM posts;" \
+  "SELECT fence_set_token(29);" "UPDATE posts SET title = 'stale' WHERE id = 1;" \
+  | LD_PRELOAD="$preload" sqlite3 "$olddb" 2>&1)
+expect "fence_migrate_version_column('posts')" 'migrated=1' "$out"
+expect "fence_token has exactly the old stamps, lock_version keeps its values" '30:30,34:34,0:0' "$out"
+expect "and a stale write is refused as before" 'fence:stale table "posts": token 29 is older than 30' "$out"
 
 out=$(sq noload "UPDATE s SET v = 'plain' WHERE id = 1;")
 expect "a shell without .load cannot write the protected table" 'no such function: fence_token' "$out"
@@ -125,6 +136,7 @@ expect "per-resource advance: stale refused" 'fence:stale resource "job": token 
 out=$(sq load "CREATE TABLE r(v TEXT, name TEXT UNIQUE);" "SELECT fence_protect('r');" \
   "SELECT fence_set_token(10);" "INSERT INTO r(v, name) VALUES ('by10', 'a');" \
   "SELECT fence_set_token(5);" "INSERT INTO r(v, name) VALUES ('by5', 'c');" \
+  "SELECT fence_set_token(5);" \
   "INSERT OR REPLACE INTO r(rowid, v, name) VALUES (1, 'stale-replace', 'b');")
 expect "stale INSERT OR REPLACE through an explicit rowid refused" \
   'fence:stale table "r": token 5 is older than 10' "$out"
@@ -144,7 +156,7 @@ expect "the short entry point sqlite3_fencesqlite_init works" '^8.8$' "$(printf 
 H1=0123456789abcdef0123456789abcdef
 H2=fedcba9876543210fedcba9876543210
 out=$(sq load "SELECT 'token=' || fence_set_token(50, '$H1');" "SELECT 'holder=' || fence_holder();" \
-  "INSERT INTO fence_advance(resource) VALUES ('h');" "INSERT INTO fence_advance(resource) VALUES ('h');" \
+  "BEGIN;" "INSERT INTO fence_advance(resource) VALUES ('h');" "INSERT INTO fence_advance(resource) VALUES ('h');" "COMMIT;" \
   "SELECT 'mark=' || high_water || ':' || holder FROM fence_resource WHERE name = 'h';")
 expect "fence_set_token(50, holder) and fence_holder()" "token=50.holder=$H1" "$(printf '%s' "$out" | tr '\n' '.')"
 expect "equal token, same holder: admitted and recorded" "mark=50:$H1" "$out"
@@ -159,7 +171,7 @@ out=$(sq load "SELECT fence_set_token(49, '$H1');" "INSERT INTO fence_advance(re
 expect "older token: reason=older with the mark's holder" \
   "token 49 is older than 50 \(write rejected\) reason=older holder=$H1" "$out"
 out=$(sq load "SELECT fence_set_token(51, '');" "INSERT INTO fence_advance(resource) VALUES ('h');" \
-  "INSERT INTO fence_advance(resource) VALUES ('h');" \
+  "SELECT fence_set_token(51, NULL);" "INSERT INTO fence_advance(resource) VALUES ('h');" \
   "SELECT 'mark=' || high_water || ':' || coalesce(holder, 'none') FROM fence_resource WHERE name = 'h';")
 expect "higher token without a holder ('' = none): admitted, no holder vs none again admitted" 'mark=51:none' "$out"
 for bad in "'0123456789abcdef0123456789abcde'" "'${H1}0'" "'0123456789ABCDEF0123456789abcdef'" \

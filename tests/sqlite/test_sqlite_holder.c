@@ -21,6 +21,7 @@
 static void expect_sql_stale(sqlite3 *db, const char *sql, uint64_t offered, uint64_t highest,
                              fence_stale_reason reason, const char *holder)
 {
+    su_again(db);
     ck_assert_int_eq(su_exec_rc(db, sql), SQLITE_CONSTRAINT);
     ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_CONSTRAINT_TRIGGER);
     fence_stale s;
@@ -37,10 +38,10 @@ START_TEST(equal_token_needs_same_holder)
     sqlite3 *db = su_open_fenced("rule.db");
     /* First advance: recorded with its holder; again from it: admitted. */
     su_set_th(db, 34, H1);
-    ck_assert_int_eq(fence_sqlite_advance(db, "job", NULL), FENCE_OK);
+    su_advance_ok(db, "job");
     ck_assert_str_eq(su_mark_holder(db, "job"), H1);
-    ck_assert_int_eq(fence_sqlite_advance(db, "job", NULL), FENCE_OK);
-    su_exec_ok(db, "INSERT INTO fence_advance VALUES ('job')");
+    su_advance_ok(db, "job");
+    su_write_ok(db, "INSERT INTO fence_advance VALUES ('job')");
     /* The same token from another holder, or from none: REPEAT. */
     su_set_th(db, 34, H2);
     su_expect_advance_stale(db, "job", 34, 34, FENCE_STALE_REPEAT, H1);
@@ -55,16 +56,16 @@ START_TEST(equal_token_needs_same_holder)
     ck_assert_str_eq(su_mark_holder(db, "job"), H1);
     /* A higher token from anyone: admitted and recorded, none included. */
     su_set_th(db, 35, NULL);
-    ck_assert_int_eq(fence_sqlite_advance(db, "job", NULL), FENCE_OK);
+    su_advance_ok(db, "job");
     ck_assert_str_eq(su_mark_holder(db, "job"), "(none)");
     /* None vs none: admitted; a holder vs none: REPEAT, holder "". */
-    ck_assert_int_eq(fence_sqlite_advance(db, "job", NULL), FENCE_OK);
+    su_advance_ok(db, "job");
     su_set_th(db, 35, H1);
     su_expect_advance_stale(db, "job", 35, 35, FENCE_STALE_REPEAT, "");
     ck_assert_msg(strstr(fence_sqlite_errmsg(db), "reason=repeat holder=none") != NULL, "%s",
                   fence_sqlite_errmsg(db));
     su_set_th(db, 36, H2);
-    ck_assert_int_eq(fence_sqlite_advance(db, "job", NULL), FENCE_OK);
+    su_advance_ok(db, "job");
     ck_assert_uint_eq(su_mark(db, "job"), 36);
     ck_assert_str_eq(su_mark_holder(db, "job"), H2);
     /* Older: reason OLDER, with the mark's holder. */
@@ -79,14 +80,14 @@ START_TEST(equal_token_needs_same_holder)
     su_exec_ok(db, "CREATE TABLE work(v)");
     su_set_th(db, 36, H1);
     su_exec_ok(db, "BEGIN IMMEDIATE");
-    su_exec_ok(db, "INSERT INTO work VALUES ('by the other 36')");
+    su_write_ok(db, "INSERT INTO work VALUES ('by the other 36')");
     su_expect_advance_stale(db, "job", 36, 36, FENCE_STALE_REPEAT, H2);
     su_exec_ok(db, "ROLLBACK");
     ck_assert_int_eq(su_q_int(db, "SELECT count(*) FROM work"), 0);
     ck_assert_uint_eq(su_mark(db, "job"), 36);
     ck_assert_str_eq(su_mark_holder(db, "job"), H2);
     /* Another resource has its own mark. */
-    ck_assert_int_eq(fence_sqlite_advance(db, "other", NULL), FENCE_OK);
+    su_advance_ok(db, "other");
     ck_assert_str_eq(su_mark_holder(db, "other"), H1);
     sqlite3_close(db);
 }
@@ -99,9 +100,9 @@ START_TEST(two_connections_same_token)
     sqlite3 *b = su_open_fenced("two.db");
     su_set_th(a, 7, H1);
     su_set_th(b, 7, H2);
-    ck_assert_int_eq(fence_sqlite_advance(a, "r", NULL), FENCE_OK);
+    su_advance_ok(a, "r");
     su_expect_advance_stale(b, "r", 7, 7, FENCE_STALE_REPEAT, H1);
-    ck_assert_int_eq(fence_sqlite_advance(a, "r", NULL), FENCE_OK);
+    su_advance_ok(a, "r");
     sqlite3_close(b);
     sqlite3_close(a);
 }
@@ -147,7 +148,7 @@ START_TEST(sql_set_token_and_holder)
     su_exec_ok(db, "DROP TRIGGER sneaky");
     su_exec_ok(db, "PRAGMA trusted_schema=OFF");
     su_set_th(db, 7, H1);
-    su_exec_ok(db, "INSERT INTO fence_advance VALUES ('r')");
+    su_write_ok(db, "INSERT INTO fence_advance VALUES ('r')");
     ck_assert_str_eq(su_mark_holder(db, "r"), H1);
     sqlite3_close(db);
 }
@@ -167,7 +168,7 @@ START_TEST(malformed_holders_refused)
 {
     sqlite3 *db = su_open_fenced("bad.db");
     su_set_th(db, 9, H1);
-    ck_assert_int_eq(fence_sqlite_advance(db, "r", NULL), FENCE_OK);
+    su_advance_ok(db, "r");
     char h[FENCE_HOLDER_LEN + 1];
     uint64_t t = 1;
     for (size_t i = 0; i < sizeof bad_holders / sizeof bad_holders[0]; i++) {
@@ -264,22 +265,27 @@ START_TEST(direct_writes_to_marks)
     sqlite3 *db = su_open_fenced("direct.db");
     su_set_th(db, 40, H1);
     /* A mark's holder is the writer's own: not another's, not none. */
+    su_again(db);
     ck_assert_int_ne(su_exec_rc(db, "INSERT INTO fence_resource VALUES ('x', 40, '" H2 "')"),
                      SQLITE_OK);
     ck_assert_msg(strncmp(sqlite3_errmsg(db), "fence:forbidden ", 16) == 0, "%s",
                   sqlite3_errmsg(db));
+    su_again(db);
     ck_assert_int_ne(su_exec_rc(db, "INSERT INTO fence_resource(name, high_water) "
                                     "VALUES ('x', 40)"),
                      SQLITE_OK);
-    su_exec_ok(db, "INSERT INTO fence_resource VALUES ('x', 40, '" H1 "')");
+    su_write_ok(db, "INSERT INTO fence_resource VALUES ('x', 40, '" H1 "')");
     /* Not changed afterwards, nor raised without it. */
+    su_again(db);
     ck_assert_int_ne(su_exec_rc(db, "UPDATE fence_resource SET holder = NULL"), SQLITE_OK);
     su_set_th(db, 41, H2);
+    su_again(db);
     ck_assert_int_ne(su_exec_rc(db, "UPDATE fence_resource SET holder = '" H2 "'"), SQLITE_OK);
+    su_again(db);
     ck_assert_int_ne(su_exec_rc(db, "UPDATE fence_resource SET high_water = 41"), SQLITE_OK);
     ck_assert_msg(strncmp(sqlite3_errmsg(db), "fence:forbidden ", 16) == 0, "%s",
                   sqlite3_errmsg(db));
-    su_exec_ok(db, "UPDATE fence_resource SET high_water = fence_token(), holder = fence_holder()");
+    su_write_ok(db, "UPDATE fence_resource SET high_water = fence_token(), holder = fence_holder()");
     ck_assert_str_eq(su_mark_holder(db, "x"), H2);
     /* The rule holds for direct writes too. */
     su_set_th(db, 41, H1);
@@ -311,13 +317,13 @@ START_TEST(rows_stay_token_only)
 {
     sqlite3 *db = su_open_fenced("rows.db");
     su_exec_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)");
-    su_exec_ok(db, "INSERT INTO t VALUES (1, 'old')");
+    su_write_ok(db, "INSERT INTO t VALUES (1, 'old')");
     ck_assert_int_eq(fence_sqlite_protect(db, "t", NULL), FENCE_OK);
     su_set_th(db, 34, H1);
     su_exec_ok(db, "BEGIN IMMEDIATE; INSERT INTO fence_advance VALUES ('t');"
                    "UPDATE t SET v = 'by H1'; COMMIT");
     su_set_th(db, 34, H2);
-    su_exec_ok(db, "UPDATE t SET v = 'by H2 alone'"); /* the row alone admits it */
+    su_write_ok(db, "UPDATE t SET v = 'by H2 alone'"); /* the row alone admits it */
     su_exec_ok(db, "BEGIN IMMEDIATE");
     expect_sql_stale(db, "INSERT INTO fence_advance VALUES ('t')", 34, 34, FENCE_STALE_REPEAT,
                      H1);

@@ -12,11 +12,11 @@ START_TEST(without_rowid_and_odd_tables)
 {
     sqlite3 *db = su_open_fenced("w.db");
     su_exec_ok(db, "CREATE TABLE w(a TEXT, b INTEGER, v TEXT, PRIMARY KEY (a, b)) WITHOUT ROWID");
-    su_exec_ok(db, "INSERT INTO w VALUES ('k', 1, 'x')");
+    su_write_ok(db, "INSERT INTO w VALUES ('k', 1, 'x')");
     ck_assert_int_eq(fence_sqlite_protect(db, "W", NULL), FENCE_OK); /* any case */
     su_set_tok(db, 34);
-    su_exec_ok(db, "UPDATE w SET v = 'by34'");
-    su_exec_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 2, 'new')");
+    su_write_ok(db, "UPDATE w SET v = 'by34'");
+    su_write_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 2, 'new')");
     ck_assert_int_eq(su_q_int(db, "SELECT sum(fence_token) FROM w"), 68);
     su_set_tok(db, 33);
     su_expect_stale(db, "UPDATE w SET v = 'by33' WHERE b = 1", 33, 34, FENCE_OBJECT_TABLE, "w");
@@ -27,7 +27,7 @@ START_TEST(without_rowid_and_odd_tables)
     su_exec_ok(db, "CREATE UNIQUE INDEX u_email ON u(email COLLATE NOCASE)");
     su_exec_ok(db, "SELECT fence_protect('u')");
     su_set_tok(db, 34);
-    su_exec_ok(db, "INSERT INTO u(email) VALUES ('A@X')");
+    su_write_ok(db, "INSERT INTO u(email) VALUES ('A@X')");
     su_set_tok(db, 33);
     su_expect_stale(db, "INSERT OR REPLACE INTO u(email) VALUES ('a@x')", 33, 34,
                     FENCE_OBJECT_TABLE, "u");
@@ -53,9 +53,9 @@ START_TEST(rowid_is_a_key)
     su_exec_ok(db, "CREATE TABLE t(v TEXT, name TEXT UNIQUE)");
     ck_assert_int_eq(fence_sqlite_protect(db, "t", NULL), FENCE_OK);
     su_set_tok(db, 10);
-    su_exec_ok(db, "INSERT INTO t(v, name) VALUES ('by10', 'a')"); /* rowid 1 */
+    su_write_ok(db, "INSERT INTO t(v, name) VALUES ('by10', 'a')"); /* rowid 1 */
     su_set_tok(db, 5);
-    su_exec_ok(db, "INSERT INTO t(v, name) VALUES ('by5', 'c')"); /* rowid 2 */
+    su_write_ok(db, "INSERT INTO t(v, name) VALUES ('by5', 'c')"); /* rowid 2 */
     su_expect_stale(db, "INSERT OR REPLACE INTO t(rowid, v, name) VALUES (1, 'stale-replace', 'b')",
                     5, 10, FENCE_OBJECT_TABLE, "t");
     su_expect_stale(db, "REPLACE INTO t(oid, v, name) VALUES (1, 'stale-replace', 'b')", 5, 10,
@@ -75,11 +75,11 @@ START_TEST(rowid_is_a_key)
                                "fence_token, ',') FROM (SELECT rowid, * FROM t ORDER BY rowid)"),
                      "1|by10|a|10,2|by5|c|5");
     /* Rows no newer holder wrote stay writable, with or without a rowid. */
-    su_exec_ok(db, "INSERT INTO t(v, name) VALUES ('auto5', 'd')");
-    su_exec_ok(db, "INSERT OR REPLACE INTO t(rowid, v, name) VALUES (2, 'again5', 'c')");
-    su_exec_ok(db, "UPDATE OR REPLACE t SET rowid = 20 WHERE name = 'd'");
+    su_write_ok(db, "INSERT INTO t(v, name) VALUES ('auto5', 'd')");
+    su_write_ok(db, "INSERT OR REPLACE INTO t(rowid, v, name) VALUES (2, 'again5', 'c')");
+    su_write_ok(db, "UPDATE OR REPLACE t SET rowid = 20 WHERE name = 'd'");
     su_set_tok(db, 10);
-    su_exec_ok(db, "UPDATE OR REPLACE t SET rowid = 1 WHERE rowid = 2");
+    su_write_ok(db, "UPDATE OR REPLACE t SET rowid = 1 WHERE rowid = 2");
     ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || fence_token FROM t WHERE rowid = 1"),
                      "again5|10");
     sqlite3_close(db);
@@ -101,9 +101,9 @@ START_TEST(rowid_is_a_key)
     su_exec_ok(db, "CREATE TABLE k(id INTEGER PRIMARY KEY DESC, v TEXT)");
     ck_assert_int_eq(fence_sqlite_protect(db, "k", NULL), FENCE_OK);
     su_set_tok(db, 10);
-    su_exec_ok(db, "INSERT INTO k(rowid, id, v) VALUES (1, 100, 'by10')");
+    su_write_ok(db, "INSERT INTO k(rowid, id, v) VALUES (1, 100, 'by10')");
     su_set_tok(db, 5);
-    su_exec_ok(db, "INSERT INTO k(rowid, id, v) VALUES (2, 200, 'by5')");
+    su_write_ok(db, "INSERT INTO k(rowid, id, v) VALUES (2, 200, 'by5')");
     su_expect_stale(db, "INSERT OR REPLACE INTO k(rowid, id, v) VALUES (1, 300, 'x')", 5, 10,
                     FENCE_OBJECT_TABLE, "k");
     su_expect_stale(db, "INSERT OR REPLACE INTO k(rowid, id, v) VALUES (3, 100, 'x')", 5, 10,
@@ -119,9 +119,9 @@ START_TEST(rowid_is_a_key)
     su_exec_ok(db, "CREATE TABLE w(a TEXT, b INTEGER, v TEXT, PRIMARY KEY (a, b)) WITHOUT ROWID");
     ck_assert_int_eq(fence_sqlite_protect(db, "w", NULL), FENCE_OK);
     su_set_tok(db, 10);
-    su_exec_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 1, 'by10')");
+    su_write_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 1, 'by10')");
     su_set_tok(db, 5);
-    su_exec_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 2, 'by5')");
+    su_write_ok(db, "INSERT INTO w(a, b, v) VALUES ('k', 2, 'by5')");
     su_expect_stale(db, "UPDATE OR REPLACE w SET b = 1 WHERE b = 2", 5, 10, FENCE_OBJECT_TABLE,
                     "w");
     su_expect_stale(db, "INSERT OR REPLACE INTO w(a, b, v) VALUES ('k', 1, 'x')", 5, 10,
@@ -134,56 +134,58 @@ END_TEST
 START_TEST(permissive_tokenless_keeps_stamp)
 {
     sqlite3 *db = su_open_fenced("perm.db");
-    su_exec_ok(db, "CREATE TABLE p(id INTEGER PRIMARY KEY, v TEXT, lock_version INTEGER)");
-    su_exec_ok(db, "INSERT INTO p VALUES (1, 'a', 0), (2, 'b', NULL)");
+    su_exec_ok(db, "CREATE TABLE p(id INTEGER PRIMARY KEY, v TEXT, stamp INTEGER FENCE_TOKEN)");
+    su_write_ok(db, "INSERT INTO p VALUES (1, 'a', 0), (2, 'b', NULL)");
+    /* The token column under a name of the table's own, declared with
+     * fence's type (so fence knows it for its own). */
     fence_sqlite_protect_options o;
     fence_sqlite_protect_options_init(&o);
-    o.column = "lock_version";
+    o.column = "stamp";
     o.permissive = 1;
     ck_assert_int_eq(fence_sqlite_protect(db, "p", &o), FENCE_OK);
     su_set_tok(db, 10);
-    su_exec_ok(db, "UPDATE p SET v = 'by10' WHERE id = 1");
+    su_write_ok(db, "UPDATE p SET v = 'by10' WHERE id = 1");
     su_set_tok(db, 0);
     /* Lowering the stamp would let a stale token in. */
-    su_exec_ok(db, "UPDATE p SET v = 'legacy', lock_version = 0 WHERE id = 1");
-    ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || lock_version FROM p WHERE id = 1"),
+    su_write_ok(db, "UPDATE p SET v = 'legacy', stamp = 0 WHERE id = 1");
+    ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || stamp FROM p WHERE id = 1"),
                      "legacy|10");
     su_set_tok(db, 3);
     su_expect_stale(db, "UPDATE p SET v = 'stale3' WHERE id = 1", 3, 10, FENCE_OBJECT_TABLE, "p");
     su_set_tok(db, 0);
     /* Raising it would lock the row against every later holder. */
-    su_exec_ok(db, "UPDATE p SET lock_version = 9223372036854775807 WHERE id = 1");
-    su_exec_ok(db, "UPDATE p SET lock_version = NULL WHERE id = 1");
-    /* A legacy optimistic-lock writer (Rails) bumps the column itself. */
-    su_exec_ok(db, "UPDATE p SET v = 'rails', lock_version = lock_version + 1 "
-                   "WHERE id = 1 AND lock_version = 10");
-    su_exec_ok(db, "INSERT INTO p(id, v) VALUES (1, 'upsert') "
-                   "ON CONFLICT(id) DO UPDATE SET v = excluded.v, lock_version = 0");
-    ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || lock_version FROM p WHERE id = 1"),
+    su_write_ok(db, "UPDATE p SET stamp = 9223372036854775807 WHERE id = 1");
+    su_write_ok(db, "UPDATE p SET stamp = NULL WHERE id = 1");
+    /* A legacy writer that bumps the column itself. */
+    su_write_ok(db, "UPDATE p SET v = 'rails', stamp = stamp + 1 "
+                   "WHERE id = 1 AND stamp = 10");
+    su_write_ok(db, "INSERT INTO p(id, v) VALUES (1, 'upsert') "
+                   "ON CONFLICT(id) DO UPDATE SET v = excluded.v, stamp = 0");
+    ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || stamp FROM p WHERE id = 1"),
                      "upsert|10");
     su_set_tok(db, 11);
-    su_exec_ok(db, "UPDATE p SET v = 'by11' WHERE id = 1");
-    ck_assert_int_eq(su_q_int(db, "SELECT lock_version FROM p WHERE id = 1"), 11);
+    su_write_ok(db, "UPDATE p SET v = 'by11' WHERE id = 1");
+    ck_assert_int_eq(su_q_int(db, "SELECT stamp FROM p WHERE id = 1"), 11);
     su_set_tok(db, 0);
     /* A row nobody fenced stays at 0; NULL and 0 count the same. */
-    su_exec_ok(db, "UPDATE p SET v = 'b2', lock_version = NULL WHERE id = 2");
-    ck_assert_int_eq(su_q_int(db, "SELECT coalesce(lock_version, 0) FROM p WHERE id = 2"), 0);
-    su_exec_ok(db, "UPDATE p SET lock_version = 4 WHERE id = 2");
-    ck_assert_int_eq(su_q_int(db, "SELECT coalesce(lock_version, 0) FROM p WHERE id = 2"), 0);
+    su_write_ok(db, "UPDATE p SET v = 'b2', stamp = NULL WHERE id = 2");
+    ck_assert_int_eq(su_q_int(db, "SELECT coalesce(stamp, 0) FROM p WHERE id = 2"), 0);
+    su_write_ok(db, "UPDATE p SET stamp = 4 WHERE id = 2");
+    ck_assert_int_eq(su_q_int(db, "SELECT coalesce(stamp, 0) FROM p WHERE id = 2"), 0);
 
     /* INSERT without a token: stamped 0; planting a stamp is refused. */
-    su_exec_ok(db, "INSERT INTO p(id, v) VALUES (3, 'c')");
-    su_exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (4, 'd', NULL)");
-    su_exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (5, 'e', -7)");
-    su_exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (6, 'f', 0)");
-    ck_assert_str_eq(su_q_text(db, "SELECT group_concat(lock_version, ',') FROM "
-                                   "(SELECT lock_version FROM p WHERE id >= 3 ORDER BY id)"),
+    su_write_ok(db, "INSERT INTO p(id, v) VALUES (3, 'c')");
+    su_write_ok(db, "INSERT INTO p(id, v, stamp) VALUES (4, 'd', NULL)");
+    su_write_ok(db, "INSERT INTO p(id, v, stamp) VALUES (5, 'e', -7)");
+    su_write_ok(db, "INSERT INTO p(id, v, stamp) VALUES (6, 'f', 0)");
+    ck_assert_str_eq(su_q_text(db, "SELECT group_concat(stamp, ',') FROM "
+                                   "(SELECT stamp FROM p WHERE id >= 3 ORDER BY id)"),
                      "0,0,0,0");
-    ck_assert_int_eq(su_exec_rc(db, "INSERT INTO p(id, v, lock_version) VALUES (7, 'g', 9)"),
+    ck_assert_int_eq(su_exec_rc(db, "INSERT INTO p(id, v, stamp) VALUES (7, 'g', 9)"),
                      SQLITE_CONSTRAINT);
     ck_assert_msg(strncmp(sqlite3_errmsg(db), "fence:forbidden ", 16) == 0, "%s",
                   sqlite3_errmsg(db));
-    ck_assert_int_eq(su_exec_rc(db, "INSERT INTO p(id, v, lock_version) "
+    ck_assert_int_eq(su_exec_rc(db, "INSERT INTO p(id, v, stamp) "
                                     "VALUES (8, 'h', 9223372036854775807)"),
                      SQLITE_CONSTRAINT);
     ck_assert_int_eq(su_q_int(db, "SELECT count(*) FROM p WHERE id >= 7"), 0);
@@ -192,13 +194,13 @@ START_TEST(permissive_tokenless_keeps_stamp)
      * which cannot tell the restore from a client write: such a write is
      * refused whole; other tokenless writes go through. */
     su_exec_ok(db, "PRAGMA recursive_triggers = ON");
-    ck_assert_int_ne(su_exec_rc(db, "UPDATE p SET v = 'rec', lock_version = 0 WHERE id = 1"),
+    ck_assert_int_ne(su_exec_rc(db, "UPDATE p SET v = 'rec', stamp = 0 WHERE id = 1"),
                      SQLITE_OK);
-    su_exec_ok(db, "UPDATE p SET v = 'rec' WHERE id = 1");
-    su_exec_ok(db, "INSERT INTO p(id, v, lock_version) VALUES (9, 'i', NULL)");
-    ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || lock_version FROM p WHERE id = 1"),
+    su_write_ok(db, "UPDATE p SET v = 'rec' WHERE id = 1");
+    su_write_ok(db, "INSERT INTO p(id, v, stamp) VALUES (9, 'i', NULL)");
+    ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || stamp FROM p WHERE id = 1"),
                      "rec|11");
-    ck_assert_int_eq(su_q_int(db, "SELECT lock_version FROM p WHERE id = 9"), 0);
+    ck_assert_int_eq(su_q_int(db, "SELECT stamp FROM p WHERE id = 9"), 0);
     su_set_tok(db, 3);
     su_expect_stale(db, "UPDATE p SET v = 'stale3' WHERE id = 1", 3, 11, FENCE_OBJECT_TABLE, "p");
 
@@ -207,9 +209,9 @@ START_TEST(permissive_tokenless_keeps_stamp)
     su_exec_ok(db, "CREATE TABLE q(id INTEGER PRIMARY KEY, v TEXT)");
     su_exec_ok(db, "SELECT fence_protect('q', NULL, 1)");
     su_set_tok(db, 10);
-    su_exec_ok(db, "INSERT INTO q VALUES (1, 'by10', 10)");
+    su_write_ok(db, "INSERT INTO q VALUES (1, 'by10', 10)");
     su_set_tok(db, 0);
-    su_exec_ok(db, "UPDATE q SET v = 'legacy', fence_token = 0");
+    su_write_ok(db, "UPDATE q SET v = 'legacy', fence_token = 0");
     ck_assert_int_eq(su_q_int(db, "SELECT fence_token FROM q"), 10);
     sqlite3_close(db);
 }
@@ -219,7 +221,7 @@ START_TEST(temp_table_shadow)
 {
     sqlite3 *db = su_open_fenced("shadow.db");
     su_exec_ok(db, "CREATE TABLE m(id INTEGER PRIMARY KEY, v TEXT)");
-    su_exec_ok(db, "INSERT INTO main.m VALUES (1, 'main')");
+    su_write_ok(db, "INSERT INTO main.m VALUES (1, 'main')");
     su_exec_ok(db, "CREATE TEMP TABLE m(id INTEGER PRIMARY KEY, v TEXT)");
     ck_assert_int_eq(fence_sqlite_protect(db, "m", NULL), FENCE_EINVAL);
     ck_assert_msg(strstr(fence_sqlite_errmsg(db), "TEMP") != NULL, "%s", fence_sqlite_errmsg(db));
@@ -237,17 +239,17 @@ START_TEST(temp_table_shadow)
     ck_assert_int_eq(su_count_fence_triggers(db, "main", "m"), 5);
     ck_assert_int_eq(su_count_fence_triggers(db, "temp", "m"), 0);
     su_set_tok(db, 10);
-    su_exec_ok(db, "UPDATE m SET v = 'by10'");
+    su_write_ok(db, "UPDATE m SET v = 'by10'");
 
     /* A shadow created afterwards does not blind main's triggers. */
     su_exec_ok(db, "CREATE TEMP TABLE m(id INTEGER PRIMARY KEY, v TEXT, fence_token INTEGER)");
-    su_exec_ok(db, "INSERT INTO temp.m VALUES (1, 'temp', 0)");
+    su_write_ok(db, "INSERT INTO temp.m VALUES (1, 'temp', 0)");
     su_set_tok(db, 5);
     su_expect_stale(db, "UPDATE main.m SET v = 'by5'", 5, 10, FENCE_OBJECT_TABLE, "m");
     su_expect_stale(db, "INSERT OR REPLACE INTO main.m(id, v) VALUES (1, 'by5')", 5, 10,
                     FENCE_OBJECT_TABLE, "m");
     su_expect_stale(db, "DELETE FROM main.m", 5, 10, FENCE_OBJECT_TABLE, "m");
-    su_exec_ok(db, "UPDATE m SET v = 'temp5'"); /* the TEMP table: not fenced */
+    su_write_ok(db, "UPDATE m SET v = 'temp5'"); /* the TEMP table: not fenced */
     ck_assert_str_eq(su_q_text(db, "SELECT v || '|' || fence_token FROM main.m"), "by10|10");
     /* Unprotect finds main's triggers, not the shadow. */
     ck_assert_int_eq(fence_sqlite_unprotect(db, "m"), FENCE_OK);
@@ -255,7 +257,7 @@ START_TEST(temp_table_shadow)
 
     /* A TEMP fence_advance must not swallow a C-API advance. */
     su_set_tok(db, 34);
-    ck_assert_int_eq(fence_sqlite_advance(db, "r", NULL), FENCE_OK);
+    su_advance_ok(db, "r");
     su_exec_ok(db, "CREATE TEMP TABLE fence_advance(resource)");
     su_set_tok(db, 33);
     ck_assert_int_eq(fence_sqlite_advance(db, "r", NULL), FENCE_STALE);
@@ -268,10 +270,10 @@ START_TEST(renamed_table_triggers)
 {
     sqlite3 *db = su_open_fenced("rename.db");
     su_exec_ok(db, "CREATE TABLE a(id INTEGER PRIMARY KEY, v TEXT, email TEXT UNIQUE)");
-    su_exec_ok(db, "INSERT INTO a VALUES (1, 'x', 'e1')");
+    su_write_ok(db, "INSERT INTO a VALUES (1, 'x', 'e1')");
     ck_assert_int_eq(fence_sqlite_protect(db, "a", NULL), FENCE_OK);
     su_set_tok(db, 10);
-    su_exec_ok(db, "UPDATE a SET v = 'by10'");
+    su_write_ok(db, "UPDATE a SET v = 'by10'");
     su_exec_ok(db, "ALTER TABLE a RENAME TO b");
     ck_assert_int_eq(su_count_fence_triggers(db, "main", "b"), 5);
     /* Protecting again replaces the old set instead of adding a second. */
@@ -286,7 +288,7 @@ START_TEST(renamed_table_triggers)
     su_exec_ok(db, "ALTER TABLE b RENAME TO c");
     ck_assert_int_eq(fence_sqlite_unprotect(db, "c"), FENCE_OK);
     ck_assert_int_eq(su_count_fence_triggers(db, "main", "c"), 0);
-    su_exec_ok(db, "UPDATE c SET v = 'unfenced'");
+    su_write_ok(db, "UPDATE c SET v = 'unfenced'");
     /* A user's trigger that merely looks like ours is left alone. */
     su_exec_ok(db, "CREATE TABLE audit(x)");
     su_exec_ok(db, "CREATE TRIGGER fence_bi_audit BEFORE INSERT ON c BEGIN "

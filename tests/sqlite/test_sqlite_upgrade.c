@@ -71,11 +71,11 @@ START_TEST(upgrade_keeps_marks)
     su_set_th(db, 7, H1);
     su_expect_advance_stale(db, "a", 7, 7, FENCE_STALE_REPEAT, "");
     su_set_th(db, 7, NULL);
-    ck_assert_int_eq(fence_sqlite_advance(db, "a", NULL), FENCE_OK);
+    su_advance_ok(db, "a");
     su_set_th(db, 8, H1);
     su_expect_advance_stale(db, "b", 8, 9, FENCE_STALE_OLDER, "");
     su_set_th(db, 10, H1);
-    ck_assert_int_eq(fence_sqlite_advance(db, "b", NULL), FENCE_OK);
+    su_advance_ok(db, "b");
     ck_assert_str_eq(su_mark_holder(db, "b"), H1);
     /* Attaching again, or another connection: nothing more to do. */
     ck_assert_int_eq(fence_sqlite_attach(db), FENCE_OK);
@@ -178,7 +178,7 @@ START_TEST(upgrade_adds_the_name_rule)
                                "AND instr(sql, 'x''00''') > 0";
     sqlite3 *db = su_open_fenced("names_old.db");
     su_set_tok(db, 3);
-    su_exec_ok(db, "INSERT INTO fence_advance VALUES ('kept')");
+    su_write_ok(db, "INSERT INTO fence_advance VALUES ('kept')");
     sqlite3_close(db);
     /* The two triggers as a file from before has them. */
     db = su_open_plain("names_old.db");
