@@ -15,7 +15,9 @@
  *               exactly the DETAIL offered=.. highest=.. kind=table
  *               object=.. reason=older, the row as it was); and
  *               fence.stamp_rule(), which the PL/pgSQL guard asks (the C
- *               guard asks lib/common/rule.c).
+ *               guard asks lib/common/rule.c);
+ *   inlining    both SQL rule functions are inlined by the planner (their
+ *               CASE in the plan, no call).
  * Own database and roles per run (pgutil.c); each case its own resource
  * names and table.
  */
@@ -223,6 +225,31 @@ START_TEST(row_rule)
 }
 END_TEST
 
+/* fence.mark_rule() and fence.stamp_rule() are inlined by the planner
+ * (docs/postgres.md: written once at no cost): the plan of a query that
+ * calls them with values only known at run time shows their CASE
+ * expression, and no call of either. */
+START_TEST(rules_inlined)
+{
+    PGconn *c = db();
+    PGresult *r = PQexec(c, "EXPLAIN (VERBOSE, COSTS OFF)"
+                            " SELECT fence.mark_rule(g::bigint, 'h', (g + 1)::bigint, g::text),"
+                            "        fence.stamp_rule(g::bigint, (g - 1)::bigint)"
+                            " FROM generate_series(1, 3) g");
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "EXPLAIN: %s", PQerrorMessage(c));
+    char plan[4096] = "";
+    for (int i = 0; i < PQntuples(r); i++) {
+        strncat(plan, PQgetvalue(r, i, 0), sizeof plan - strlen(plan) - 2);
+        strncat(plan, "\n", sizeof plan - strlen(plan) - 1);
+    }
+    PQclear(r);
+    ck_assert_msg(strstr(plan, "CASE WHEN") != NULL, "no CASE in the plan:\n%s", plan);
+    ck_assert_msg(strstr(plan, "mark_rule") == NULL && strstr(plan, "stamp_rule") == NULL,
+                  "a rule function is called, not inlined:\n%s", plan);
+    PQfinish(c);
+}
+END_TEST
+
 static Suite *pg_rules_suite(void)
 {
     Suite *s = suite_create("pg_rules");
@@ -231,6 +258,7 @@ static Suite *pg_rules_suite(void)
     g_nrows = rulecases_of_kind(RULECASE_ROW, g_rows);
     ct_add_cases(t, mark_rule, g_nmarks, &g_marks[0].name, sizeof g_marks[0]);
     ct_add_cases(t, row_rule, g_nrows, &g_rows[0].name, sizeof g_rows[0]);
+    tcase_add_test(t, rules_inlined);
     suite_add_tcase(s, t);
     return s;
 }
