@@ -56,9 +56,10 @@ GRANT EXECUTE ON FUNCTION fence.stamp_rule(bigint, bigint) TO PUBLIC;
 -- not written -- is one expression and RETURN.  The setting's text equal to
 -- the stamp's canonical text, with the stamp > 0, holds only for a valid
 -- token equal to the stamp (the rule's equal case, decided before the
--- token is parsed); every other UPDATE and DELETE asks fence.stamp_rule().
--- Runs with the writer's rights and needs none but EXECUTE on stamp_rule;
--- every operator is schema-qualified instead of pinning search_path (a
+-- token is parsed); every other UPDATE and DELETE asks fence.stamp_rule(),
+-- after fence.valid_token() judged the token's text.  Runs with the
+-- writer's rights and needs none but EXECUTE on those two; every
+-- operator is schema-qualified instead of pinning search_path (a
 -- configuration save/restore per row).  Table and schema names are read
 -- at run time (TG_TABLE_*), so a renamed table is named right.
 CREATE OR REPLACE FUNCTION fence.guard_template() RETURNS text
@@ -103,9 +104,7 @@ BEGIN
         NEW.%1$s := OLD.%1$s;
         RETURN NEW;
     END IF;
-    IF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
-       OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
-           AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+    IF NOT fence.valid_token(raw) THEN
         RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
                 pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP,
                 pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
@@ -178,9 +177,7 @@ BEGIN
         ELSE
             want := COALESCE(OLD.%1$s, 0);
         END IF;
-    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
-          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
-              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+    ELSIF NOT fence.valid_token(raw) THEN
         RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
                 pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
             USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',

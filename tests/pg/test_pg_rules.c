@@ -16,12 +16,15 @@
  *               object=.. reason=older, the row as it was); and
  *               fence.stamp_rule(), which the PL/pgSQL guard asks (the C
  *               guard asks lib/common/rule.c);
- *   inlining    both SQL rule functions are inlined by the planner (their
- *               CASE in the plan, no call).
+ *   grammar     fence.valid_token(), the SQL's token grammar, against
+ *               lib/common's fence__token_parse, text by text;
+ *   inlining    the SQL rule and grammar functions are inlined by the
+ *               planner (their expressions in the plan, no call).
  * Own database and roles per run (pgutil.c); each case its own resource
  * names and table.
  */
 #include "casetable.h"
+#include "common.h"
 #include "pgutil.h"
 #include "rulecases.h"
 
@@ -225,6 +228,57 @@ START_TEST(row_rule)
 }
 END_TEST
 
+/* fence.valid_token(), the token grammar written once in fence.sql, is
+ * lib/common's (fence__token_parse, which the C guard and every library
+ * use): the same verdict for every text of the table. */
+static const struct {
+    const char *name;
+    const char *text;
+} g_texts[] = {
+    {"empty", ""},
+    {"letters", "abc"},
+    {"negative", "-1"},
+    {"zero", "0"},
+    {"zeros", "00"},
+    {"one", "1"},
+    {"seven", "7"},
+    {"fraction", "1.5"},
+    {"space_before", " 7"},
+    {"space_after", "7 "},
+    {"leading_zeros", "007"},
+    {"plus", "+7"},
+    {"exponent", "1e3"},
+    {"hex", "0x10"},
+    {"tab", "\t7"},
+    {"newline", "7\n"},
+    {"max_minus_1", "9223372036854775806"},
+    {"max", "9223372036854775807"},
+    {"max_plus_1", "9223372036854775808"},
+    {"nineteen_nines", "9999999999999999999"},
+    {"ten_to_18", "1000000000000000000"},
+    {"ten_to_19", "10000000000000000000"},
+    {"twenty_nines", "99999999999999999999"},
+    {"u64_max", "18446744073709551615"},
+    {"u64_max_plus_1", "18446744073709551616"},
+    {"arabic_indic_3", "\xd9\xa3"},
+};
+
+START_TEST(token_grammar)
+{
+    const char *text = g_texts[_i].text;
+    PGconn *c = db();
+    const char *v[1] = {text};
+    PGresult *r = PQexecParams(c, "SELECT fence.valid_token($1)::text", 1, NULL, v, NULL, NULL, 0);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(c));
+    uint64_t tok;
+    const char *want = fence__token_parse(text, strlen(text), &tok) == 0 ? "true" : "false";
+    ck_assert_msg(strcmp(PQgetvalue(r, 0, 0), want) == 0, "fence.valid_token('%s') is %s, token.c says %s",
+                  text, PQgetvalue(r, 0, 0), want);
+    PQclear(r);
+    PQfinish(c);
+}
+END_TEST
+
 /* fence.mark_rule() and fence.stamp_rule() are inlined by the planner
  * (docs/postgres.md: written once at no cost): the plan of a query that
  * calls them with values only known at run time shows their CASE
@@ -234,7 +288,8 @@ START_TEST(rules_inlined)
     PGconn *c = db();
     PGresult *r = PQexec(c, "EXPLAIN (VERBOSE, COSTS OFF)"
                             " SELECT fence.mark_rule(g::bigint, 'h', (g + 1)::bigint, g::text),"
-                            "        fence.stamp_rule(g::bigint, (g - 1)::bigint)"
+                            "        fence.stamp_rule(g::bigint, (g - 1)::bigint),"
+                            "        fence.valid_token(g::text)"
                             " FROM generate_series(1, 3) g");
     ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "EXPLAIN: %s", PQerrorMessage(c));
     char plan[4096] = "";
@@ -244,7 +299,8 @@ START_TEST(rules_inlined)
     }
     PQclear(r);
     ck_assert_msg(strstr(plan, "CASE WHEN") != NULL, "no CASE in the plan:\n%s", plan);
-    ck_assert_msg(strstr(plan, "mark_rule") == NULL && strstr(plan, "stamp_rule") == NULL,
+    ck_assert_msg(strstr(plan, "mark_rule") == NULL && strstr(plan, "stamp_rule") == NULL &&
+                      strstr(plan, "valid_token") == NULL,
                   "a rule function is called, not inlined:\n%s", plan);
     PQfinish(c);
 }
@@ -258,6 +314,7 @@ static Suite *pg_rules_suite(void)
     g_nrows = rulecases_of_kind(RULECASE_ROW, g_rows);
     ct_add_cases(t, mark_rule, g_nmarks, &g_marks[0].name, sizeof g_marks[0]);
     ct_add_cases(t, row_rule, g_nrows, &g_rows[0].name, sizeof g_rows[0]);
+    CT_ADD_CASES(t, token_grammar, g_texts);
     tcase_add_test(t, rules_inlined);
     suite_add_tcase(s, t);
     return s;

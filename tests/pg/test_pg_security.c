@@ -336,6 +336,10 @@ START_TEST(install_ignores_hostile_search_path)
                   "not pinned to pg_catalog.>: %s", def);
     def = text1(su, "SELECT prosrc FROM pg_proc WHERE oid = 'fence.stamp_rule(bigint, bigint)'::regprocedure");
     ck_assert_msg(strstr(def, "$2 OPERATOR(pg_catalog.>=) $1") != NULL, "not pinned: %s", def);
+    def = text1(su, "SELECT prosrc FROM pg_proc WHERE oid = 'fence.valid_token(text)'::regprocedure");
+    ck_assert_msg(strstr(def, "$1 OPERATOR(pg_catalog.~) '^[1-9][0-9]{0,18}$'") != NULL &&
+                      strstr(def, "COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.<=)") != NULL,
+                  "not pinned: %s", def);
     ck_assert_int_eq(deps_on_public_operators(su), 0);
     /* fence.advance no longer pins search_path (it costs a configuration
      * save/restore per call): everything in it is qualified instead. */
