@@ -3,13 +3,17 @@
 # on a table fence protects, against the same program on an unprotected one
 # (tests/orm/test_orm.sh runs it for each; read by it, not by hand).
 #
-#   orm_activerecord.rb --backend pg --db CONNINFO --mode plain|fenced [--impl plpgsql|c] --table T
+#   orm_activerecord.rb --backend pg --db CONNINFO --mode plain|fenced|migrated [--impl plpgsql|c] --table T
 #   orm_activerecord.rb --backend sqlite --db FILE --ext build/fence_sqlite_ext --mode ... --table T
 #
 # It makes table T (id, title, lock_version: the ORM's counter) with rows
 # 1..9 and, with --mode fenced, protects it (fence.protect(T, 'fence_token',
 # false, IMPL); fence_protect(T) in SQLite): fence stamps a column of its
-# own, fence_token, and never writes lock_version.  Then it runs every
+# own, fence_token, and never writes lock_version.  With --mode migrated
+# (PostgreSQL) it is first retrofitted the way fence.sql before version 6
+# did, lock_version the token column (a bigint, marked as fence's), then
+# moved by fence.migrate_version_column(T): the same outcomes are expected
+# as with --mode fenced.  Then it runs every
 # scenario of SCENARIOS below, each write in a transaction that carries the
 # lease's token (as docs/languages.md shows), and checks what the ORM did
 # (saved, destroyed, its StaleObjectError, or fence's refusal), the rows
@@ -30,15 +34,16 @@ OptionParser.new do |o|
   o.on('--backend B', %w[pg sqlite]) { |v| opts[:backend] = v }
   o.on('--db D') { |v| opts[:db] = v }
   o.on('--ext E') { |v| opts[:ext] = v }
-  o.on('--mode M', %w[plain fenced]) { |v| opts[:mode] = v }
+  o.on('--mode M', %w[plain fenced migrated]) { |v| opts[:mode] = v }
   o.on('--impl I', %w[plpgsql c]) { |v| opts[:impl] = v }
   o.on('--table T') { |v| opts[:table] = v }
 end.parse!
 abort('orm_activerecord: --backend, --db, --mode and --table are needed') unless
   opts[:backend] && opts[:db] && opts[:mode] && opts[:table]
 abort('orm_activerecord: --ext is needed with --backend sqlite') if opts[:backend] == 'sqlite' && !opts[:ext]
+abort("orm_activerecord: --mode migrated is PostgreSQL's") if opts[:backend] == 'sqlite' && opts[:mode] == 'migrated'
 ON_PG = opts[:backend] == 'pg'
-FENCED = opts[:mode] == 'fenced'
+FENCED = opts[:mode] != 'plain'
 LABEL = "activerecord #{ActiveRecord.version} #{opts[:backend]}/#{opts[:mode]}" \
         "#{ON_PG && FENCED ? ":#{opts[:impl]}" : ''}"
 
@@ -84,7 +89,14 @@ begin
   conn.execute("CREATE TABLE #{t} (id INTEGER PRIMARY KEY, title TEXT NOT NULL," \
                ' lock_version INTEGER NOT NULL DEFAULT 0)')
   (1..9).each { |i| conn.execute("INSERT INTO #{t} VALUES (#{i}, 'row #{i}', 0)") }
-  if FENCED && ON_PG
+  if opts[:mode] == 'migrated'
+    # The old retrofit, as fence.sql before 6 left it (its install of 6
+    # marks the guarded column): lock_version holds the stamps.
+    conn.execute("ALTER TABLE #{t} ALTER COLUMN lock_version TYPE bigint")
+    conn.execute("SELECT fence.mark_token_column(#{conn.quote(opts[:table])}, 'lock_version')")
+    conn.execute("SELECT fence.protect(#{conn.quote(opts[:table])}, 'lock_version', false, #{conn.quote(opts[:impl])})")
+    conn.execute("SELECT fence.migrate_version_column(#{conn.quote(opts[:table])})")
+  elsif FENCED && ON_PG
     conn.execute("SELECT fence.protect(#{conn.quote(opts[:table])}, 'fence_token', false, #{conn.quote(opts[:impl])})")
   elsif FENCED
     conn.execute('SELECT fence_init()')

@@ -3,13 +3,17 @@
 on a table fence protects, against the same program on an unprotected one
 (tests/orm/test_orm.sh runs it for each; read by it, not by hand).
 
-    orm_sqlalchemy.py --backend pg --db CONNINFO --mode plain|fenced [--impl plpgsql|c] --table T
+    orm_sqlalchemy.py --backend pg --db CONNINFO --mode plain|fenced|migrated [--impl plpgsql|c] --table T
     orm_sqlalchemy.py --backend sqlite --db FILE --ext build/fence_sqlite_ext --mode ... --table T
 
 It makes table T (id, title, lock_version: the ORM's counter) with rows 1..9
 and, with --mode fenced, protects it: fence.protect(T, 'fence_token', false,
 IMPL) in PostgreSQL, fence_protect(T) in SQLite -- fence stamps a column of
-its own, fence_token, and never writes lock_version.  Then it runs every
+its own, fence_token, and never writes lock_version.  With --mode migrated
+(PostgreSQL) it is first retrofitted the way fence.sql before version 6
+did, lock_version the token column (a bigint, marked as fence's), then
+moved by fence.migrate_version_column(T): the same outcomes are expected as
+with --mode fenced.  Then it runs every
 scenario of SCENARIOS below through the ORM, each "request" a Session whose
 transactions carry the lease's token (bound in after_begin, as
 docs/languages.md shows), and checks what the ORM did (saved, deleted, its
@@ -82,7 +86,7 @@ def make_model(table):
 
 def setup(args, engine):
     """Table T with rows 1..9 (as the ORM inserts them: lock_version 1),
-    protected with --mode fenced."""
+    protected with --mode fenced (or migrated)."""
     q = '"%s"' % args.table
     with engine.connect() as c:
         c = c.execution_options(isolation_level='AUTOCOMMIT') if args.backend == 'pg' else c
@@ -95,6 +99,13 @@ def setup(args, engine):
             cur.execute('INSERT INTO %s VALUES (%d, %s, 1)' % (q, i, "'row %d'" % i))
         if args.mode == 'fenced' and args.backend == 'pg':
             cur.execute("SELECT fence.protect(%s, 'fence_token', false, %s)", (args.table, args.impl))
+        elif args.mode == 'migrated':
+            # The old retrofit, as fence.sql before 6 left it (its install
+            # of 6 marks the guarded column): lock_version holds the stamps.
+            cur.execute('ALTER TABLE %s ALTER COLUMN lock_version TYPE bigint' % q)
+            cur.execute("SELECT fence.mark_token_column(%s, 'lock_version')", (args.table,))
+            cur.execute("SELECT fence.protect(%s, 'lock_version', false, %s)", (args.table, args.impl))
+            cur.execute('SELECT fence.migrate_version_column(%s)', (args.table,))
         elif args.mode == 'fenced':
             cur.execute('SELECT fence_init()')
             cur.execute('SELECT fence_protect(?)', (args.table,))
@@ -258,16 +269,18 @@ def main():
     ap.add_argument('--backend', choices=['pg', 'sqlite'], required=True)
     ap.add_argument('--db', required=True)
     ap.add_argument('--ext')
-    ap.add_argument('--mode', choices=['plain', 'fenced'], required=True)
+    ap.add_argument('--mode', choices=['plain', 'fenced', 'migrated'], required=True)
     ap.add_argument('--impl', choices=['plpgsql', 'c'], default='plpgsql')
     ap.add_argument('--table', required=True)
     args = ap.parse_args()
     BACKEND = args.backend
     if args.backend == 'sqlite' and not args.ext:
         ap.error('--ext is needed with --backend sqlite')
+    if args.backend == 'sqlite' and args.mode == 'migrated':
+        ap.error('--mode migrated is PostgreSQL\'s')
     label = 'sqlalchemy %s %s/%s%s' % (sqlalchemy.__version__, args.backend, args.mode,
-                                       ':' + args.impl if args.backend == 'pg' and args.mode == 'fenced' else '')
-    fenced = args.mode == 'fenced'
+                                       ':' + args.impl if args.backend == 'pg' and args.mode != 'plain' else '')
+    fenced = args.mode != 'plain'
     fails = 0
 
     def check(good, what):

@@ -12,7 +12,11 @@
 # saved (the second is the ORM's conflict); one object saved twice in one
 # transaction, and in two; insert then update; the ORM's INSERT, DELETE
 # and versioned DELETE of a stale copy; and a stale holder that loaded the
-# row after the newer holder wrote it.  Each program checks its outcomes,
+# row after the newer holder wrote it.  On PostgreSQL each program also runs
+# on a table retrofitted the way fence.sql before version 6 did
+# (lock_version the token column) and then moved by
+# fence.migrate_version_column(): the same outcomes as a table protected
+# afresh.  Each program checks its outcomes,
 # the rows after and (protected) fence's own column's stamps; this script
 # checks that every outcome and row is the same with and without fence but
 # the stale holder's, which only fence refuses, and that the ORM code of
@@ -107,6 +111,8 @@ for orm in sqlalchemy activerecord; do
   for impl in plpgsql c; do
     run "$orm" pg fenced "$impl"
     same "$orm" pg "fenced.$impl"
+    run "$orm" pg migrated "$impl"
+    same "$orm" pg "migrated.$impl"
   done
   run "$orm" sqlite plain ""
   run "$orm" sqlite fenced ""
