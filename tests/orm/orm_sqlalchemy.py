@@ -3,7 +3,7 @@
 on a table fence protects, against the same program on an unprotected one
 (tests/orm/test_orm.sh runs it for each; read by it, not by hand).
 
-    orm_sqlalchemy.py --backend pg --db CONNINFO --mode plain|fenced|migrated [--impl plpgsql|c] --table T
+    orm_sqlalchemy.py --backend pg --db CONNINFO --mode plain|fenced|migrated|old_retrofit [--impl plpgsql|c] --table T
     orm_sqlalchemy.py --backend sqlite --db FILE --ext build/fence_sqlite_ext --mode ... --table T
 
 It makes table T (id, title, lock_version: the ORM's counter) with rows 1..9
@@ -13,7 +13,9 @@ its own, fence_token, and never writes lock_version.  With --mode migrated
 (PostgreSQL) it is first retrofitted the way fence.sql before version 6
 did, lock_version the token column (a bigint, marked as fence's), then
 moved by fence.migrate_version_column(T): the same outcomes are expected as
-with --mode fenced.  Then it runs every
+with --mode fenced.  --mode old_retrofit is that retrofit not moved (the
+flaw of issue 26): its outcomes are printed, not judged here (test_orm.sh
+compares them with the issue's table).  Then it runs every
 scenario of SCENARIOS below through the ORM, each "request" a Session whose
 transactions carry the lease's token (bound in after_begin, as
 docs/languages.md shows), and checks what the ORM did (saved, deleted, its
@@ -99,13 +101,14 @@ def setup(args, engine):
             cur.execute('INSERT INTO %s VALUES (%d, %s, 1)' % (q, i, "'row %d'" % i))
         if args.mode == 'fenced' and args.backend == 'pg':
             cur.execute("SELECT fence.protect(%s, 'fence_token', false, %s)", (args.table, args.impl))
-        elif args.mode == 'migrated':
+        elif args.mode in ('migrated', 'old_retrofit'):
             # The old retrofit, as fence.sql before 6 left it (its install
             # of 6 marks the guarded column): lock_version holds the stamps.
             cur.execute('ALTER TABLE %s ALTER COLUMN lock_version TYPE bigint' % q)
             cur.execute("SELECT fence.mark_token_column(%s, 'lock_version')", (args.table,))
             cur.execute("SELECT fence.protect(%s, 'lock_version', false, %s)", (args.table, args.impl))
-            cur.execute('SELECT fence.migrate_version_column(%s)', (args.table,))
+            if args.mode == 'migrated':
+                cur.execute('SELECT fence.migrate_version_column(%s)', (args.table,))
         elif args.mode == 'fenced':
             cur.execute('SELECT fence_init()')
             cur.execute('SELECT fence_protect(?)', (args.table,))
@@ -269,18 +272,19 @@ def main():
     ap.add_argument('--backend', choices=['pg', 'sqlite'], required=True)
     ap.add_argument('--db', required=True)
     ap.add_argument('--ext')
-    ap.add_argument('--mode', choices=['plain', 'fenced', 'migrated'], required=True)
+    ap.add_argument('--mode', choices=['plain', 'fenced', 'migrated', 'old_retrofit'], required=True)
     ap.add_argument('--impl', choices=['plpgsql', 'c'], default='plpgsql')
     ap.add_argument('--table', required=True)
     args = ap.parse_args()
     BACKEND = args.backend
     if args.backend == 'sqlite' and not args.ext:
         ap.error('--ext is needed with --backend sqlite')
-    if args.backend == 'sqlite' and args.mode == 'migrated':
-        ap.error('--mode migrated is PostgreSQL\'s')
+    if args.backend == 'sqlite' and args.mode in ('migrated', 'old_retrofit'):
+        ap.error('--mode %s is PostgreSQL\'s' % args.mode)
     label = 'sqlalchemy %s %s/%s%s' % (sqlalchemy.__version__, args.backend, args.mode,
                                        ':' + args.impl if args.backend == 'pg' and args.mode != 'plain' else '')
-    fenced = args.mode != 'plain'
+    fenced = args.mode in ('fenced', 'migrated')
+    old = args.mode == 'old_retrofit'
     fails = 0
 
     def check(good, what):
@@ -294,7 +298,7 @@ def main():
     except Exception as e:  # the setup: a clear line, exit 2
         print('not ok - %s: setup: %s' % (label, e))
         return 2
-    check(protected == fenced and ('fence_token' in cols) == fenced,
+    check(protected == (fenced or old) and ('fence_token' in cols) == fenced,
           'the table is %s (columns %s)' % ('protected' if protected else 'unprotected', ', '.join(cols)))
     run = Run(args, engine)
     for name, fn, ids, alone, with_fence, rows_alone, rows_fence, stamps in SCENARIOS:
@@ -303,6 +307,8 @@ def main():
         got = fn(run)
         rows = run.rows(ids)
         print('# outcome %s: %s | %s' % (name, ', '.join(got), rows))
+        if old:
+            continue
         check(got == want, '%s: %s (expected %s)' % (name, ', '.join(got), ', '.join(want)))
         check(rows == want_rows, '%s: rows after %s (expected %s)' % (name, rows, want_rows))
         if fenced:
