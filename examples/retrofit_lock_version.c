@@ -1,6 +1,8 @@
 /*
- * retrofit_lock_version.c -- putting an existing Rails-style lock_version
- * column under fencing, in PostgreSQL, with one call.
+ * retrofit_lock_version.c -- putting a table whose application keeps a
+ * Rails-style lock_version (an ORM's optimistic-locking counter) under
+ * fencing, in PostgreSQL, with one call -- and the counter keeps its
+ * meaning.
  *
  * What it shows, step by step (and checks each step; exit 1 if one does not
  * behave as described):
@@ -8,21 +10,31 @@
  *      holds NULLs and values, and the application's optimistic-locking
  *      UPDATE ... SET lock_version = lock_version + 1
  *                 WHERE id = $id AND lock_version = $old.
- *   2. The retrofit: SELECT fence.protect('orders', 'lock_version').  The
- *      column becomes bigint NOT NULL DEFAULT 0 (NULLs become 0, "never
- *      fenced") and triggers check and stamp it on every write.
- *   3. Why the lease's counter must be raised first: a fresh counter's
- *      token (1) is older than the versions already in the column, so its
- *      writes are rejected.  fence_token_raise(name, max(lock_version))
- *      makes every new token larger.
- *   4. The same UPDATE, unchanged, in a transaction carrying the token
- *      (fence_pg_set_token): it still works, and its WHERE lock_version =
- *      $old still detects a concurrent change.  What changes: the new
- *      lock_version is the token (the trigger overwrites old+1), two writes
- *      of one holder leave the same version, and a write without a token
- *      is refused (fence.set_mode(..., 'permissive') admits those during a
- *      migration).  What fencing adds: a holder with an older token cannot
- *      overwrite a row a newer holder wrote, even with a blind UPDATE.
+ *   2. The retrofit: SELECT fence.protect('orders').  fence adds a column
+ *      of its own, fence_token (bigint NOT NULL DEFAULT 0, 0 = never
+ *      fenced), beside lock_version, and triggers check and stamp it on
+ *      every write.  lock_version stays exactly as it was: fence never
+ *      writes it.  SELECT fence.protect('orders', 'lock_version') -- which
+ *      fence before version 6 offered, and which turned the counter into
+ *      the token column -- is refused (22023), its HINT naming the call
+ *      above.
+ *   3. The same UPDATE, unchanged, in a transaction carrying the lease's
+ *      token (fence_pg_set_token): it works as it did, lock_version goes
+ *      up by one on every write (two writes of one holder: two versions),
+ *      and WHERE lock_version = $old still detects a concurrent change (0
+ *      rows).  What changes: fence_token is the writer's token, and a write
+ *      without a token is refused (fence.set_mode(..., 'permissive')
+ *      admits those during a migration).  No counter needs raising: the
+ *      new column starts at 0.
+ *   4. What fencing adds: holder A's lease is over and holder B (a newer
+ *      token) writes a row; A, still running, loads that row after B's
+ *      write -- so A's lock_version is the current one and the optimistic
+ *      check alone would let it through -- and writes it with its old
+ *      token: refused (23Q01, FENCE_STALE).  A blind write (no version
+ *      check) likewise.
+ * A table retrofitted the old way (its lock_version holds tokens) moves to
+ * this with SELECT fence.migrate_version_column('orders'), which carries
+ * every stamp over (docs/postgres.md).
  *
  * Usage: retrofit_lock_version [--redis URL] [--pg CONNINFO] [--table NAME] [--keep]
  *   Redis: --redis, $FENCE_REDIS_URL or $FENCE_TEST_REDIS_URL.
@@ -101,25 +113,40 @@ static void sql_void(const char *s)
     PQclear(sql("%s", s));
 }
 
+/* The rows, with fence_token once the table has it. */
 static void show_rows(void)
 {
-    PGresult *r = sql("SELECT id, item, qty, lock_version FROM %s ORDER BY id", g_table);
+    PGresult *r = sql("SELECT id, item, qty, lock_version, to_jsonb(o) ->> 'fence_token' FROM %s o"
+                      " ORDER BY id",
+                      g_table);
     printf("   ");
     for (int i = 0; i < PQntuples(r); i++)
-        printf("%sid=%s %s qty=%s lock_version=%s", i ? " | " : "", PQgetvalue(r, i, 0),
+        printf("%sid=%s %s qty=%s lock_version=%s%s%s", i ? " | " : "", PQgetvalue(r, i, 0),
                PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-               PQgetisnull(r, i, 3) ? "NULL" : PQgetvalue(r, i, 3));
+               PQgetisnull(r, i, 3) ? "NULL" : PQgetvalue(r, i, 3),
+               PQgetisnull(r, i, 4) ? "" : " fence_token=", PQgetvalue(r, i, 4));
     printf("\n");
     PQclear(r);
 }
 
-static long long version_of(int id)
+/* Column col of row id (-1 for NULL or no row). */
+static long long column_of(const char *col, int id)
 {
-    PGresult *r = sql("SELECT lock_version FROM %s WHERE id = %d", g_table, id);
+    PGresult *r = sql("SELECT %s FROM %s WHERE id = %d", col, g_table, id);
     long long v = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
                                                              : -1;
     PQclear(r);
     return v;
+}
+
+static long long version_of(int id)
+{
+    return column_of("lock_version", id);
+}
+
+static long long stamp_of(int id)
+{
+    return column_of("fence_token", id);
 }
 
 /*
@@ -261,39 +288,33 @@ int main(int argc, char **argv)
     check(rc == FENCE_OK && rows == 1 && version_of(2) == 4, "old path: 1 row, version 3 -> 4");
 
     /* 2 ------------------------------------------------------------ */
-    printf("2. the retrofit, one call: SELECT fence.protect('orders', 'lock_version')\n");
-    PQclear(sql_table_param("SELECT fence.protect($1::regclass, 'lock_version')"));
-    PGresult *r = sql_table_param("SELECT format_type(atttypid, atttypmod), attnotnull"
-                                  " FROM pg_attribute WHERE attrelid = $1::regclass"
-                                  " AND attname = 'lock_version'");
-    printf("   lock_version is now %s %s DEFAULT 0; the NULL became 0 (never fenced)\n",
-           PQgetvalue(r, 0, 0), strcmp(PQgetvalue(r, 0, 1), "t") == 0 ? "NOT NULL" : "NULL");
-    check(strcmp(PQgetvalue(r, 0, 0), "bigint") == 0 && strcmp(PQgetvalue(r, 0, 1), "t") == 0,
-          "lock_version is bigint NOT NULL");
+    printf("2. the retrofit, one call: SELECT fence.protect('orders')\n");
+    PGresult *r = PQexecParams(g_conn, "SELECT fence.protect($1::regclass, 'lock_version')", 1, NULL,
+                               (const char *const[]){g_table}, NULL, NULL, 0);
+    rc = fence_pg_classify(g_conn, r, NULL);
+    printf("   SELECT fence.protect('orders', 'lock_version'): %s, SQLSTATE %s -- fence never takes\n"
+           "   over the application's counter\n",
+           rc == FENCE_OK ? "admitted" : "refused", fence_pg_sqlstate(g_conn));
+    const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT);
+    check(rc != FENCE_OK && strcmp(fence_pg_sqlstate(g_conn), "22023") == 0 && hint != NULL &&
+              strstr(hint, "SELECT fence.protect(") != NULL,
+          "protect(orders, lock_version) refused, 22023, the HINT naming protect(orders)");
+    PQclear(r);
+    PQclear(sql_table_param("SELECT fence.protect($1::regclass)"));
+    r = sql_table_param("SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod)"
+                        " || CASE WHEN attnotnull THEN ' NOT NULL' ELSE '' END, ', ' ORDER BY attnum)"
+                        " FROM pg_attribute WHERE attrelid = $1::regclass"
+                        " AND attname IN ('lock_version', 'fence_token')");
+    printf("   now: %s (fence's own column beside the application's)\n", PQgetvalue(r, 0, 0));
+    check(strcmp(PQgetvalue(r, 0, 0), "lock_version integer, fence_token bigint NOT NULL") == 0,
+          "lock_version untouched, fence_token added");
     PQclear(r);
     show_rows();
-    check(version_of(1) == 0, "the NULL became 0");
+    check(version_of(1) == -1 && version_of(2) == 4 && version_of(3) == 17,
+          "lock_version's values (and its NULL) kept");
 
     /* 3 ------------------------------------------------------------ */
-    printf("3. why the lease's counter must be raised first\n");
-    rc = blind_update(3, 3, 1, &e);
-    printf("   a fresh counter's first token (1) on id=3 (lock_version 17): %s", fence_status_name(rc));
-    if (rc == FENCE_STALE)
-        printf(" (%" PRIu64 " < %" PRIu64 ")", e.offered, e.highest);
-    printf("\n");
-    check(rc == FENCE_STALE && e.offered == 1 && e.highest == 17, "token 1 rejected on version 17");
-    r = sql("SELECT coalesce(max(lock_version), 0) FROM %s", g_table);
-    uint64_t maxv = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    uint64_t counter = 0;
-    rc = fence_token_raise(c, lease_name, maxv, &counter);
-    printf("   fence_token_raise(\"%s\", %" PRIu64 "): the counter is now %" PRIu64
-           ", so every new token is larger than every lock_version\n",
-           lease_name, maxv, counter);
-    check(rc == FENCE_OK && counter >= maxv, "counter raised to max(lock_version)");
-
-    /* 4 ------------------------------------------------------------ */
-    printf("4. the same UPDATE, now in a transaction carrying the lease's token\n");
+    printf("3. the same UPDATE, now in a transaction carrying the lease's token\n");
     fence_lease *a = NULL;
     rc = fence_try_acquire(c, lease_name, 5000, &a);
     if (rc != FENCE_OK) {
@@ -303,16 +324,17 @@ int main(int argc, char **argv)
         goto out;
     }
     uint64_t ta = fence_lease_token(a);
-    printf("   holder A acquired the lease: token %" PRIu64 "\n", ta);
-    check(ta > maxv, "token > max(lock_version)");
+    printf("   holder A acquired the lease: token %" PRIu64 " (no counter to raise: fence_token\n"
+           "   starts at 0)\n",
+           ta);
 
     long long v2 = version_of(2);
     rc = app_update(2, 7, v2, ta, &rows, &e);
-    printf("   stays:   id=2 WHERE lock_version = %lld: %d row updated (%s)\n", v2, rows,
-           fence_status_name(rc));
-    printf("   changes: lock_version is now %lld -- the token, stamped by the trigger, not %lld+1\n",
-           version_of(2), v2);
-    check(rc == FENCE_OK && rows == 1 && version_of(2) == (long long)ta, "version = token");
+    printf("   stays:   id=2 WHERE lock_version = %lld: %d row updated (%s), lock_version is now\n"
+           "            %lld -- old+1, the application's counter; fence_token %lld\n",
+           v2, rows, fence_status_name(rc), version_of(2), stamp_of(2));
+    check(rc == FENCE_OK && rows == 1 && version_of(2) == v2 + 1 && stamp_of(2) == (long long)ta,
+          "version = old + 1, stamp = token");
 
     rc = app_update(2, 8, v2, ta, &rows, &e);
     printf("   stays:   the same UPDATE with the old lock_version %lld: %d rows updated -- a\n"
@@ -320,19 +342,20 @@ int main(int argc, char **argv)
            v2, rows);
     check(rc == FENCE_OK && rows == 0, "stale lock_version: 0 rows");
 
-    rc = app_update(2, 9, (long long)ta, ta, &rows, &e);
-    printf("   changes: A writes id=2 again (WHERE lock_version = %" PRIu64 "): %d row, and\n"
-           "            lock_version stays %lld -- one holder's own writes share one version\n",
-           ta, rows, version_of(2));
-    check(rc == FENCE_OK && rows == 1 && version_of(2) == (long long)ta, "same holder: same version");
+    rc = app_update(2, 9, v2 + 1, ta, &rows, &e);
+    printf("   stays:   A writes id=2 again (WHERE lock_version = %lld): %d row, lock_version %lld --\n"
+           "            every write a new version, whoever writes it\n",
+           v2 + 1, rows, version_of(2));
+    check(rc == FENCE_OK && rows == 1 && version_of(2) == v2 + 2, "same holder: a new version");
 
-    rc = app_update(2, 10, (long long)ta, 0, &rows, &e);
+    rc = app_update(2, 10, v2 + 2, 0, &rows, &e);
     printf("   changes: the old code path without a token: %s (%s); during a migration\n"
            "            fence.set_mode('orders', 'permissive') admits such writes\n",
            fence_status_name(rc), rc == FENCE_ENOTOKEN ? "refused" : "admitted");
     check(rc == FENCE_ENOTOKEN, "no token: refused");
 
-    /* What fencing adds: B (newer) writes id=3; A's late blind write loses. */
+    /* 4 ------------------------------------------------------------ */
+    printf("4. what fencing adds: an older holder's write, refused\n");
     fence_lease_options lo;
     fence_lease_options_init(&lo, 5000);
     uint64_t tb = 0;
@@ -346,15 +369,26 @@ int main(int argc, char **argv)
         rc = app_update(3, 4, v3, tb, &rows, &e);
         printf("   adds:    holder B (token %" PRIu64 ") updates id=3: %d row, lock_version %lld\n",
                tb, rows, version_of(3));
-        check(rc == FENCE_OK && rows == 1 && version_of(3) == (long long)tb, "B wrote id=3");
+        check(rc == FENCE_OK && rows == 1 && version_of(3) == v3 + 1, "B wrote id=3");
+        v3 = version_of(3);
+        rc = app_update(3, 98, v3, ta, &rows, &e);
+        printf("   adds:    A, its lease long gone, loads id=3 after B's write (lock_version %lld, the\n"
+               "            current one) and saves it with token %" PRIu64 ": %s",
+               v3, ta, fence_status_name(rc));
+        if (rc == FENCE_STALE)
+            printf(" (%" PRIu64 " < %" PRIu64 ")", e.offered, e.highest);
+        printf("\n");
+        check(rc == FENCE_STALE && e.offered == ta && e.highest == tb,
+              "A's write with the current lock_version rejected");
         rc = blind_update(3, 99, ta, &e);
-        printf("   adds:    A, its lease long gone, writes id=3 blind (no lock_version check) with\n"
+        printf("   adds:    A writes id=3 blind (no lock_version check) with\n"
                "            token %" PRIu64 ": %s",
                ta, fence_status_name(rc));
         if (rc == FENCE_STALE)
             printf(" (%" PRIu64 " < %" PRIu64 ")", e.offered, e.highest);
         printf("\n");
         check(rc == FENCE_STALE && e.offered == ta && e.highest == tb, "A's blind write rejected");
+        check(version_of(3) == v3, "id=3 as B left it");
         fence_release(b);
     } else {
         fprintf(stderr, "retrofit_lock_version: fence_acquire: %s\n", fence_status_name(rc));

@@ -152,28 +152,6 @@ const fence_ext_trig *fence_ext_trig_of(FunctionCallInfo fcinfo, const char *fn,
     return t;
 }
 
-/* A canonical decimal token 1..9223372036854775807 (no sign, spaces or
- * leading zeros), fence.sql's ^[1-9][0-9]{0,18}$ and range check. */
-static bool parse_token(const char *raw, int64 *out)
-{
-    uint64 v = 0;
-    size_t n = strlen(raw);
-    if (n < 1 || n > 19 || raw[0] < '1' || raw[0] > '9') {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (raw[i] < '0' || raw[i] > '9') {
-            return false;
-        }
-        v = v * 10 + (uint64)(raw[i] - '0'); /* 19 digits fit in uint64 */
-    }
-    if (v > (uint64)PG_INT64_MAX) {
-        return false;
-    }
-    *out = (int64)v;
-    return true;
-}
-
 /* The table of a site, opened on first use when only its OID is known
  * (an error path; the reference is released with the transaction). */
 static Relation site_rel(const fence_ext_site *s)
@@ -264,10 +242,11 @@ static bool bound_to_this_transaction(void)
 bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool bound, int64 *tok)
 {
     const char *raw = setting("fence.token");
+    uint64_t v = 0;
     if (raw == NULL) {
         return false;
     }
-    if (!parse_token(raw, tok)) {
+    if (fence__token_parse(raw, strlen(raw), &v) != 0) {
         int clip = pg_mbcharcliplen(raw, (int)strlen(raw), 40); /* left(raw, 40) */
         char *shown = quote_literal_cstr(pnstrdup(raw, clip));
         Relation rel = site_rel(s);
@@ -295,6 +274,7 @@ bool fence_ext_token_at(const fence_ext_site *s, bool hint, bool bound, int64 *t
                          "admitted."),
                  errtablecol(rel, s->attnum)));
     }
+    *tok = (int64)v; /* <= FENCE_TOKEN_MAX, INT64_MAX */
     return true;
 }
 

@@ -22,6 +22,10 @@
 
 #include "postgres.h"
 
+/* lib/common: the token grammar (fence__token_parse) and the store rule
+ * (fence__stamp_rule), compiled into the module. */
+#include "common.h"
+
 #include "commands/trigger.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
@@ -63,7 +67,9 @@ typedef struct fence_ext_site {
 } fence_ext_site;
 
 /* The writer's token, read from fence.token: true with *tok set, or false
- * when there is none (unset or '').  Raises 23Q02 for a malformed token
+ * when there is none (unset or '').  The grammar is lib/common's
+ * (fence__token_parse: 1..9223372036854775807 in canonical decimal, as
+ * fence.sql's).  Raises 23Q02 for a malformed token
  * (with the guard's HINT when `hint`), and, when `bound`, for a token that
  * fence.use_token() did not give to this transaction (reason=unbound). */
 bool fence_ext_token(const TriggerData *td, const fence_ext_trig *t, bool hint, bool bound,

@@ -80,8 +80,11 @@ Datum fence_c_guard(PG_FUNCTION_ARGS)
         return PointerGetDatum(stamped(td, t, td->tg_trigtuple, have ? tok : 0));
     }
 
+    /* The row rule is lib/common's (fence.sql's fence.stamp_rule): a token
+     * at least the stamp.  A stamp below 0 (only an integer column an older
+     * fence took over can hold one) admits what 0 does, as in SQL. */
     seen = fence_ext_stamp(td, t, td->tg_trigtuple, &isnull);
-    if (have && tok < seen) {
+    if (have && fence__stamp_rule(seen > 0 ? (uint64_t)seen : 0, (uint64_t)tok) == FENCE__RULE_OLDER) {
         fence_ext_site s = {td->tg_relation, InvalidOid, t->attnum, fence_ext_op(td)};
         fence_ext_stale(&s, tok, seen);
     }

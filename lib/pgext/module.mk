@@ -20,8 +20,9 @@ PGEXT_MAKE    = $(MAKE) --no-print-directory -C $(PGEXT_DIR) -f $(CURDIR)/lib/pg
 # PGXS tracks no header dependencies and no change to OBJS (a removed
 # source file would stay linked in), so whenever a source, header or the
 # Makefile changed, the objects and the module are built again from
-# scratch (three small files).
-$(PGEXT_SO): $(wildcard lib/pgext/*.c lib/pgext/*.h) lib/pgext/Makefile
+# scratch (five small files: three of its own, two of lib/common).
+$(PGEXT_SO): $(wildcard lib/pgext/*.c lib/pgext/*.h) lib/common/token.c lib/common/rule.c \
+             lib/common/common.h lib/common/fence_common.h lib/pgext/Makefile
 	@mkdir -p $(PGEXT_DIR)
 	rm -f $(PGEXT_DIR)/*.o $@
 	+$(PGEXT_MAKE)

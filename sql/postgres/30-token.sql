@@ -8,6 +8,23 @@
 -- The writer's token
 -- ------------------------------------------------------------------
 
+-- The token grammar, written once for fence.sql (fence.current_token(),
+-- the generated guard and check call it): true when RAW is a token's
+-- canonical decimal text, 1..9223372036854775807 with no sign, spaces or
+-- leading zeros -- lib/common/token.c's grammar (fence__token_parse), which
+-- the C guard and every library use; NULL for NULL.  One expression,
+-- IMMUTABLE, no SET, every operator and the collation pg_catalog's: the
+-- planner inlines it into the caller's expression under the caller's
+-- search_path, as fence.mark_rule().
+CREATE OR REPLACE FUNCTION fence.valid_token(raw text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT $1 OPERATOR(pg_catalog.~) '^[1-9][0-9]{0,18}$'
+           AND (pg_catalog.length($1) OPERATOR(pg_catalog.<) 19
+                OR $1 COLLATE pg_catalog."C" OPERATOR(pg_catalog.<=) '9223372036854775807')
+$$;
+GRANT EXECUTE ON FUNCTION fence.valid_token(text) TO PUBLIC;
+
 -- The token of the current transaction, parsed strictly from the setting
 -- fence.token.  Raises 23Q02 when it is missing or malformed, or returns
 -- NULL for a missing one when missing_ok.  `what` names the object in the
@@ -30,8 +47,7 @@ BEGIN
                   DETAIL = 'reason=missing',
                   HINT = 'Set it in the writing transaction: SELECT fence.use_token(<token>).';
     END IF;
-    IF raw !~ '^[1-9][0-9]{0,18}$'
-       OR (pg_catalog.length(raw) = 19 AND raw COLLATE "C" > '9223372036854775807') THEN
+    IF NOT fence.valid_token(raw) THEN
         RAISE EXCEPTION 'fence: malformed fencing token % for %',
                 pg_catalog.quote_literal(pg_catalog.left(raw, 40)), what
             USING ERRCODE = '23Q02',

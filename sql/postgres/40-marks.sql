@@ -58,9 +58,39 @@ BEGIN
     END LOOP;
 END
 $checks$;
+-- The mark rule, written once for fence.sql (fence.advance(),
+-- fence.marks_guard() and fence.marks_merge() call it): what a mark --
+-- MARK, recorded for MARK_HOLDER -- does with TOKEN offered by HOLDER:
+--   'raise'   TOKEN is higher: admitted, the mark becomes TOKEN, HOLDER;
+--   'admit'   equal, from the same holder: admitted, the mark unchanged;
+--   'older'   lower: refused;
+--   'repeat'  equal, from another holder: refused (the token was issued
+--             twice, e.g. after a Redis failover).
+-- NULL and '' are both "no holder"; NULL for a NULL mark or token (no
+-- outcome: nothing admits it).  lib/common/rule.c is the same rule for the
+-- C stores, tests/common/rule_cases.tsv the one table of cases both run.
+-- A single SELECT of one expression, IMMUTABLE, neither STRICT nor SECURITY
+-- DEFINER, no SET: the planner inlines it into the caller's expression
+-- (PL/pgSQL's too), so it costs what the expression written in place
+-- costs.  Inlined under the caller's search_path (fence.advance() pins
+-- none): every operator is schema-qualified.
+CREATE OR REPLACE FUNCTION fence.mark_rule(mark bigint, mark_holder text, token bigint, holder text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN $3 OPERATOR(pg_catalog.>) $1 THEN 'raise'
+                WHEN $3 OPERATOR(pg_catalog.<) $1 THEN 'older'
+                WHEN $3 OPERATOR(pg_catalog.=) $1 THEN
+                    CASE WHEN COALESCE($2, '') OPERATOR(pg_catalog.=) COALESCE($4, '') THEN 'admit'
+                         ELSE 'repeat' END
+           END
+$$;
+GRANT EXECUTE ON FUNCTION fence.mark_rule(bigint, text, bigint, text) TO PUBLIC;
+
 -- Refuses lowering, renaming and deleting a mark, and changing its holder
 -- without raising its token (even by its owner).  BEFORE UPDATE it admits
--- a raise (or the same token and holder) itself, without a WHEN clause
+-- what fence.mark_rule() admits ('raise', or 'admit': the same token and
+-- holder) itself, without a WHEN clause
 -- (PostgreSQL prepares a WHEN clause once per statement, which cost more
 -- than this function).  Every operator is schema-qualified: it runs inside
 -- fence.advance(), which no longer pins search_path (see there).
@@ -70,9 +100,8 @@ AS $$
 BEGIN
     IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
         IF NEW.resource OPERATOR(pg_catalog.=) OLD.resource
-           AND (NEW.token OPERATOR(pg_catalog.>) OLD.token
-                OR (NEW.token OPERATOR(pg_catalog.=) OLD.token
-                    AND COALESCE(NEW.holder, '') OPERATOR(pg_catalog.=) COALESCE(OLD.holder, ''))) THEN
+           AND fence.mark_rule(OLD.token, OLD.holder, NEW.token, NEW.holder)
+               OPERATOR(pg_catalog.=) ANY ('{raise,admit}'::pg_catalog.text[]) THEN
             RETURN NEW;
         END IF;
         RAISE EXCEPTION 'fence: high-water mark of resource % cannot be lowered (% to %) or renamed, nor its holder changed at the same token',
@@ -102,8 +131,9 @@ CREATE TRIGGER marks_no_truncate BEFORE TRUNCATE ON fence.marks
 
 -- An INSERT of a resource that already has a mark merges instead of
 -- failing on the primary key: the mark is raised to the row's token (with
--- its holder and time) when that is higher, and otherwise kept as it is
--- (never lowered; at the same token its holder stays).  This is what makes
+-- its holder and time) when fence.mark_rule() says 'raise', and otherwise
+-- kept as it is (never lowered; at the same token its holder stays: a
+-- merge refuses nothing).  This is what makes
 -- a data-only restore of fence.marks (pg_restore --data-only, a COPY) into
 -- a database with marks of its own safe: no mark goes backwards, and the
 -- restored ones the database lacks are added.  The row stays locked until
@@ -115,14 +145,15 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
     have pg_catalog.int8;
+    have_holder pg_catalog.text;
 BEGIN
-    SELECT m.token INTO have FROM fence.marks m
+    SELECT m.token, m.holder INTO have, have_holder FROM fence.marks m
     WHERE m.resource OPERATOR(pg_catalog.=) NEW.resource FOR UPDATE;
     -- (A row no mark could hold goes on to its constraint's error.)
     IF NOT FOUND OR NOT COALESCE(NEW.token OPERATOR(pg_catalog.>) 0, false) THEN
         RETURN NEW;
     END IF;
-    IF NEW.token OPERATOR(pg_catalog.>) have THEN
+    IF fence.mark_rule(have, have_holder, NEW.token, NEW.holder) OPERATOR(pg_catalog.=) 'raise' THEN
         UPDATE fence.marks m SET token = NEW.token, holder = NEW.holder, updated_at = NEW.updated_at
         WHERE m.resource OPERATOR(pg_catalog.=) NEW.resource;
     END IF;
@@ -156,6 +187,7 @@ DECLARE
     seen pg_catalog.int8;
     seen_holder pg_catalog.text;
     writer pg_catalog.text;
+    outcome pg_catalog.text;
 BEGIN
     -- The common case, the mark exists: lock its row and read it in one
     -- statement (FOR UPDATE waits for a concurrent writer and then sees
@@ -165,11 +197,10 @@ BEGIN
     INTO seen, seen_holder, writer
     FROM fence.marks m WHERE m.resource OPERATOR(pg_catalog.=) advance.resource FOR UPDATE;
     -- The hot path, one expression (PL/pgSQL prepares each once per
-    -- transaction): the holder writes again with the mark's token.  A
-    -- malformed fence.holder never equals a recorded (valid) one, nor
-    -- '' (none) unless it is ''.
-    IF FOUND AND seen OPERATOR(pg_catalog.=) advance.token
-       AND COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '')
+    -- transaction): the holder writes again with the mark's token (the
+    -- rule's 'admit').  A malformed fence.holder never equals a recorded
+    -- (valid) one, nor '' (none) unless it is ''.
+    IF FOUND AND fence.mark_rule(seen, seen_holder, advance.token, writer) OPERATOR(pg_catalog.=) 'admit'
        AND (COALESCE(writer, '') OPERATOR(pg_catalog.=) ''
             OR pg_catalog.current_setting('fence.xact', true) OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id()::pg_catalog.text) THEN
         RETURN seen;
@@ -218,14 +249,23 @@ BEGIN
         VALUES (advance.resource, advance.token, writer)
         ON CONFLICT (resource) DO UPDATE
             SET token = EXCLUDED.token, holder = EXCLUDED.holder, updated_at = pg_catalog.now()
-            WHERE m.token OPERATOR(pg_catalog.<) EXCLUDED.token;
+            WHERE fence.mark_rule(m.token, m.holder, EXCLUDED.token, EXCLUDED.holder) OPERATOR(pg_catalog.=) 'raise';
         IF FOUND THEN
             RETURN advance.token;
         END IF;
         SELECT m.token, m.holder INTO seen, seen_holder
         FROM fence.marks m WHERE m.resource OPERATOR(pg_catalog.=) advance.resource;
     END IF;
-    IF seen OPERATOR(pg_catalog.>) advance.token THEN
+    outcome := fence.mark_rule(seen, seen_holder, advance.token, writer);
+    IF outcome OPERATOR(pg_catalog.=) 'raise' THEN
+        UPDATE fence.marks m SET token = advance.token, holder = writer, updated_at = pg_catalog.now()
+        WHERE m.resource OPERATOR(pg_catalog.=) advance.resource;
+        RETURN advance.token;
+    END IF;
+    IF outcome OPERATOR(pg_catalog.=) 'admit' THEN
+        RETURN advance.token;
+    END IF;
+    IF outcome OPERATOR(pg_catalog.=) 'older' THEN
         RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %)',
                 advance.token, pg_catalog.quote_ident(advance.resource), seen
             USING ERRCODE = '23Q01',
@@ -233,14 +273,7 @@ BEGIN
                                              advance.token, seen, advance.resource,
                                              ' holder=' OPERATOR(pg_catalog.||) seen_holder);
     END IF;
-    IF seen OPERATOR(pg_catalog.<) advance.token THEN
-        UPDATE fence.marks m SET token = advance.token, holder = writer, updated_at = pg_catalog.now()
-        WHERE m.resource OPERATOR(pg_catalog.=) advance.resource;
-        RETURN advance.token;
-    END IF;
-    IF COALESCE(seen_holder, '') OPERATOR(pg_catalog.=) COALESCE(writer, '') THEN
-        RETURN advance.token;
-    END IF;
+    -- 'repeat'
     RAISE EXCEPTION 'fence: stale token % for resource % (highest seen %, recorded for a different holder)',
             advance.token, pg_catalog.quote_ident(advance.resource), seen
         USING ERRCODE = '23Q01',

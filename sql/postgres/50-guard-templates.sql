@@ -31,6 +31,22 @@ GRANT EXECUTE ON FUNCTION fence.refuse_truncate() TO PUBLIC;
 -- Per-row mode, version 4: trigger functions generated per table
 -- ------------------------------------------------------------------
 
+-- The row rule, written once for fence.sql (the generated guards call
+-- it): what a row stamped STAMP does with TOKEN: 'admit' when TOKEN is at
+-- least the stamp (the row is then stamped TOKEN), 'older' when it is
+-- lower (refused).  Rows compare tokens only, never holders.  NULL for a
+-- NULL stamp or token.  lib/common/rule.c is the same rule for the C
+-- guard; tests/common/rule_cases.tsv the cases both run.  Inlined by the
+-- planner into the caller's expression, as fence.mark_rule() (see there).
+CREATE OR REPLACE FUNCTION fence.stamp_rule(stamp bigint, token bigint) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN $2 OPERATOR(pg_catalog.>=) $1 THEN 'admit'
+                WHEN $2 OPERATOR(pg_catalog.<) $1 THEN 'older'
+           END
+$$;
+GRANT EXECUTE ON FUNCTION fence.stamp_rule(bigint, bigint) TO PUBLIC;
+
 -- The body of a table's generated BEFORE guard, a format() template:
 -- %1$s the token column as an identifier, always double-quoted (see
 -- fence.write_functions), %2$L its name as a literal, %3$s 'true' in
@@ -39,8 +55,11 @@ GRANT EXECUTE ON FUNCTION fence.refuse_truncate() TO PUBLIC;
 -- -- the row already carries exactly the writer's token and the column is
 -- not written -- is one expression and RETURN.  The setting's text equal to
 -- the stamp's canonical text, with the stamp > 0, holds only for a valid
--- token equal to the stamp.  Runs with the writer's rights and needs none;
--- every operator is schema-qualified instead of pinning search_path (a
+-- token equal to the stamp (the rule's equal case, decided before the
+-- token is parsed); every other UPDATE and DELETE asks fence.stamp_rule(),
+-- after fence.valid_token() judged the token's text.  Runs with the
+-- writer's rights and needs none but EXECUTE on those two; every
+-- operator is schema-qualified instead of pinning search_path (a
 -- configuration save/restore per row).  Table and schema names are read
 -- at run time (TG_TABLE_*), so a renamed table is named right.
 CREATE OR REPLACE FUNCTION fence.guard_template() RETURNS text
@@ -85,9 +104,7 @@ BEGIN
         NEW.%1$s := OLD.%1$s;
         RETURN NEW;
     END IF;
-    IF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
-       OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
-           AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+    IF NOT fence.valid_token(raw) THEN
         RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
                 pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP,
                 pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
@@ -110,7 +127,7 @@ BEGIN
         NEW.%1$s := tok;
         RETURN NEW;
     END IF;
-    IF tok OPERATOR(pg_catalog.<) OLD.%1$s THEN
+    IF fence.stamp_rule(OLD.%1$s, tok) OPERATOR(pg_catalog.=) 'older' THEN
         RAISE EXCEPTION 'fence: stale token %% for %% (highest seen %%)', tok,
                 pg_catalog.quote_ident(TG_TABLE_SCHEMA) OPERATOR(pg_catalog.||) '.'
                     OPERATOR(pg_catalog.||) pg_catalog.quote_ident(TG_TABLE_NAME),
@@ -160,9 +177,7 @@ BEGIN
         ELSE
             want := COALESCE(OLD.%1$s, 0);
         END IF;
-    ELSIF raw OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,18}$'
-          OR (pg_catalog.length(raw) OPERATOR(pg_catalog.=) 19
-              AND raw COLLATE pg_catalog."C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+    ELSIF NOT fence.valid_token(raw) THEN
         RAISE EXCEPTION 'fence: malformed fencing token %% for %% on %%',
                 pg_catalog.quote_literal(pg_catalog.left(raw, 40)), TG_OP, obj
             USING ERRCODE = '23Q02', DETAIL = 'reason=malformed',

@@ -1,4 +1,4 @@
--- 70-protect.sql -- part of fence.sql: protect and unprotect: fence.guards, fence.protected, fence.record_table(), fence.protect(), fence.move_guard(), fence.set_mode(), fence.unprotect().
+-- 70-protect.sql -- part of fence.sql: protect and unprotect: fence.guards, fence.protected, fence.record_table(), fence.protect(), fence.move_guard(), fence.migrate_version_column(), fence.set_mode(), fence.unprotect().
 -- The parts are joined in name order into $(B)/sql/postgres/fence.sql
 -- (lib/pg/module.mk), the one script that psql -f, fence_pg_install()
 -- and make install use; it runs as one transaction (BEGIN in
@@ -265,17 +265,21 @@ END
 $$;
 REVOKE ALL ON FUNCTION fence.unprotect(regclass) FROM PUBLIC;
 
--- Protect TBL: make COL (default fence_token) a bigint NOT NULL DEFAULT 0
--- stamp column (adding it, or converting an existing integer column and
--- its NULLs), and install the triggers of the chosen implementation: 'c'
--- when the C extension is installed (fence.c_guard() exists), else
--- 'plpgsql'; the four-argument form forces one.  Run again to change the
--- mode or the implementation, or after renaming the column.  Needs only
--- EXECUTE on this function (and ownership of TBL).  The body is shared by
--- both signatures (written once below): the four-argument one is a new
--- function, so that a GRANT on the three-argument one keeps working alone.
+-- Protect TBL: add COL (default fence_token), fence's own stamp column,
+-- bigint NOT NULL DEFAULT 0 with fence's token column marker
+-- (fence.token_marker()), and install the triggers of the chosen
+-- implementation: 'c' when the C extension is installed (fence.c_guard()
+-- exists), else 'plpgsql'; the four-argument form forces one.  An existing
+-- column is refused (22023) unless it is fence's own (see the body): an
+-- application's column, e.g. an ORM's version counter, stays the
+-- application's.  Run again to change the mode or the implementation, or
+-- after renaming the column.  Needs only EXECUTE on this function (and
+-- ownership of TBL).  The body is shared by every signature (written once
+-- below): the four-argument one is a new function, so that a GRANT on the
+-- three-argument one keeps working alone.
 DO $protect$
 DECLARE
+    move_body text;
     body CONSTANT text := $body$
 DECLARE
     kind "char";
@@ -287,6 +291,8 @@ DECLARE
     fns record;
     guard_fn text;
     old_col name;
+    marked name;
+    have_col boolean;
 BEGIN
     IF tbl IS NULL OR col IS NULL OR col = '' OR permissive IS NULL THEN
         RAISE EXCEPTION 'fence: protect: table, column and mode must not be NULL or empty'
@@ -332,17 +338,54 @@ BEGIN
                    WHERE a.attrelid = protect_tbl AND a.attname = p.col AND a.attnum > 0 AND NOT a.attisdropped);
     IF move THEN
         IF old_col IS NULL THEN
-            RAISE EXCEPTION 'fence: move_guard: % is not protected (use fence.protect())', tbl USING ERRCODE = '22023';
+            RAISE EXCEPTION 'fence: %: % is not protected (use fence.protect())', fn, tbl USING ERRCODE = '22023';
         ELSIF old_col = col THEN
-            RAISE EXCEPTION 'fence: move_guard: % is already guarded by column %', tbl, pg_catalog.quote_ident(col)
+            RAISE EXCEPTION 'fence: %: % is already guarded by column %', fn, tbl, pg_catalog.quote_ident(col)
                 USING ERRCODE = '22023';
         END IF;
     ELSIF old_col IS NOT NULL AND old_col <> col THEN
         RAISE EXCEPTION 'fence: % is protected with token column %; refusing to guard it by column % instead (its stamps would be lost and older tokens admitted)',
                 tbl, pg_catalog.quote_ident(old_col), pg_catalog.quote_ident(col)
             USING ERRCODE = '22023',
-                  HINT = pg_catalog.format('To move the guard to another column on purpose: SELECT fence.move_guard(%L, %L);  it carries every row''s stamp over.',
-                                           tbl::text, col);
+                  HINT = pg_catalog.format('If %s is an application''s or ORM''s version column that an older fence took over (fence.protect(%L, %L)), give it back: SELECT fence.migrate_version_column(%L);  it moves fencing to a column of fence''s own, fence_token, carrying every row''s stamp over.  To move the guard to another column on purpose: SELECT fence.move_guard(%L, %L).',
+                                           pg_catalog.quote_ident(old_col), tbl::text, old_col, tbl::text, tbl::text, col);
+    END IF;
+
+    -- The token column is fence's own, never an application's: fence
+    -- overwrites it on every write, so an ORM's version counter
+    -- (SQLAlchemy's version_id_col, ActiveRecord's lock_version) would
+    -- lose its meaning.  An existing column is fence's own when
+    --   it carries fence's token column marker (fence.is_token_column(),
+    --     defined once by fence.token_marker()), which protect() puts on
+    --     the column it guards by and which travels with the table;
+    --   or fence guards the table with it now (fence.guards: also a guard
+    --     that is not whole; the columns of versions before 6 get the
+    --     marker below, and from the install);
+    --   or it is named fence_token, the column protect() adds by default
+    --     (one unprotect() left behind, without its marker, with its
+    --     stamps).
+    -- Anything else is the application's, and refused.
+    SELECT t.col INTO marked FROM fence.token_columns t WHERE t.tbl = protect_tbl;
+    SELECT a.atttypid, a.attnotnull, a.attidentity, a.attgenerated INTO att
+    FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    have_col := FOUND;
+    IF have_col AND NOT fence.is_token_column(tbl, col) AND col IS DISTINCT FROM old_col AND col <> 'fence_token' THEN
+        RAISE EXCEPTION 'fence: column % of % is not fence''s token column: fence stamps a column of its own and never takes over an existing one (an ORM''s version column such as lock_version would lose its meaning)',
+                pg_catalog.quote_ident(col), tbl
+            USING ERRCODE = '22023',
+                  HINT = CASE WHEN move
+                              THEN pg_catalog.format('Name a new column, which fence adds: SELECT fence.%s(%L, ''<new column>'').', fn, tbl::text)
+                              ELSE pg_catalog.format('Let fence add its own column beside the application''s: SELECT fence.protect(%L).  If %s does hold fence''s stamps (a table an older fence protected), mark it first: SELECT fence.mark_token_column(%L, %L).',
+                                                     tbl::text, pg_catalog.quote_ident(col), tbl::text, col)
+                         END;
+    END IF;
+    IF marked IS NOT NULL AND marked <> col AND col IS DISTINCT FROM old_col AND NOT move THEN
+        RAISE EXCEPTION 'fence: % has fence''s token column % (its stamps, kept from an earlier protection); refusing to guard it by column % instead (older tokens would be admitted)',
+                tbl, pg_catalog.quote_ident(marked), pg_catalog.quote_ident(col)
+            USING ERRCODE = '22023',
+                  HINT = pg_catalog.format('Protect it with that column: SELECT fence.protect(%L, %L);  or, to start afresh without its stamps, take its marker off first: SELECT fence.mark_token_column(%L, NULL).',
+                                           tbl::text, marked, tbl::text);
     END IF;
 
     FOR trig IN
@@ -354,25 +397,22 @@ BEGIN
         EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig.tgname, tbl);
     END LOOP;
 
-    SELECT a.atttypid, a.attnotnull, a.attidentity, a.attgenerated INTO att
-    FROM pg_catalog.pg_attribute a
-    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
+    IF NOT have_col THEN
         EXECUTE pg_catalog.format('ALTER TABLE %s ADD COLUMN %I bigint NOT NULL DEFAULT 0', tbl, col);
     ELSE
+        -- Fence's own column, as protect() left it (or made so by hand).
         IF att.attidentity <> '' OR att.attgenerated <> '' THEN
             RAISE EXCEPTION 'fence: column % of % is an identity or generated column', pg_catalog.quote_ident(col), tbl
                 USING ERRCODE = '22023';
         END IF;
-        IF att.atttypid NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) THEN
-            RAISE EXCEPTION 'fence: column % of % has type %; a token column must be smallint, integer or bigint',
-                    pg_catalog.quote_ident(col), tbl, att.atttypid::regtype
-                USING ERRCODE = '22023';
-        END IF;
         IF att.atttypid <> 'int8'::regtype THEN
-            EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint USING COALESCE(%I, 0)',
-                                      tbl, col, col);
-        ELSIF NOT att.attnotnull THEN
+            RAISE EXCEPTION 'fence: column % of % has type %; a token column is a bigint',
+                    pg_catalog.quote_ident(col), tbl, att.atttypid::regtype
+                USING ERRCODE = '22023',
+                      HINT = pg_catalog.format('ALTER TABLE %s ALTER COLUMN %s TYPE bigint, then protect it again.',
+                                               tbl, pg_catalog.quote_ident(col));
+        END IF;
+        IF NOT att.attnotnull THEN
             EXECUTE pg_catalog.format('UPDATE %s SET %I = 0 WHERE %I IS NULL', tbl, col, col);
         END IF;
         EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT 0, ALTER COLUMN %I SET NOT NULL',
@@ -380,12 +420,14 @@ BEGIN
     END IF;
     IF move THEN
         -- Every row keeps at least its stamp (no guard is attached now, and
-        -- the table is locked; the table's own triggers do fire).
+        -- the table is locked; the table's own triggers do fire).  The old
+        -- column keeps its values and is the application's from now on.
         EXECUTE pg_catalog.format('UPDATE %s SET %I = %I WHERE %I OPERATOR(pg_catalog.<) %I',
                                   tbl, col, old_col, col, old_col);
     END IF;
-
-    -- The marker that travels with the table (see fence.token_marker()).
+    -- The marker that travels with the table (see fence.token_marker()),
+    -- on the token column and on no other (moved: the old column is the
+    -- application's now).
     PERFORM fence.mark_token_column(tbl, col);
 
     IF use_impl = 'plpgsql' THEN
@@ -443,26 +485,42 @@ BEGIN
     EXECUTE pg_catalog.format(
         'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name DEFAULT %L, permissive boolean DEFAULT false)'
         ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
-        'fence_token', 'DECLARE use_impl text := NULL; move constant boolean := false; protect_tbl constant regclass := tbl;' || body);
+        'fence_token', 'DECLARE use_impl text := NULL; move constant boolean := false; protect_tbl constant regclass := tbl;'
+        ' fn constant text := ''protect'';' || body);
     EXECUTE pg_catalog.format(
         'CREATE OR REPLACE FUNCTION fence.protect(tbl regclass, col name, permissive boolean, impl text)'
         ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
-        'DECLARE use_impl text := COALESCE(impl, ''NULL''); move constant boolean := false; protect_tbl constant regclass := tbl;' || body);
-    -- Move TBL's guard to column COL (made or converted as protect() does),
-    -- keeping its mode and implementation; each row's new column becomes
-    -- at least its old stamp.  Same rights as protect().
+        'DECLARE use_impl text := COALESCE(impl, ''NULL''); move constant boolean := false; protect_tbl constant regclass := tbl;'
+        ' fn constant text := ''protect'';' || body);
+    -- Move TBL's guard to column COL (added, or fence's own as protect()
+    -- requires), keeping its mode and implementation; each row's new
+    -- column becomes at least its old stamp, and fence's mark moves with
+    -- the guard.  The old column keeps its values and is left to the
+    -- application.  Same rights as protect().
+    move_body := 'DECLARE protect_tbl constant regclass := tbl; move constant boolean := true;'
+        ' permissive boolean := COALESCE((SELECT p.mode = ''permissive'' FROM fence.guards p WHERE p.tbl = protect_tbl), false);'
+        ' use_impl text := COALESCE((SELECT p.implementation FROM fence.guards p WHERE p.tbl = protect_tbl), ''plpgsql'');';
     EXECUTE pg_catalog.format(
         'CREATE OR REPLACE FUNCTION fence.move_guard(tbl regclass, col name)'
         ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
-        'DECLARE protect_tbl constant regclass := tbl; move constant boolean := true;'
-        ' permissive boolean := COALESCE((SELECT p.mode = ''permissive'' FROM fence.protected p WHERE p.tbl = protect_tbl), false);'
-        ' use_impl text := COALESCE((SELECT p.implementation FROM fence.protected p WHERE p.tbl = protect_tbl), ''plpgsql'');'
-        || body);
+        move_body || ' fn constant text := ''move_guard'';' || body);
+    -- The migration of a table an older fence retrofitted the way it then
+    -- offered, fence.protect('posts', 'lock_version'): its guard (and the
+    -- stamps, which that column holds now) moves to a column of fence's
+    -- own, COL (default fence_token), in one statement, so that no fencing
+    -- is lost; lock_version is the ORM's again (its values stay: as a
+    -- counter it only goes on from there).  move_guard() under the name
+    -- that says what it is for.
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION fence.migrate_version_column(tbl regclass, col name DEFAULT %L)'
+        ' RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+        'fence_token', move_body || ' fn constant text := ''migrate_version_column'';' || body);
 END
 $protect$;
 REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.protect(regclass, name, boolean, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence.move_guard(regclass, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence.migrate_version_column(regclass, name) FROM PUBLIC;
 
 -- Switch a protected table between 'strict' and 'permissive' (migration)
 -- mode, keeping its column and implementation.  Calls protect(): needs

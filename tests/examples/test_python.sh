@@ -423,7 +423,7 @@ for store in pg sqlite; do
 done
 
 # ---- docs/languages.md shows these files, not copies that drift --------
-out=$("$PY" - docs/languages.md examples/python/*.py examples/shell/*.sh <<'EOF'
+out=$("$PY" - docs/languages.md examples/python/*.py examples/shell/*.sh tests/orm/*.py <<'EOF'
 import re, sys
 doc = open(sys.argv[1]).read()
 files = {p: open(p).read() for p in sys.argv[2:]}
@@ -437,7 +437,7 @@ EOF
 )
 echo "$out" | sed 's/^/# /'
 [ -n "$out" ] && ! grep -q "NOT FOUND" <<<"$out" && [ "$(grep -c . <<<"$out")" -ge 7 ]
-expect $? "docs/languages.md: each python and sh block is copied from examples/ ($(grep -c . <<<"$out") blocks)"
+expect $? "docs/languages.md: each python and sh block is copied from examples/ or tests/orm/ ($(grep -c . <<<"$out") blocks)"
 check "docs/languages.md: the shell scripts are shown whole" \
   "$PY" -c 'import sys; d = open("docs/languages.md").read(); sys.exit(not all("```sh\n" + open(p).read() + "```" in d for p in sys.argv[1:]))' \
   examples/shell/pg_job.sh examples/shell/sqlite_job.sh

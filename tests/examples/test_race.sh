@@ -167,8 +167,12 @@ out=$tmp/retrofit.out
 rc=$?
 [ $rc -eq 0 ] && grep -q '^RESULT retrofit=ok .* failed=0$' "$out"
 expect $? "retrofit_lock_version: every step as described (exit $rc: $(grep '^RESULT ' "$out"))"
-check "retrofit_lock_version: the old optimistic UPDATE still works with a token, lock_version = token" \
-  grep -q 'lock_version is now [0-9]* -- the token' "$out"
+check "retrofit_lock_version: protect('orders', 'lock_version') is refused (22023): fence never takes over the counter" \
+  grep -q "SELECT fence.protect('orders', 'lock_version'): refused, SQLSTATE 22023" "$out"
+check "retrofit_lock_version: the old optimistic UPDATE works with a token, lock_version = old+1 beside fence_token" \
+  grep -q '^ *[0-9]* -- old+1, the application.s counter; fence_token [0-9]*$' "$out"
+check "retrofit_lock_version: a stale holder with the current lock_version is rejected" \
+  grep -q 'current one) and saves it with token [0-9]*: FENCE_STALE ([0-9]* < [0-9]*)$' "$out"
 check "retrofit_lock_version: a stale holder's blind write is rejected" \
   grep -q '^ *token [0-9]*: FENCE_STALE ([0-9]* < [0-9]*)$' "$out"
 [ $rc -eq 0 ] || sed 's/^/#   /' "$out"

@@ -109,16 +109,23 @@ uint64_t mark_of(PGconn *c, const char *resource, char *holder)
     return m;
 }
 
-void install_v2(PGconn *c)
+void install_release(PGconn *c, const char *script, size_t len, int version)
 {
-    ck_assert_uint_eq(strlen(pgtest__sql_fence_v2), pgtest__sql_fence_v2_len);
-    ck_assert_ptr_nonnull(strstr(pgtest__sql_fence_v2, "version 2."));
-    PGresult *r = PQexec(c, pgtest__sql_fence_v2);
-    ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "installing version 2: %s",
+    char tag[32];
+    snprintf(tag, sizeof tag, "version %d.", version);
+    ck_assert_uint_eq(strlen(script), len);
+    ck_assert_ptr_nonnull(strstr(script, tag));
+    PGresult *r = PQexec(c, script);
+    ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "installing version %d: %s", version,
                   PQresultErrorMessage(r));
     PQclear(r);
     ck_assert_int_eq(PQtransactionStatus(c), PQTRANS_IDLE);
-    ck_assert_int_eq(num(c, "SELECT fence.version()"), 2);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), version);
+}
+
+void install_v2(PGconn *c)
+{
+    install_release(c, pgtest__sql_fence_v2, pgtest__sql_fence_v2_len, 2);
 }
 
 fence_status pipelined_h(PGconn *c, uint64_t tok, const char *holder, const char *resource,

@@ -11,6 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The schema version of the fence.sql these suites test (fence.version()). */
+#define PG_SQL_VERSION 6
+
 extern char g_db[64];  /* this run's database */
 extern char g_app[64]; /* this run's non-superuser role */
 
@@ -128,6 +131,9 @@ void collect_notice(void *arg, const PGresult *r);
 extern const char pgtest__sql_fence_v2[];
 extern const size_t pgtest__sql_fence_v2_len;
 void install_v2(PGconn *c);
+/* Install a released fence.sql (its text and length, embedded) into the
+ * database of c, checking that it says it is `version` and is. */
+void install_release(PGconn *c, const char *script, size_t len, int version);
 
 /* What one statement returned, to compare outcomes field by field:
  * on error its SQLSTATE, message, DETAIL, HINT and CONTEXT; on success

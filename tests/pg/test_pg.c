@@ -25,8 +25,8 @@
 START_TEST(install_idempotent_and_versioned)
 {
     PGconn *c = db();
-    ck_assert_int_eq(num(c, "SELECT fence.version()"), 5);
-    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 5);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), PG_SQL_VERSION);
+    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), PG_SQL_VERSION);
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK); /* third time */
     ck_assert_str_eq(fence_pg_errmsg(c), "");
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
@@ -512,36 +512,74 @@ END_TEST
 /* Retrofit, modes, COPY, TRUNCATE, unprotect                           */
 /* ------------------------------------------------------------------ */
 
-START_TEST(retrofit_rails_lock_version)
+/* The retrofit of a table whose application (an ORM: ActiveRecord's
+ * lock_version, SQLAlchemy's version_id_col) keeps a version counter:
+ * fence never takes the counter over (it would overwrite the ORM's old+1
+ * with the token, so that one holder's writes leave one version: lost
+ * updates and false conflicts, issue 26); it stamps a column of its own
+ * beside it, and the application's optimistic UPDATE keeps its meaning. */
+START_TEST(retrofit_beside_lock_version)
 {
     PGconn *c = db();
     outcome e;
     ok(c, "CREATE TABLE posts (id serial PRIMARY KEY, title text, lock_version integer DEFAULT 0);"
-          "INSERT INTO posts (title, lock_version) VALUES ('a', NULL), ('b', 3), ('c', 0), "
-          "('d', NULL)");
-    ok(c, "SELECT fence.protect('posts', 'lock_version')");
+          "INSERT INTO posts (title, lock_version) VALUES ('a', NULL), ('b', 3), ('c', 0)");
+    stmt_res r = stmt_exec(c, "SELECT fence.protect('posts', 'lock_version')");
+    expect_stmt_err(&r, "22023", NULL, NULL, "protect('posts', 'lock_version')");
+    ck_assert_msg(strstr(r.msg, "column lock_version of public.posts is not fence's token column") != NULL,
+                  "%s", r.msg);
+    ck_assert_msg(strstr(r.hint, "SELECT fence.protect('public.posts')") != NULL, "%s", r.hint);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'posts'::regclass"), 0);
+
+    ok(c, "SELECT fence.protect('posts')");
+    /* lock_version is as it was; fence_token is fence's, with its mark. */
+    ck_assert_str_eq(text1(c, "SELECT format_type(atttypid, atttypmod) || ' ' || attnotnull FROM pg_attribute"
+                              " WHERE attrelid = 'posts'::regclass AND attname = 'lock_version'"),
+                     "integer false");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM posts WHERE lock_version IS NULL"), 1);
     ck_assert_str_eq(text1(c, "SELECT format_type(atttypid, atttypmod) || ' ' || attnotnull || ' '"
                               " || pg_get_expr(adbin, adrelid) FROM pg_attribute"
                               " JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum"
-                              " WHERE attrelid = 'posts'::regclass AND attname = 'lock_version'"),
+                              " WHERE attrelid = 'posts'::regclass AND attname = 'fence_token'"),
                      "bigint true 0");
-    ck_assert_int_eq(num(c, "SELECT count(*) FROM posts WHERE lock_version = 0"), 3);
-    ck_assert_int_eq(num(c, "SELECT lock_version FROM posts WHERE title = 'b'"), 3);
+    ck_assert_str_eq(text1(c, "SELECT string_agg(col, ',') FROM fence.token_columns WHERE tbl = 'posts'::regclass"),
+                     "fence_token");
+    ck_assert_str_eq(text1(c, "SELECT fence.is_token_column('posts', 'fence_token') || ' '"
+                              " || fence.is_token_column('posts', 'lock_version')"),
+                     "true false");
     ck_assert_str_eq(text1(c, "SELECT col || ' ' || mode FROM fence.protected"
                               " WHERE tbl = 'posts'::regclass"),
-                     "lock_version strict");
-    /* Existing versions are marks: 2 < 3 is stale, 3 and up admitted. */
-    ck_assert_int_eq(write_tok(c, 2, "UPDATE posts SET title = 'x' WHERE title = 'b'", &e),
-                     FENCE_STALE);
-    ck_assert_uint_eq(e.stale.highest, 3);
-    ck_assert_int_eq(write_tok(c, 3, "UPDATE posts SET title = 'b2' WHERE title = 'b'", &e),
-                     FENCE_OK);
-    ck_assert_int_eq(write_tok(c, 5, "UPDATE posts SET title = 'a2' WHERE title = 'a'", &e),
-                     FENCE_OK);
-    ck_assert_int_eq(num(c, "SELECT lock_version FROM posts WHERE title = 'a2'"), 5);
+                     "fence_token strict");
+
+    /* The application's optimistic UPDATE, word for word: its counter
+     * goes up by one per write, whoever writes, and a stale version still
+     * matches no row; the token goes to fence_token. */
+#define BUMP                                                                                 \
+    "UPDATE posts SET title = title || '+', lock_version = lock_version + 1 WHERE id = 2 AND" \
+    " lock_version = %d"
+    char sql[256];
+    snprintf(sql, sizeof sql, BUMP, 3);
+    ck_assert_int_eq(write_tok(c, 5, sql, &e), FENCE_OK);
+    snprintf(sql, sizeof sql, BUMP, 4); /* the same holder again: a new version */
+    ck_assert_int_eq(write_tok(c, 5, sql, &e), FENCE_OK);
+    ck_assert_str_eq(text1(c, "SELECT title || ' ' || lock_version || ' ' || fence_token FROM posts WHERE id = 2"),
+                     "b++ 5 5");
+    snprintf(sql, sizeof sql, BUMP, 4); /* a copy loaded before: no row */
+    ok(c, "BEGIN; SELECT fence.use_token(6)");
+    PGresult *res = PQexec(c, sql);
+    ck_assert_str_eq(PQcmdTuples(res), "0");
+    PQclear(res);
+    ok(c, "COMMIT");
+    /* Fencing: an older token is refused, even with the right version. */
+    snprintf(sql, sizeof sql, BUMP, 5);
+    ck_assert_int_eq(write_tok(c, 4, sql, &e), FENCE_STALE);
+    ck_assert_uint_eq(e.stale.highest, 5);
+    ck_assert_int_eq(num(c, "SELECT lock_version FROM posts WHERE id = 2"), 5);
+#undef BUMP
+
     /* Protect again: idempotent, nothing changes.  The four guards, no
      * AFTER check (no BEFORE trigger fires after the guard). */
-    ok(c, "SELECT fence.protect('posts', 'lock_version')");
+    ok(c, "SELECT fence.protect('posts')");
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'posts'::regclass"
                             " AND tgname LIKE 'zz_fence_guard_%'"),
                      4);
@@ -554,15 +592,41 @@ START_TEST(retrofit_rails_lock_version)
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'posts'::regclass"
                             " AND tgqual IS NOT NULL"),
                      0); /* no WHEN clause */
-    ck_assert_int_eq(num(c, "SELECT lock_version FROM posts WHERE title = 'a2'"), 5);
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.token_columns WHERE tbl = 'posts'::regclass"), 1);
 
-    /* A bigint column with NULLs, and a column of the wrong type. */
-    ok(c, "CREATE TABLE v8 (id int, ver bigint); INSERT INTO v8 VALUES (1, NULL), (2, 7)");
+    /* Unprotected, the column stays with its stamps (its marker goes:
+     * fence.unprotect()); protect() takes fence_token up again by its
+     * name, stale still refused, and lock_version is still refused. */
+    ok(c, "SELECT fence.unprotect('posts')");
+    ck_assert_int_eq(num(c, "SELECT fence_token FROM posts WHERE id = 2"), 5);
+    fails(c, "SELECT fence.protect('posts', 'lock_version')", "22023");
+    ok(c, "SELECT fence.protect('posts')");
+    ck_assert_int_eq(write_tok(c, 4, "UPDATE posts SET title = 'x' WHERE id = 2", &e), FENCE_STALE);
+
+    /* A column with fence's marker is fence's: taken up, whether the
+     * marker came from fence.mark_token_column() or was written by hand
+     * (as pg_dump writes it).  Without the marker (or with a constraint of
+     * the marker's name that is not the marker), or not a bigint:
+     * refused; so is another column while one carries the marker. */
+    ok(c, "CREATE TABLE v8 (id int, ver bigint); INSERT INTO v8 VALUES (1, 0), (2, 7);"
+          "SELECT fence.mark_token_column('v8', 'ver')");
     ok(c, "SELECT fence.protect('v8', 'ver')");
     ck_assert_int_eq(num(c, "SELECT sum(ver) FROM v8"), 7);
-    ck_assert_int_eq(num(c, "SELECT count(*) FROM v8 WHERE ver IS NULL"), 0);
-    ok(c, "CREATE TABLE vt (id int, ver text)");
+    ck_assert_str_eq(text1(c, "SELECT col FROM fence.protected WHERE tbl = 'v8'::regclass"), "ver");
+    ok(c, "CREATE TABLE v9 (id int, ver bigint CONSTRAINT fence_token_column CHECK (ver IS NOT NULL))");
+    ok(c, "SELECT fence.protect('v9', 'ver')");
+    ok(c, "CREATE TABLE vu (id int, ver bigint)");
+    r = stmt_exec(c, "SELECT fence.protect('vu', 'ver')");
+    expect_stmt_err(&r, "22023", NULL, NULL, "protect('vu', 'ver')");
+    ck_assert_msg(strstr(r.hint, "SELECT fence.mark_token_column('public.vu', 'ver')") != NULL, "%s", r.hint);
+    ok(c, "CREATE TABLE vt (id int, ver integer CONSTRAINT fence_token_column CHECK (ver IS NOT NULL))");
     fails(c, "SELECT fence.protect('vt', 'ver')", "22023");
+    ok(c, "CREATE TABLE vc (id int, ver bigint, CONSTRAINT fence_token_column CHECK (id > 0 AND ver > 0))");
+    fails(c, "SELECT fence.protect('vc', 'ver')", "22023");
+    ok(c, "CREATE TABLE vm (id int, stamp bigint NOT NULL DEFAULT 0 CONSTRAINT fence_token_column CHECK (stamp IS NOT NULL))");
+    r = stmt_exec(c, "SELECT fence.protect('vm')");
+    expect_stmt_err(&r, "22023", NULL, NULL, "protect('vm') with the marker on stamp");
+    ck_assert_msg(strstr(r.hint, "SELECT fence.protect('public.vm', 'stamp')") != NULL, "%s", r.hint);
     ok(c, "CREATE VIEW vv AS SELECT 1 AS x");
     fails(c, "SELECT fence.protect('vv')", "22023");
     fails(c, "SELECT fence.protect('no_such_table')", "42P01");
@@ -820,7 +884,7 @@ static Suite *pg_suite(void)
     tcase_add_test(t, row_bad_tokens_rejected);
     CT_ADD_CASES(t, interleaving, interleavings);
     tcase_add_test(t, resource_concurrent_create);
-    tcase_add_test(t, retrofit_rails_lock_version);
+    tcase_add_test(t, retrofit_beside_lock_version);
     tcase_add_test(t, permissive_mode);
     tcase_add_test(t, copy_is_fenced);
     tcase_add_test(t, truncate_refused_and_unprotect);

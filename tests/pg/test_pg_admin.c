@@ -1,12 +1,14 @@
 /*
  * test_pg_admin.c -- the administration of fence.sql (sql/postgres/)
- * version 4 against a real PostgreSQL: protect() refuses fence's own and
+ * against a real PostgreSQL: protect() refuses fence's own and
  * the system's tables, the install repairs a database where an older
  * version protected fence.marks, fence.grant(), session-level tokens, the
  * life of the generated trigger functions (unprotect, orphans, renames,
  * oid reuse), when the AFTER check is attached (at protect time and by the
  * event trigger), real upgrades from version 3 (tests/pg/fence_v3.sql,
- * embedded), and fence.verify() on what a table owner or an operator can
+ * embedded), and from version 5 (fence_v5.sql) with the migration of a
+ * version column it took over (fence.migrate_version_column()), and
+ * fence.verify() on what a table owner or an operator can
  * change by hand: a table of tamperings of the guard's triggers (WHEN,
  * UPDATE OF, timing, function, arguments, enabled state, the AFTER
  * checks), each reported, the table gone from fence.protected where its
@@ -27,22 +29,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* fence.sql version 3 as released (tests/pg/fence_v3.sql, embedded). */
+/* fence.sql versions 3 and 5 as released (tests/pg/fence_v3.sql and
+ * fence_v5.sql, embedded). */
 extern const char pgtest__sql_fence_v3[];
 extern const size_t pgtest__sql_fence_v3_len;
+extern const char pgtest__sql_fence_v5[];
+extern const size_t pgtest__sql_fence_v5_len;
 
 #define HA "0123456789abcdef0123456789abcdef"
 
-/* Install version 3 into the database of c (which must hold none newer). */
+/* Install version 3 / 5 into the database of c (which must hold none
+ * newer). */
 static void install_v3(PGconn *c)
 {
-    ck_assert_uint_eq(strlen(pgtest__sql_fence_v3), pgtest__sql_fence_v3_len);
-    ck_assert_ptr_nonnull(strstr(pgtest__sql_fence_v3, "version 3."));
-    PGresult *r = PQexec(c, pgtest__sql_fence_v3);
-    ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "installing version 3: %s",
-                  PQresultErrorMessage(r));
-    PQclear(r);
-    ck_assert_int_eq(num(c, "SELECT fence.version()"), 3);
+    install_release(c, pgtest__sql_fence_v3, pgtest__sql_fence_v3_len, 3);
+}
+
+static void install_v5(PGconn *c)
+{
+    install_release(c, pgtest__sql_fence_v5, pgtest__sql_fence_v5_len, 5);
 }
 
 static int is_c(void)
@@ -145,7 +150,7 @@ START_TEST(install_repairs_protected_marks)
                             " ON a.attrelid = d.adrelid AND a.attnum = d.adnum"
                             " WHERE d.adrelid = 'fence.meta'::regclass AND a.attname = 'version'"),
                      0); /* protect() gave it DEFAULT 0 */
-    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), 5);
+    ck_assert_int_eq(num(c, "SELECT version FROM fence.meta"), PG_SQL_VERSION);
     ck_assert_int_eq(num(c, "SELECT fence.advance('rp', 4)"), 4);
     ck_assert_int_eq(advance_h(c, 3, NULL, "rp", &e), FENCE_STALE);
     ck_assert_int_eq(num(c, "SELECT fence.mark('rp')"), 4);
@@ -348,9 +353,13 @@ START_TEST(generated_functions_lifecycle)
     ck_assert_int_eq(num(c, "SELECT min(stamp) FROM gl_renamed"), 6);
     ck_assert_int_eq(fence_functions(c, pat), 2); /* same oid, same names */
 
-    /* unprotect drops them; protect brings them back. */
+    /* unprotect drops them; protect brings them back.  (unprotect() takes
+     * the token column's marker off too, so stamp is no longer known as
+     * fence's: protect() refuses it until it is marked again.) */
     ok(c, "SELECT fence.unprotect('gl_renamed')");
     ck_assert_int_eq(fence_functions(c, pat), 0);
+    fails(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'plpgsql')", "22023");
+    ok(c, "SELECT fence.mark_token_column('gl_renamed', 'stamp')");
     ok(c, "SELECT fence.protect('gl_renamed', 'stamp', false, 'plpgsql')");
     ck_assert_int_eq(fence_functions(c, pat), 2);
     /* Switching to the other implementation leaves no orphan either. */
@@ -559,7 +568,7 @@ START_TEST(upgrade_from_version_3)
         PQsetNoticeReceiver(su, collect_notice, &n);
         ck_assert_msg(fence_pg_install(su) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(su));
         ck_assert_msg(strstr(n.text, "WARNING") == NULL, "warnings: %s", n.text);
-        ck_assert_int_eq(num(su, "SELECT fence.version()"), 5);
+        ck_assert_int_eq(num(su, "SELECT fence.version()"), PG_SQL_VERSION);
         ck_assert_int_eq(num(su, "SELECT count(*) FROM pg_proc WHERE proname IN ('row_guard', 'row_check')"
                                  " AND pronamespace = 'fence'::regnamespace"),
                          0);
@@ -648,7 +657,7 @@ START_TEST(upgrade_from_version_3_not_owner)
     ok(fa, sql);
     ok(o, "SELECT fence.unprotect('theirs3')");
     ck_assert_msg(fence_pg_install(fa) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(fa));
-    ck_assert_int_eq(num(fa, "SELECT fence.version()"), 5);
+    ck_assert_int_eq(num(fa, "SELECT fence.version()"), PG_SQL_VERSION);
     ok(o, "SELECT fence.protect('theirs3')");
     ck_assert_str_eq(text1(fa, "SELECT implementation FROM fence.protected"), "plpgsql");
     outcome e;
@@ -658,6 +667,86 @@ START_TEST(upgrade_from_version_3_not_owner)
     PQfinish(o);
     PQfinish(fa);
     PQfinish(su);
+    drop_side_db(d);
+}
+END_TEST
+
+/* A table retrofitted the way version 5 offered, fence.protect('posts',
+ * 'lock_version'): its ORM's counter holds tokens.  After the upgrade it
+ * is still guarded so (nothing changes by itself); protect() with fence's
+ * own column is refused, naming the migration; fence.migrate_version_column()
+ * moves fencing to fence_token in one statement carrying exactly the
+ * current stamps, so no fencing is lost: right after it a stale token is
+ * refused and an equal or higher one admitted; lock_version is left to the
+ * application (its values kept, never written by fence again). */
+START_TEST(upgrade_from_version_5_migrates_lock_version)
+{
+    char d[NAME_BUF];
+    outcome e;
+    side_db("v5m", NULL, d);
+    PGconn *c = connect_as(d, NULL);
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
+    install_v5(c);
+    if (is_c()) {
+        create_extension(c);
+    }
+    ok(c, "CREATE TABLE posts (id int PRIMARY KEY, title text NOT NULL, lock_version integer DEFAULT 0);"
+          "INSERT INTO posts VALUES (1, 'a', 0), (2, 'b', 3), (3, 'c', NULL);"
+          "SELECT fence.protect('posts', 'lock_version')");
+    ck_assert_int_eq(write_tok(c, 10, "UPDATE posts SET title = 'a1' WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 12, "UPDATE posts SET title = 'b1', lock_version = lock_version + 1"
+                                      " WHERE id = 2 AND lock_version = 3", &e),
+                     FENCE_OK);
+    /* The flaw: the token overwrote the ORM's +1. */
+    ck_assert_str_eq(text1(c, "SELECT string_agg(lock_version::text, ' ' ORDER BY id) FROM posts"), "10 12 0");
+
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "upgrade: %s", fence_pg_errmsg(c));
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), PG_SQL_VERSION);
+    char want[64];
+    snprintf(want, sizeof want, "lock_version %s", pg_impl());
+    ck_assert_str_eq(text1(c, "SELECT col || ' ' || implementation FROM fence.protected"), want);
+    ck_assert_int_eq(write_tok(c, 11, "UPDATE posts SET title = 'x' WHERE id = 2", &e), FENCE_STALE);
+    /* Re-protecting it as it is keeps working (set_mode too). */
+    ok(c, "SELECT fence.protect('posts', 'lock_version')");
+    stmt_res r = stmt_exec(c, "SELECT fence.protect('posts')");
+    expect_stmt_err(&r, "22023", NULL, NULL, "protect('posts') on the old retrofit");
+    ck_assert_msg(strstr(r.hint, "SELECT fence.migrate_version_column('public.posts')") != NULL, "%s", r.hint);
+
+    /* In a transaction that rolls back, nothing happens. */
+    ok(c, "BEGIN; SELECT fence.migrate_version_column('posts'); ROLLBACK");
+    ck_assert_str_eq(text1(c, "SELECT col FROM fence.protected"), "lock_version");
+
+    ok(c, "SELECT fence.migrate_version_column('posts')");
+    ck_assert_str_eq(text1(c, "SELECT col || ' ' || mode || ' ' || implementation FROM fence.protected"),
+                     is_c() ? "fence_token strict c" : "fence_token strict plpgsql");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(fence_token || '/' || lock_version, ' ' ORDER BY id) FROM posts"),
+                     "10/10 12/12 0/0");
+    ck_assert_str_eq(text1(c, "SELECT string_agg(col, ',') FROM fence.token_columns WHERE tbl = 'posts'::regclass"),
+                     "fence_token");
+    ck_assert_int_eq(num(c, "SELECT count(*) FROM fence.verify()"), 0);
+    /* No fencing lost: stale refused, equal and higher admitted. */
+    ck_assert_int_eq(write_tok(c, 11, "UPDATE posts SET title = 'x' WHERE id = 2", &e), FENCE_STALE);
+    ck_assert_uint_eq(e.stale.highest, 12);
+    ck_assert_int_eq(write_tok(c, 9, "DELETE FROM posts WHERE id = 1", &e), FENCE_STALE);
+    ck_assert_int_eq(write_tok(c, 12, "UPDATE posts SET title = 'b2', lock_version = lock_version + 1"
+                                      " WHERE id = 2 AND lock_version = 12", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 13, "UPDATE posts SET title = 'b3', lock_version = lock_version + 1"
+                                      " WHERE id = 2 AND lock_version = 13", &e),
+                     FENCE_OK);
+    ck_assert_int_eq(write_tok(c, 10, "UPDATE posts SET title = 'a2' WHERE id = 1", &e), FENCE_OK);
+    ck_assert_int_eq(write_raw(c, NULL, "UPDATE posts SET title = 'c2' WHERE id = 3", &e), FENCE_ENOTOKEN);
+    /* lock_version is the application's counter again. */
+    ck_assert_str_eq(text1(c, "SELECT string_agg(title || ':' || lock_version || '/' || fence_token, ' ' ORDER BY id)"
+                              " FROM posts"),
+                     "a2:10/10 b3:14/13 c:0/0");
+    fails(c, "SELECT fence.migrate_version_column('posts')", "22023");
+    ok(c, "CREATE TABLE plain (id int)");
+    fails(c, "SELECT fence.migrate_version_column('plain')", "22023");
+    fails(c, "SELECT fence.migrate_version_column(NULL)", "22023");
+    ck_assert_msg(fence_pg_install(c) == FENCE_OK, "install again: %s", fence_pg_errmsg(c));
+    ck_assert_str_eq(text1(c, "SELECT col FROM fence.protected"), "fence_token");
+    PQfinish(c);
     drop_side_db(d);
 }
 END_TEST
@@ -1151,6 +1240,7 @@ static Suite *pg_admin_suite(void)
     tcase_add_test(t, after_check_only_when_needed);
     tcase_add_test(t, upgrade_from_version_3);
     tcase_add_test(t, upgrade_from_version_3_not_owner);
+    tcase_add_test(t, upgrade_from_version_5_migrates_lock_version);
     CT_ADD_CASES(t, verify_checks_what_the_triggers_are, tamper_cases);
     CT_ADD_CASES(t, verify_reports_the_privilege_policy, policy_cases);
     CT_ADD_CASES(t, token_column_marker, marker_cases);

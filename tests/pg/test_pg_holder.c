@@ -754,8 +754,8 @@ START_TEST(upgrade_from_version_2_keeps_marks)
     ck_assert_msg(strstr(n.text, "WARNING:  fence: ") == et, "warnings: %s", n.text);
     ck_assert_int_eq(count_of(n.text, "WARNING:"), 2); /* one per install */
     ck_assert_int_eq(count_of(n.text, "not a superuser: no event trigger"), 2);
-    ck_assert_int_eq(num(fa, "SELECT fence.version()"), 5);
-    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), 5);
+    ck_assert_int_eq(num(fa, "SELECT fence.version()"), PG_SQL_VERSION);
+    ck_assert_int_eq(num(fa, "SELECT version FROM fence.meta"), PG_SQL_VERSION);
     ck_assert_int_eq(num(fa, "SELECT count(*) FROM pg_constraint"
                              " WHERE conrelid = 'fence.marks'::regclass"
                              " AND conname = 'marks_holder_check'"),

@@ -362,7 +362,7 @@ START_TEST(extension_needs_fence_schema)
     fails(c, "BEGIN; SET LOCAL fence.token = 5; INSERT INTO lone VALUES (1)", "23Q02");
     ok(c, "ROLLBACK; DROP TABLE lone");
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
-    ck_assert_int_eq(num(c, "SELECT fence.version()"), 5);
+    ck_assert_int_eq(num(c, "SELECT fence.version()"), PG_SQL_VERSION);
     ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.4");
     ck_assert_str_eq(text1(c, "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n"
                               " ON n.oid = e.extnamespace WHERE e.extname = 'fence'"),

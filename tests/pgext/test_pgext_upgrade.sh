@@ -34,15 +34,15 @@
 #   3. the new fence.sql and ALTER EXTENSION fence UPDATE: from 1.0 and
 #      1.2 in the order the update scripts ask (fence.sql first; use_token
 #      writers admitted in between), from 1.1 the other way round (the
-#      window's refusals last until fence.sql 5).  From 1.3 fence.sql 5
+#      window's refusals last until the new fence.sql).  From 1.3 the new fence.sql
 #      goes in before the package, while the old module runs: its C guard
 #      admits use_token's token and still the old way (and c_send), while
-#      version 5's PL/pgSQL guards and fence.advance refuse the old way at
-#      once; after the package, every guard is version 5's.  Then:
+#      the new version's PL/pgSQL guards and fence.advance refuse the old way at
+#      once; after the package, every guard is the new version's.  Then:
 #      extversion 1.4, exactly the functions of a fresh 1.4 install
 #      (compared with one: symbols, attributes, privileges), c_advance /
 #      c_stamp / c_send / c_restoring gone (calling c_advance fails
-#      42883), the schema as a fresh version 5's, every
+#      42883), the schema as a fresh new version's, every
 #      table with the triggers it had, listed by fence.protected with its
 #      column, mode and implementation, the stamps and marks kept, and
 #      enforcing: a stale token via use_token 23Q01, the current and a
@@ -57,9 +57,9 @@
 #   (c_version 1); 1.4's catalog binds the guard and check to symbols
 #   only 1.4's module has, so its writes fail (42883) instead of being
 #   judged by 1.1's rule, until it ends; c_advance is gone there too.
-# And once, without the extension: fence.sql 4 to 5 keeps tables protected
+# And once, without the extension: fence.sql 4 to the new version keeps tables protected
 # 'plpgsql' by the real version 4 enforcing (their generated functions are
-# written again from version 5's templates), the schema as a fresh 5's.
+# written again from the new version's templates), the schema as a fresh new version's.
 # Needs pg_config with PGXS (postgresql-server-dev-15), PostgreSQL's server
 # binaries and FENCE_BUILD's lib/pgext/fence.so (make tests-build); starts
 # its own servers (stopped and removed on any exit).  Run by
@@ -70,6 +70,8 @@ cd "$(dirname "$0")/../.." || exit 1
 B=${FENCE_BUILD:-build}
 PGC=${PG_CONFIG:-pg_config}
 VERSIONS=(1.0 1.1 1.2 1.3)
+# The version of the fence.sql under test (what its fence.version() returns).
+NEW=$(sed -n 's/^AS \$\$ SELECT \([0-9][0-9]*\) \$\$;$/\1/p' "$B/sql/postgres/fence.sql" 2>/dev/null)
 H1=0123456789abcdef0123456789abcdef
 H2=fedcba9876543210fedcba9876543210
 pass=0; fail=0; finished=0
@@ -120,6 +122,7 @@ for v in "${VERSIONS[@]}"; do
   grep -qx "default_version = '$v'" "tests/pgext/$v/fence.control" || {
     nok "tests/pgext/$v/fence.control is version $v's"; finish; }
 done
+[ -n "$NEW" ] && [ "$NEW" -ge 5 ] || { nok "$B/sql/postgres/fence.sql says its version (fence.version(), 5 or later)"; finish; }
 grep -q '^-- fence.sql -- .*version 4\.$' tests/pg/fence_v4.sql || {
   nok "tests/pg/fence_v4.sql is fence.sql version 4"; finish; }
 
@@ -298,7 +301,7 @@ stamps_sql() {
   echo "SELECT * FROM ($sql) s ORDER BY 1, 2"
 }
 # Whether every generated guard of fence.generated binds its token to the
-# transaction (version 5's template), and how many there are.
+# transaction (the new version's template), and how many there are.
 GEN="SELECT count(*) || ' ' || COALESCE(bool_and(p.prosrc LIKE '%fence.xact%'), false)
   FROM fence.generated g JOIN pg_proc p ON p.proname = g.fn AND p.pronamespace = 'fence'::regnamespace"
 
@@ -336,7 +339,7 @@ $(w_old 7 "UPDATE $name SET v = 'a7' WHERE id = 1;")"
 }
 
 # enforcing LABEL DB NAME:COL:MODE:IMPL...: after the upgrade, each table
-# (row 1 stamped 7, row 2 5) refuses and admits what version 5 does.
+# (row 1 stamped 7, row 2 5) refuses and admits what the new version does.
 # Leaves row 1 stamped 7 and row 2 stamped 9 (strict; permissive: the
 # same).
 enforcing() {
@@ -369,7 +372,7 @@ enforcing() {
 }
 
 # marks LABEL DB FN...: the mark of resource 'res' (7, holder H1) through
-# each FN (fence.advance), version 5's rules.
+# each FN (fence.advance), the new version's rules.
 marks() {
   local label=$1 db=$2 fn; shift 2
   for fn in "$@"; do
@@ -402,7 +405,7 @@ restart_pg() {
     restart >/dev/null 2>&1
 }
 
-# --- fence.sql 4 to 5, no extension (once) -------------------------------------
+# --- fence.sql 4 to the new version, no extension (once) -------------------------------------
 portable() {
   local db=portable tabs=(p_rows:fence_token:strict:plpgsql p_lock:lock_version:strict:plpgsql
                           p_perm:fence_token:permissive:plpgsql)
@@ -415,9 +418,9 @@ SELECT fence.version(), (SELECT count(*) FROM pg_extension WHERE extname = 'fenc
     "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
   val "$db" "$TRIGGERS" > "$T/p.triggers.before"
   expect_ok "$db: version 4's generated guards do not bind the token" "$db" "$GEN" "3 false"
-  expect_ok "$db: fence.sql version 5 over version 4" "$db" "\\i $B/sql/postgres/fence.sql
-SELECT fence.version();" 5
-  expect_ok "$db: every generated guard written again from version 5's template" "$db" "$GEN" "3 true"
+  expect_ok "$db: fence.sql version $NEW over version 4" "$db" "\\i $B/sql/postgres/fence.sql
+SELECT fence.version();" "$NEW"
+  expect_ok "$db: every generated guard written again from version $NEW's template" "$db" "$GEN" "3 true"
   expect_ok "$db: fence.protected lists every table, column, mode, implementation" "$db" "$PROTECTED" \
 "p_lock|lock_version|strict|plpgsql|f|t
 p_perm|fence_token|permissive|plpgsql|f|t
@@ -436,18 +439,18 @@ p_perm|2|5
 p_rows|1|7
 p_rows|2|5"
   expect_ok "$db: the mark and its holder are kept" "$db" "SELECT fence.mark('res'), fence.mark_holder('res');" "7|$H1"
-  enforcing "$db after fence.sql 5" "$db" "${tabs[@]}"
-  marks "$db after fence.sql 5" "$db" fence.advance
-  expect_ok "fresh_$db: fence.sql version 5" "fresh_$db" "\\i $B/sql/postgres/fence.sql
-SELECT fence.version();" 5
-  compare "$db: the schema upgraded from version 4 is a fresh version 5's" "$db" "fresh_$db" "$SNAPSHOT"
+  enforcing "$db after fence.sql $NEW" "$db" "${tabs[@]}"
+  marks "$db after fence.sql $NEW" "$db" fence.advance
+  expect_ok "fresh_$db: fence.sql version $NEW" "fresh_$db" "\\i $B/sql/postgres/fence.sql
+SELECT fence.version();" "$NEW"
+  compare "$db: the schema upgraded from version 4 is a fresh version $NEW's" "$db" "fresh_$db" "$SNAPSHOT"
 }
 
 # --- each released extension ---------------------------------------------------
 # upgrade_from VERSION ORDER: after the new package (fence.so and scripts)
-# and a restart, ORDER sql-first runs fence.sql 5 and then ALTER EXTENSION
+# and a restart, ORDER sql-first runs the new fence.sql and then ALTER EXTENSION
 # fence UPDATE (as the update scripts say), ext-first the other way round;
-# sql-before-swap runs fence.sql 5 before the package, with the old module
+# sql-before-swap runs the new fence.sql before the package, with the old module
 # running, and ALTER EXTENSION last.
 upgrade_from() {
   local v=$1 order=$2 db=ext tv0 s name col mode impl tabs=(c_rows:fence_token:strict:c c_lock:lock_version:strict:c
@@ -500,15 +503,15 @@ SELECT fence.version();"
   local alter="ALTER EXTENSION fence UPDATE;
 SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
   local dirs kept=0 fv=4 p
-  # 2a. sql-before-swap: fence.sql 5 while the old module still runs.  Its
+  # 2a. sql-before-swap: the new fence.sql while the old module still runs.  Its
   #     C guard admits use_token's token (a LOCAL setting) and still the
-  #     old way; version 5's PL/pgSQL refuses the old way at once.
+  #     old way; the new version's PL/pgSQL refuses the old way at once.
   if [ "$order" = sql-before-swap ]; then
-    fv=5
-    expect_ok "$v: fence.sql version 5 over version 4, the old module still loaded" "$db" "$v5" 5
+    fv=$NEW
+    expect_ok "$v: fence.sql version $NEW over version 4, the old module still loaded" "$db" "$v5" "$NEW"
     for s in "${tabs[@]}"; do
       IFS=: read -r name col mode impl <<< "$s"
-      p="$v old module, fence.sql 5: $name ($impl, $mode)"
+      p="$v old module, fence.sql $NEW: $name ($impl, $mode)"
       expect_ok "$p: use_token admitted" "$db" "$(w_use 7 "$(upd "$name" 1 "$col")")" 7
       expect_err "$p: a stale token via use_token refused" "$db" 23Q01 "offered=6 highest=7" \
         "$(w_use 6 "$(upd "$name" 1 "$col")")"
@@ -517,18 +520,18 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
         expect_err "$p: a session-level token refused by the old module" "$db" 23Q02 "reason=session" \
           "$(w_session 9 "$(upd "$name" 1 "$col")")"
       else
-        expect_err "$p: the old way refused by version 5's guard" "$db" 23Q02 "reason=unbound setting=fence.token" \
+        expect_err "$p: the old way refused by version $NEW's guard" "$db" 23Q02 "reason=unbound setting=fence.token" \
           "$(w_old 7 "$(upd "$name" 1 "$col")")"
       fi
       if [ "$mode" = strict ]; then
         expect_err "$p: no token refused" "$db" 23Q02 "reason=missing" "$(w_none "$(upd "$name" 1 "$col")")"
       fi
     done
-    expect_err "$v old module, fence.sql 5: fence.advance (version 5's) refuses the old way" "$db" 23Q02 \
+    expect_err "$v old module, fence.sql $NEW: fence.advance (version $NEW's) refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.holder" "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;"
-    expect_ok "$v old module, fence.sql 5: fence.c_advance (the old module's) still admits the old way" "$db" \
+    expect_ok "$v old module, fence.sql $NEW: fence.c_advance (the old module's) still admits the old way" "$db" \
       "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.c_advance('res-c', 8); COMMIT;" 8
-    [ "$v" = 1.3 ] && expect_ok "$v old module, fence.sql 5: fence.c_send (libfence_pg 1.3's) still works" "$db" \
+    [ "$v" = 1.3 ] && expect_ok "$v old module, fence.sql $NEW: fence.c_send (libfence_pg 1.3's) still works" "$db" \
       "BEGIN; SELECT fence.c_send('7', ''); $(upd c_rows 1 fence_token) COMMIT;" "t
 7"
   fi
@@ -553,7 +556,7 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
   for s in "${tabs[@]}"; do
     IFS=: read -r name col mode impl <<< "$s"
     p="$v window, fence.sql $fv: $name ($impl, $mode)"
-    if [ "$impl" = c ] || [ $fv = 5 ]; then
+    if [ "$impl" = c ] || [ "$fv" = "$NEW" ]; then
       expect_err "$p: the old way with the current token is refused" "$db" 23Q02 "reason=unbound setting=fence.token" \
         "$(w_old 7 "$(upd "$name" 1 "$col")")"
       expect_err "$p: the old way with a stale token is refused" "$db" 23Q02 "reason=unbound setting=fence.token" \
@@ -596,23 +599,23 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
   # 3. the new fence.sql and ALTER EXTENSION fence UPDATE, in ORDER.
   case $order in
   sql-first)
-    expect_ok "$v: fence.sql version 5 over version 4, extension $v" "$db" "$v5" 5
-    expect_ok "$v after fence.sql 5, before ALTER EXTENSION: the C guard admits use_token" "$db" \
+    expect_ok "$v: fence.sql version $NEW over version 4, extension $v" "$db" "$v5" "$NEW"
+    expect_ok "$v after fence.sql $NEW, before ALTER EXTENSION: the C guard admits use_token" "$db" \
       "$(w_use 7 "$(upd c_rows 1 fence_token)")" 7
-    expect_err "$v after fence.sql 5, before ALTER EXTENSION: the C guard refuses the old way" "$db" 23Q02 \
+    expect_err "$v after fence.sql $NEW, before ALTER EXTENSION: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
     expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
   ext-first)
     expect_ok "$v: ALTER EXTENSION fence UPDATE, fence.sql still version 4" "$db" "$alter" "1.4|2"
-    expect_err "$v after ALTER EXTENSION, before fence.sql 5: the C guard refuses the old way" "$db" 23Q02 \
+    expect_err "$v after ALTER EXTENSION, before fence.sql $NEW: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
-    expect_err "$v after ALTER EXTENSION, before fence.sql 5: no token is refused" "$db" 23Q02 \
+    expect_err "$v after ALTER EXTENSION, before fence.sql $NEW: no token is refused" "$db" 23Q02 \
       "reason=missing" "$(w_none "$(upd c_lock 1 lock_version)")"
-    expect_err_msg "$v after ALTER EXTENSION, before fence.sql 5: fence.c_advance is gone" "$db" 42883 \
+    expect_err_msg "$v after ALTER EXTENSION, before fence.sql $NEW: fence.c_advance is gone" "$db" 42883 \
       "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
-    expect_ok "$v after ALTER EXTENSION, before fence.sql 5: fence.advance (version 4's) still admits the old way" \
+    expect_ok "$v after ALTER EXTENSION, before fence.sql $NEW: fence.advance (version 4's) still admits the old way" \
       "$db" "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
-    expect_ok "$v: fence.sql version 5 over version 4, extension 1.4" "$db" "$v5" 5 ;;
+    expect_ok "$v: fence.sql version $NEW over version 4, extension 1.4" "$db" "$v5" "$NEW" ;;
   sql-before-swap)
     expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
   esac
@@ -644,11 +647,11 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
     "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
   expect_ok "$v after: the extension has c_check, c_guard, c_version" "$db" "$EXT_MEMBERS" \
     "function fence.c_check(), function fence.c_guard(), function fence.c_version()"
-  expect_ok "fresh ($v's server): fence.sql 5, CREATE EXTENSION fence (1.4)" fresh "\\i $B/sql/postgres/fence.sql
+  expect_ok "fresh ($v's server): fence.sql $NEW, CREATE EXTENSION fence (1.4)" fresh "\\i $B/sql/postgres/fence.sql
 CREATE EXTENSION fence;
 SELECT extversion FROM pg_extension WHERE extname = 'fence';" 1.4
   compare "$v after: the extension's functions are a fresh 1.4's (symbols, attributes, privileges)" "$db" fresh "$EXT_FUNCS"
-  compare "$v after: the schema is a fresh version 5 + 1.4's" "$db" fresh "$SNAPSHOT"
+  compare "$v after: the schema is a fresh version $NEW + 1.4's" "$db" fresh "$SNAPSHOT"
   val "$db" "$TRIGGERS" > "$T/$v.triggers.after"
   if cmp -s "$T/$v.triggers.before" "$T/$v.triggers.after" && [ -s "$T/$v.triggers.after" ]; then
     ok "$v after: every table keeps its triggers (names, functions, arguments, enabled)"
@@ -660,7 +663,7 @@ SELECT extversion FROM pg_extension WHERE extname = 'fence';" 1.4
 c_perm|fence_token|permissive|c|f|t
 c_rows|fence_token|strict|c|t|t
 p_rows|fence_token|strict|plpgsql|f|t"
-  expect_ok "$v after: the 'plpgsql' table's guard written from version 5's template" "$db" "$GEN" "1 true"
+  expect_ok "$v after: the 'plpgsql' table's guard written from version $NEW's template" "$db" "$GEN" "1 true"
   case $v in 1.2|1.3)
     expect_plan "$v after: no plan has fence.c_stamp (session_preload_libraries still loads fence, 1.4's)" "$db" c_lock 0 ;;
   esac
