@@ -86,7 +86,7 @@ import json, sys
 o = json.loads(sys.argv[1])
 sys.exit(not (o["state"] == "error" and o["status"] == "FENCE_ECONN" and o["exit"] == 69
               and "127.0.0.1:1" in o["error"] and o["name"].startswith("clitest-")))' "$out"
-check "... and the message on stderr too" grep -q "fence status: cannot open the Redis client" "$T/err"
+check "... and the message on stderr too" grep -q "fence status: cannot open the client" "$T/err"
 out=$("$F" status --json --redis 'redis://:pw-in-url@127.0.0.1:1' x 2>/dev/null)
 check "... with no password in it ($out)" bash -c "[[ '$out' != *pw-in-url* ]] && [[ '$out' == *'\"state\": \"error\"'* ]]"
 
