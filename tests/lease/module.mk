@@ -3,7 +3,7 @@ LEASE_TESTS := lease client heartbeat badinput tokens failover
 LEASE_TESTS += holderinfo
 LEASE_TESTS += tls sentinel cluster
 LEASE_TESTS += skew pipe threads
-LEASE_TESTS += pg_issuer
+LEASE_TESTS += pg_issuer pg_issuer_fail
 LEASE_TEST_BINS := $(LEASE_TESTS:%=$(B)/tests/lease/test_%)
 TEST_BINS += $(LEASE_TEST_BINS) $(B)/tests/lease/holder
 $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease
@@ -46,3 +46,7 @@ $(B)/tests/lease/holder: $(B)/tests/lease/holder.o $(LIBFENCE)
 # (fence.sql installed by libfence_pg's fence_pg_install()).
 $(B)/tests/lease/test_pg_issuer: $(LIBFENCE_PG)
 $(B)/tests/lease/test_pg_issuer.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
+# test_pg_issuer_fail: its guarantee rows on clusters of its own
+# (scripts/pg-cluster, scripts/pg-standby).
+$(B)/tests/lease/test_pg_issuer_fail: $(LIBFENCE_PG)
+$(B)/tests/lease/test_pg_issuer_fail.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg

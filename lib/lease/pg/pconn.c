@@ -143,6 +143,14 @@ int64_t fence__pq_deadline(const fence__issuer *is, int64_t deadline_us)
 
 /* ---- connections ---------------------------------------------------------------- */
 
+/* A library does not print: the server's notices and warnings are dropped
+ * (libpq's default prints them on stderr). */
+static void no_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 /* libpq's message, its first line, without the trailing newline. */
 static int first_line(const char *m)
 {
@@ -187,6 +195,7 @@ PGconn *fence__pq_connect(fence__issuer *is, int64_t deadline_us, fence_status *
         *st = fence__pq_fail(is, FENCE_ENOMEM, "out of memory (a PostgreSQL connection)");
         return NULL;
     }
+    PQsetNoticeProcessor(c, no_notice, NULL);
     PostgresPollingStatusType ps = PQstatus(c) == CONNECTION_BAD ? PGRES_POLLING_FAILED
                                                                  : PGRES_POLLING_WRITING;
     while (ps != PGRES_POLLING_OK && ps != PGRES_POLLING_FAILED) {
