@@ -78,10 +78,12 @@ REVOKE ALL ON FUNCTION fence.leases_guard() FROM PUBLIC;
 DROP TRIGGER IF EXISTS leases_guard_upd ON fence.leases;
 DROP TRIGGER IF EXISTS leases_guard_del ON fence.leases;
 DROP TRIGGER IF EXISTS leases_guard_truncate ON fence.leases;
--- UPDATE OF counter, name: renewals and releases (which set neither) pay
--- nothing for it.
-CREATE TRIGGER leases_guard_upd BEFORE UPDATE OF counter, name ON fence.leases
-    FOR EACH ROW EXECUTE FUNCTION fence.leases_guard();
+-- Only an UPDATE that would lower a counter or rename a row calls the
+-- guard (the WHEN clause is an expression the executor evaluates itself):
+-- grants, renewals and releases pay no function call for it.
+CREATE TRIGGER leases_guard_upd BEFORE UPDATE ON fence.leases
+    FOR EACH ROW WHEN (NEW.counter OPERATOR(pg_catalog.<) OLD.counter OR NEW.name OPERATOR(pg_catalog.<>) OLD.name)
+    EXECUTE FUNCTION fence.leases_guard();
 CREATE TRIGGER leases_guard_del BEFORE DELETE ON fence.leases
     FOR EACH ROW EXECUTE FUNCTION fence.leases_guard();
 CREATE TRIGGER leases_guard_truncate BEFORE TRUNCATE ON fence.leases
@@ -157,7 +159,10 @@ REVOKE ALL ON FUNCTION fence.lease_durable() FROM PUBLIC;
 -- free or expired; granted with the token it has when HOLDER holds it
 -- already (an acquire sent again: nothing issued, the expiry moved); else
 -- not granted, with the holder's token and remaining TTL.  INFO: the
--- holder's description (NULL: none).
+-- holder's description (NULL: none).  The common case, a free name that
+-- has a row, is one UPDATE: under READ COMMITTED a concurrent acquire's
+-- row lock makes it wait, then re-check its WHERE on the row that one
+-- committed (held now: no row updated, the slow path says by whom).
 CREATE OR REPLACE FUNCTION fence.lease_acquire(name text, holder text, ttl_ms bigint, info text DEFAULT NULL,
                                                OUT granted boolean, OUT token bigint, OUT pttl_ms bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -168,14 +173,38 @@ DECLARE
     r fence.leases%ROWTYPE;
     t timestamptz;
 BEGIN
-    IF lease_acquire.holder IS NULL OR lease_acquire.ttl_ms IS NULL THEN
-        RAISE EXCEPTION 'fence: lease_acquire needs a holder and a TTL' USING ERRCODE = '22023';
+    IF lease_acquire.holder IS NULL OR lease_acquire.ttl_ms IS NULL
+       OR lease_acquire.holder !~ '^[0-9a-f]{32}$' OR lease_acquire.ttl_ms < 10 OR lease_acquire.ttl_ms > 604800000
+       OR lease_acquire.name IS NULL OR pg_catalog.octet_length(lease_acquire.name) < 1
+       OR pg_catalog.octet_length(lease_acquire.name) > 512 OR lease_acquire.name ~ '[\x01-\x1f\x7f]'
+       OR pg_catalog.octet_length(lease_acquire.info) > 256 THEN
+        IF lease_acquire.holder IS NULL OR lease_acquire.ttl_ms IS NULL THEN
+            RAISE EXCEPTION 'fence: lease_acquire needs a holder and a TTL' USING ERRCODE = '22023';
+        END IF;
+        IF pg_catalog.octet_length(lease_acquire.info) > 256 THEN
+            RAISE EXCEPTION 'fence: holder description longer than 256 bytes' USING ERRCODE = '22023';
+        END IF;
+        PERFORM fence.lease_check(lease_acquire.name, lease_acquire.holder, lease_acquire.ttl_ms, NULL);
     END IF;
-    PERFORM fence.lease_check(lease_acquire.name, lease_acquire.holder, lease_acquire.ttl_ms, NULL);
-    IF pg_catalog.octet_length(lease_acquire.info) > 256 THEN
-        RAISE EXCEPTION 'fence: holder description longer than 256 bytes' USING ERRCODE = '22023';
+    IF pg_catalog.current_setting('synchronous_commit') = ANY ('{off,local}'::text[]) THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
     END IF;
-    PERFORM fence.lease_durable();
+    UPDATE fence.leases l
+    SET (counter, token) = (SELECT n.v, n.v FROM (SELECT GREATEST(l.counter,
+                                COALESCE((SELECT m.token FROM fence.marks m WHERE m.resource = l.name), 0))
+                                OPERATOR(pg_catalog.+) 1 AS v) n),
+        holder = lease_acquire.holder,
+        expires = pg_catalog.clock_timestamp() + lease_acquire.ttl_ms * interval '1 millisecond',
+        info = lease_acquire.info
+    WHERE l.name = lease_acquire.name
+      AND (l.holder IS NULL OR l.expires <= pg_catalog.clock_timestamp())
+    RETURNING l.token INTO lease_acquire.token;
+    IF FOUND THEN
+        granted := true;
+        pttl_ms := lease_acquire.ttl_ms;
+        RETURN;
+    END IF;
+    -- Held (by HOLDER or another), or a name without a row yet.
     SELECT * INTO r FROM fence.leases l WHERE l.name = lease_acquire.name FOR UPDATE;
     IF NOT FOUND THEN
         -- A new name, perhaps inserted concurrently: ON CONFLICT waits for
@@ -231,7 +260,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.unnest(ttls_ms) x WHERE x IS NULL OR x < 10 OR x > 604800000) THEN
         RAISE EXCEPTION 'fence: lease TTLs must be 10..604800000 ms' USING ERRCODE = '22023';
     END IF;
-    PERFORM fence.lease_durable();
+    IF pg_catalog.current_setting('synchronous_commit') = ANY ('{off,local}'::text[]) THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true); -- fence.lease_durable()
+    END IF;
     WITH u AS (
         SELECT * FROM ROWS FROM (pg_catalog.unnest(names), pg_catalog.unnest(holders), pg_catalog.unnest(tokens),
                                 pg_catalog.unnest(ttls_ms)) WITH ORDINALITY AS u(name, holder, token, ttl, i)
