@@ -318,7 +318,8 @@ static fence_status stmt_failed(fence__issuer *is, const char *what, const PGres
 
 /* Send s[0..n), each followed by a sync, and read their results into res.
  * 0: every statement answered (each res[i] or its failure in *st); -1 the
- * connection failed, -2 the deadline passed (res as far as read). */
+ * connection failed or the server ended it, -2 the deadline passed (res as
+ * far as read). */
 static int round_trip(fence__issuer *is, PGconn *c, const char *what, const fence__pq_stmt *s,
                       size_t n, int64_t deadline, PGresult **res, fence_status *st,
                       int64_t *sent_us)
@@ -366,8 +367,12 @@ static int round_trip(fence__issuer *is, PGconn *c, const char *what, const fenc
             got = 1;
             const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
             if (code != NULL && (strncmp(code, "57", 2) == 0 || strncmp(code, "08", 2) == 0)) {
+                /* The server ended this connection (a shutdown, a
+                 * restart, pg_terminate_backend: often said before we
+                 * asked, read as the answer to our statement): it is done,
+                 * as if the socket had closed. */
                 PQclear(r);
-                return -3; /* the server is going away: this connection is done */
+                return -1;
             }
         } else if (t != PGRES_TUPLES_OK && t != PGRES_COMMAND_OK) {
             *st = fence__pq_fail(is, FENCE_EPROTO, "%s: %s: unexpected result (%s)", is->display,
@@ -424,10 +429,6 @@ fence_status fence__pq_run(fence__issuer *is, const char *what, const fence__pq_
             return fence__pq_fail(is, FENCE_ECONN, "%s: %s: no answer within the I/O timeout "
                                   "(%lld ms) or the call's deadline", is->display, what,
                                   (long long)is->io_timeout_ms);
-        }
-        if (rc == -3) {
-            atomic_store(&is->down, 1);
-            return st;
         }
         if (!pooled || answered || fence__now_us() >= deadline) {
             atomic_store(&is->down, 1);
