@@ -23,7 +23,11 @@ URL = os.environ['FENCE_TEST_REDIS_URL']
 SCRIPTS = os.environ['FENCE_CONTRACT_SCRIPTS']
 FENCE = os.environ['FENCE_CONTRACT_BIN']
 TAG = 'contract-%d' % os.getpid()
-WAKE = 0.25    # a woken waiter has the lease this soon after the release (s)
+# A woken waiter has the lease this soon after the release (s).  Each
+# release comes 0.3 s after the waiter's first attempt, and both clients'
+# waiters look again only a second after an attempt (at a 10 s TTL), so a
+# lease taken within WAKE came from the release message.
+WAKE = 0.4
 
 
 def name(s):
@@ -282,7 +286,7 @@ n = name('wake-py-run')
 out = tempfile.NamedTemporaryFile(delete=False)
 out.close()
 proc = subprocess.Popen([FENCE, 'run', '--url', URL, '--ttl', '10s', n, '--', 'sh', '-c',
-                         'echo $FENCE_TOKEN > %s; sleep 0.6' % out.name])
+                         'echo $FENCE_TOKEN > %s; sleep 0.3' % out.name])
 held = wait_for(lambda: PY.inspect(n)['held'], 3)
 th, box = waiter(lambda: PY.acquire(n, 5000, wait_ms=5000))
 subscribed = wait_for(lambda: subscribers('fence:{%s}:released' % n) >= 1, 3)
