@@ -59,7 +59,7 @@ def rising(tokens):
     return all(a < b for a, b in zip(tokens, tokens[1:]))
 
 
-# ---- the installed files are the C client's scripts ------------------------------
+# ---- the installed files are the C client's scripts --------------------------
 raw = __import__('redis').Redis.from_url(URL, decode_responses=True)
 raw.script_flush()
 shas = {}
@@ -76,7 +76,8 @@ ok(all(known), 'after SCRIPT FLUSH and the C client alone: SCRIPT EXISTS knows t
 
 PY = cc.Client(URL, SCRIPTS)
 C = fence.Client(URL)
-ok(True, 'the contract client loads the installed scripts (first line contract 1.x, SHA1 = SCRIPT LOAD)')
+ok(True, 'the contract client loads the installed scripts (first line contract 1.x, SHA1 = '
+   'SCRIPT LOAD)')
 bad = tempfile.mkdtemp()
 try:
     for s in cc.SCRIPTS:
@@ -90,7 +91,7 @@ try:
 finally:
     shutil.rmtree(bad)
 
-# ---- tokens rise across both ------------------------------------------------------------
+# ---- tokens rise across both -------------------------------------------------
 n = name('rise')
 tokens, who = [], []
 for i in range(8):
@@ -105,7 +106,8 @@ for i in range(8):
     tokens.append(int(out.strip() or 0) if rc == 0 else 0)
     who.append('run')
 ok(rising(tokens), 'clock tokens rise across the C client, the contract client and fence run, '
-   'interleaved (%d acquisitions: %s)' % (len(tokens), ' '.join('%s:%d' % x for x in zip(who, tokens))))
+   'interleaved (%d acquisitions: %s)'
+   % (len(tokens), ' '.join('%s:%d' % x for x in zip(who, tokens))))
 ok(C.last_token(n) == tokens[-1] == PY.inspect(n)['last'],
    'each reads the last token the other issued (%d)' % tokens[-1])
 
@@ -119,23 +121,27 @@ for i in range(5):
     p = PD.try_acquire(n, 2000)
     dense.append(p.token)
     PD.release(p)
-ok(dense == list(range(1, 11)), 'dense tokens across both: 1..10, each one above the other\'s (%s)' % dense)
+ok(dense == list(range(1, 11)),
+   'dense tokens across both: 1..10, each one above the other\'s (%s)' % dense)
 raises(cc.Refused, lambda: PY.try_acquire(n, 2000), 'a clock contract client on the dense counter: '
        '{3, mode}, nothing written', lambda e: e.code == 3 and e.detail == 'dense')
 n2 = name('dense-py')
 p = PD.try_acquire(n2, 2000)
 PD.release(p)
-raises(fence.Error, lambda: C.lease(n2, 2000), 'a clock C client on a counter the dense contract client '
-       'wrote: FENCE_ECONFIG', lambda e: e.status_name == 'FENCE_ECONFIG')
-ok(PY.inspect(n2)['last'] == 1 and not PY.inspect(n2)['held'], '... and it wrote nothing (n still 1, free)')
+raises(fence.Error, lambda: C.lease(n2, 2000), 'a clock C client on a counter the dense '
+       'contract client wrote: FENCE_ECONFIG', lambda e: e.status_name == 'FENCE_ECONFIG')
+ok(PY.inspect(n2)['last'] == 1 and not PY.inspect(n2)['held'],
+   '... and it wrote nothing (n still 1, free)')
 
 n = name('raise')
 with C.lease(n, 2000) as l:
     first = l.token
 floor = first + 10 ** 9
-ok(PY.raise_token(n, floor) == floor, 'contract client raises the counter (token_raise.lua answers the floor)')
+ok(PY.raise_token(n, floor) == floor,
+   'contract client raises the counter (token_raise.lua answers the floor)')
 with C.lease(n, 2000) as l:
-    ok(l.token > floor, 'the C client\'s next token is above its floor (%d > %d)' % (l.token, floor))
+    ok(l.token > floor,
+       'the C client\'s next token is above its floor (%d > %d)' % (l.token, floor))
 big = 2 ** 60
 C.raise_token(n, big)
 p = PY.try_acquire(n, 2000)
@@ -147,29 +153,32 @@ with C.lease(n, 2000) as l:
 p = PY.try_acquire(n, 2000)
 new = PY.reissue(p, big + 100)
 ok(new > big + 100 and p.owner == '%s:%d' % (p.holder, new) and C.inspect(n).holder_token == new,
-   'reissue.lua: a token above the floor, the owner key "<holder>:<new token>" for the C client too (%d)' % new)
+   'reissue.lua: a token above the floor, the owner key "<holder>:<new token>" for the C client '
+   'too (%d)' % new)
 ok(PY.renew(p) and PY.release(p), '... renewed and released by the new owner value')
 with C.lease(n, 2000) as l:
     ok(l.token > new, 'the C client\'s next token is above it (%d)' % l.token)
 
-# ---- each sees the other's lease as busy ----------------------------------------------------
+# ---- each sees the other's lease as busy -------------------------------------
 n = name('busy')
 with C.lease(n, 5000) as l:
     try:
         PY.try_acquire(n, 5000)
         ok(False, 'contract client acquired a name the C client holds')
     except cc.Busy as e:
-        ok(0 < e.pttl <= 5000, 'the C client holds it: the contract client gets {0, pttl} (%d ms)' % e.pttl)
+        ok(0 < e.pttl <= 5000,
+           'the C client holds it: the contract client gets {0, pttl} (%d ms)' % e.pttl)
     ok(PY.inspect(n)['holder'] == l.holder and PY.inspect(n)['token'] == l.token,
        'inspect.lua shows the C lease\'s "<holder>:<token>"')
 p = PY.try_acquire(n, 5000)
-raises(fence.Busy, lambda: C.lease(n, 5000), 'the contract client holds it: the C client gets FENCE_BUSY')
+raises(fence.Busy, lambda: C.lease(n, 5000),
+       'the contract client holds it: the C client gets FENCE_BUSY')
 rc, out, err = fence_run(n, 'true')
 ok(rc == 75, 'fence run exits 75 on the contract client\'s lease (exit %d: %s)' % (rc, err.strip()))
 ok(PY.inspect(n)['token'] == p.token, '... and neither touched it')
 PY.release(p)
 
-# ---- renewals by each --------------------------------------------------------------------------
+# ---- renewals by each --------------------------------------------------------
 n = name('renew-c')
 with C.lease(n, 300) as l:
     seen = set()
@@ -200,9 +209,11 @@ while time.monotonic() < end:
 rc, st, err = status(n)
 hb.stop()
 ok(busy and hb.renewals >= 8 and not p.lost,
-   'the contract client renews (renew.lua, %d renewals) a 300 ms lease for 4 TTLs: busy for the C client' % hb.renewals)
+   'the contract client renews (renew.lua, %d renewals) a 300 ms lease for 4 TTLs: busy for the '
+   'C client' % hb.renewals)
 ok(st.get('holder_info') == 'host=contract pid=%d' % os.getpid(),
-   '... and its description with it (negative TTL): fence status shows it after 4 TTLs (%r)' % st.get('holder_info'))
+   '... and its description with it (negative TTL): fence status shows it after 4 TTLs (%r)'
+   % st.get('holder_info'))
 ok(PY.release(p), '... released')
 a, b = name('batch-a'), name('batch-b')
 pa, pb = PY.try_acquire(a, 300, info='batch'), PY.try_acquire(b, 300)
@@ -212,12 +223,14 @@ while time.monotonic() < end:
     answers += PY.renew_many([pa, pb])
     time.sleep(0.1)
 ia, ib = C.inspect(a), C.inspect(b)
-ok(set(answers) == {1} and ia.holder == pa.holder and ib.holder == pb.holder and ia.holder_info == 'batch',
-   'renew_batch.lua keeps two leases (one with a description) past 3 TTLs: the C client sees both held')
+ok(set(answers) == {1} and ia.holder == pa.holder and ib.holder == pb.holder
+   and ia.holder_info == 'batch',
+   'renew_batch.lua keeps two leases (one with a description) past 3 TTLs: the C client sees '
+   'both held')
 PY.release(pa)
 PY.release(pb)
 
-# ---- a release wakes the other's waiter ----------------------------------------------------------
+# ---- a release wakes the other's waiter --------------------------------------
 
 
 def waiter(fn):
@@ -235,50 +248,44 @@ def waiter(fn):
     return th, box
 
 
+def woken(n, wait, release, clock=time.monotonic):
+    """wait() on a thread until it subscribed to n's channel, 0.3 s more,
+    then release(): (subscribed, what wait() returned, its time, the
+    release's time on clock)."""
+    th, box = waiter(wait)
+    subscribed = wait_for(lambda: subscribers('fence:{%s}:released' % n) >= 1, 3)
+    time.sleep(0.3)
+    t0 = clock()
+    release()
+    th.join(8)
+    return subscribed, box.get('v'), box.get('t', t0), t0
+
+
 n = name('wake-c')
-chan = 'fence:{%s}:released' % n
 p = PY.try_acquire(n, 10000)
-th, box = waiter(lambda: C.lease(n, 5000, wait_ms=5000))
-subscribed = wait_for(lambda: subscribers(chan) >= 1, 3)
-time.sleep(0.3)
-t0 = time.monotonic()
-PY.release(p)
-th.join(6)
-got = box.get('v')
-ok(subscribed and got is not None and box['t'] - t0 < WAKE,
-   'the C client\'s waiting acquire (subscribed to %s) has the lease %.0f ms after the contract '
-   'client\'s release (TTL 10 s)' % (chan, (box.get('t', t0) - t0) * 1000))
+subscribed, got, t, t0 = woken(n, lambda: C.lease(n, 5000, wait_ms=5000), lambda: PY.release(p))
+ok(subscribed and got is not None and t - t0 < WAKE,
+   'the C client\'s waiting acquire (subscribed to its channel) has the lease %.0f ms after the '
+   'contract client\'s release (TTL 10 s)' % ((t - t0) * 1000))
 if got is not None:
     got.release()
 
 n = name('wake-run')
-chan = 'fence:{%s}:released' % n
 p = PY.try_acquire(n, 10000)
-th, box = waiter(lambda: fence_run(n, 'date', '+%s.%N', opts=('--wait', '5s')))
-subscribed = wait_for(lambda: subscribers(chan) >= 1, 3)
-time.sleep(0.3)
-t0 = time.time()                     # date's clock
-PY.release(p)
-th.join(8)
-rc, out, err = box.get('v', (-1, '', ''))
+subscribed, got, t, t0 = woken(n, lambda: fence_run(n, 'date', '+%s.%N', opts=('--wait', '5s')),
+                               lambda: PY.release(p), clock=time.time)   # date's clock
+rc, out, err = got or (-1, '', '')
 started = float(out.strip() or 0)
 ok(subscribed and rc == 0 and 0 < started - t0 < WAKE,
    'fence run --wait 5s runs its command %.0f ms after the contract client\'s release (exit %d)'
    % ((started - t0) * 1000, rc))
 
 n = name('wake-py')
-chan = 'fence:{%s}:released' % n
 l = C.lease(n, 10000)
-th, box = waiter(lambda: PY.acquire(n, 5000, wait_ms=5000))
-subscribed = wait_for(lambda: subscribers(chan) >= 1, 3)
-time.sleep(0.3)
-t0 = time.monotonic()
-l.release()
-th.join(6)
-got = box.get('v')
-ok(subscribed and got is not None and box['t'] - t0 < WAKE and got.token > l.token,
-   'the contract client\'s pub/sub waiter has the lease %.0f ms after the C client\'s release (TTL 10 s)'
-   % ((box.get('t', t0) - t0) * 1000))
+subscribed, got, t, t0 = woken(n, lambda: PY.acquire(n, 5000, wait_ms=5000), l.release)
+ok(subscribed and got is not None and t - t0 < WAKE and got.token > l.token,
+   'the contract client\'s pub/sub waiter has the lease %.0f ms after the C client\'s release '
+   '(TTL 10 s)' % ((t - t0) * 1000))
 if got is not None:
     PY.release(got)
 
@@ -297,13 +304,14 @@ got = box.get('v')
 with open(out.name) as f:
     run_token = int(f.read().strip() or 0)
 os.unlink(out.name)
-ok(held and subscribed and proc.returncode == 0 and got is not None and box['t'] - t_end < WAKE and got.token > run_token,
-   'the contract client\'s waiter has the lease %.0f ms after fence run (TTL 10 s) ended (it releases, then exits), token above its'
-   % ((box.get('t', t_end) - t_end) * 1000))
+ok(held and subscribed and proc.returncode == 0 and got is not None and box['t'] - t_end < WAKE
+   and got.token > run_token,
+   'the contract client\'s waiter has the lease %.0f ms after fence run (TTL 10 s) ended (it '
+   'releases, then exits), its token above fence run\'s' % ((box.get('t', t_end) - t_end) * 1000))
 if got is not None:
     PY.release(got)
 
-# ---- loss: the other takes an expired lease ----------------------------------------------------
+# ---- loss: the other takes an expired lease ----------------------------------
 n = name('lost-c')
 CM = fence.Client(URL, heartbeat_mode='manual')      # a C holder that is not renewed (paused)
 lost_at = []
@@ -336,7 +344,7 @@ ok(not PY.renew(p) and not PY.release(p),
 ok(C.inspect(n).holder == l.holder and l.valid_ms() > 0, '... and the C lease is untouched')
 l.release()
 
-# ---- fence status shows the contract client's lease ------------------------------------------
+# ---- fence status shows the contract client's lease --------------------------
 n = name('status')
 info = 'host=contract pid=%d since=2026-12-07T00:00:00Z' % os.getpid()
 p = PY.try_acquire(n, 10000, info=info)
@@ -349,7 +357,8 @@ ok(rc == 0 and st.get('state') == 'held' and st.get('holder') == p.holder and
 rc, out, err = run('status', '--url', URL, '--json', n)
 j = json.loads(out) if rc == 0 else {}
 ok(j.get('state') == 'held' and j.get('held') is True and j.get('holder') == p.holder and
-   j.get('holder_token') == p.token and j.get('holder_info') == info and j.get('last_token') == p.token,
+   j.get('holder_token') == p.token and j.get('holder_info') == info
+   and j.get('last_token') == p.token,
    'fence status --json: the same (%s)' % out.strip())
 PY.release(p)
 rc, st, err = status(n)
@@ -374,16 +383,18 @@ proc.wait(10)
 os.unlink(out.name)
 ok(seen and seen['holder'] == holder and str(seen['token']) == token and
    (seen['info'] or '').startswith('host=') and ' pid=%d ' % proc.pid in seen['info'] + ' ',
-   'the contract client reads fence run\'s lease: its FENCE_HOLDER, FENCE_TOKEN and description (%r)' % seen)
+   'the contract client reads fence run\'s lease: its FENCE_HOLDER, FENCE_TOKEN and description '
+   '(%r)' % seen)
 
-# ---- the eviction check ----------------------------------------------------------------------------
+# ---- the eviction check ------------------------------------------------------
 n = name('evict')
 raw.config_set('maxmemory-policy', 'allkeys-lru')
 try:
     raises(cc.Error, lambda: PY.try_acquire(n, 1000), 'maxmemory-policy allkeys-lru: the contract '
            'client issues no token', lambda e: 'allkeys-lru' in str(e))
     with fence.Client(URL) as ce:
-        raises(fence.Error, lambda: ce.lease(n, 1000), '... nor does a new C client (FENCE_ECONFIG)',
+        raises(fence.Error, lambda: ce.lease(n, 1000),
+               '... nor does a new C client (FENCE_ECONFIG)',
                lambda e: e.status_name == 'FENCE_ECONFIG')
     ok(PY.inspect(n)['last'] == 0, '... and the counter was never written')
 finally:

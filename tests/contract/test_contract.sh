@@ -21,11 +21,11 @@ cd "$(dirname "$0")/../.."
 B=${FENCE_BUILD:-build}
 PY=/usr/bin/python3            # Debian's: python3-redis is its package
 missing=0
-for v in FENCE_TEST_REDIS_URL; do
-  [ -n "${!v:-}" ] || { echo "not ok - environment: $v is set (run under scripts/with-servers --redis)"; missing=1; }
-done
+[ -n "${FENCE_TEST_REDIS_URL:-}" ] ||
+  { echo "not ok - environment: FENCE_TEST_REDIS_URL is set (run under scripts/with-servers --redis)"; missing=1; }
 [ -x "$PY" ] || { echo "not ok - $PY exists (scripts/install-deps)"; missing=1; }
-"$PY" -c 'import redis' 2>/dev/null || { echo "not ok - $PY imports redis (python3-redis: scripts/install-deps)"; missing=1; }
+"$PY" -c 'import redis' 2>/dev/null ||
+  { echo "not ok - $PY imports redis (python3-redis: scripts/install-deps)"; missing=1; }
 [ $missing -eq 0 ] || exit 1
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/fence-contract.XXXXXX")
@@ -33,7 +33,9 @@ trap 'rm -rf "$T"' EXIT
 S=$T/stage
 VARS=(B="$B" DESTDIR="$S" PREFIX=/usr PG_EXTENSIONS=)
 [ "${FENCE_PKG_NO_BUILD:-0}" = 1 ] && VARS+=(-o all)
-if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory "${VARS[@]}" install > "$T/install.log" 2>&1; then
+# Not the outer make's jobserver (make test's): a make of its own.
+if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory "${VARS[@]}" install \
+     > "$T/install.log" 2>&1; then
   echo "ok - make install DESTDIR=\$T/stage PREFIX=/usr"
 else
   echo "not ok - make install"; sed 's/^/# /' "$T/install.log"; exit 1
