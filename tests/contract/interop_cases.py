@@ -28,6 +28,7 @@ TAG = 'contract-%d' % os.getpid()
 # waiters look again only a second after an attempt (at a 10 s TTL), so a
 # lease taken within WAKE came from the release message.
 WAKE = 0.4
+TMP = tempfile.mkdtemp()
 
 
 def name(s):
@@ -43,6 +44,21 @@ def run(*args, timeout=20):
 def fence_run(n, *cmd, opts=()):
     """fence run --url URL [opts] n -- cmd: (exit, stdout, stderr)."""
     return run('run', '--url', URL, *opts, n, '--', *cmd)
+
+
+def fence_run_bg(n, ttl, shell):
+    """fence run --ttl ttl n -- sh -c shell, in the background; OUT in shell
+    names a file of this run's: (the process, that file's path)."""
+    fd, path = tempfile.mkstemp(dir=TMP)
+    os.close(fd)
+    proc = subprocess.Popen([FENCE, 'run', '--url', URL, '--ttl', ttl, n, '--', 'sh', '-c',
+                             shell.replace('OUT', path)])
+    return proc, path
+
+
+def words(path):
+    with open(path) as f:
+        return f.read().split()
 
 
 def status(n):
@@ -290,10 +306,7 @@ if got is not None:
     PY.release(got)
 
 n = name('wake-py-run')
-out = tempfile.NamedTemporaryFile(delete=False)
-out.close()
-proc = subprocess.Popen([FENCE, 'run', '--url', URL, '--ttl', '10s', n, '--', 'sh', '-c',
-                         'echo $FENCE_TOKEN > %s; sleep 0.3' % out.name])
+proc, out = fence_run_bg(n, '10s', 'echo $FENCE_TOKEN > OUT; sleep 0.3')
 held = wait_for(lambda: PY.inspect(n)['held'], 3)
 th, box = waiter(lambda: PY.acquire(n, 5000, wait_ms=5000))
 subscribed = wait_for(lambda: subscribers('fence:{%s}:released' % n) >= 1, 3)
@@ -301,9 +314,7 @@ proc.wait(10)
 t_end = time.monotonic()
 th.join(6)
 got = box.get('v')
-with open(out.name) as f:
-    run_token = int(f.read().strip() or 0)
-os.unlink(out.name)
+run_token = int((words(out) + ['0'])[0])
 ok(held and subscribed and proc.returncode == 0 and got is not None and box['t'] - t_end < WAKE
    and got.token > run_token,
    'the contract client\'s waiter has the lease %.0f ms after fence run (TTL 10 s) ended (it '
@@ -372,15 +383,10 @@ ok(j.get('holder') == p.holder and j.get('holder_info') is None,
 PY.release(p)
 
 n = name('status-run')
-out = tempfile.NamedTemporaryFile(delete=False)
-out.close()
-proc = subprocess.Popen([FENCE, 'run', '--url', URL, '--ttl', '5s', n, '--', 'sh', '-c',
-                         'echo $FENCE_HOLDER $FENCE_TOKEN > %s; sleep 1' % out.name])
-seen = wait_for(lambda: os.path.getsize(out.name) > 0 and PY.inspect(n), 3)
-with open(out.name) as f:
-    holder, token = (f.read().split() + ['', ''])[:2]
+proc, out = fence_run_bg(n, '5s', 'echo $FENCE_HOLDER $FENCE_TOKEN > OUT; sleep 1')
+seen = wait_for(lambda: words(out) and PY.inspect(n), 3)
+holder, token = (words(out) + ['', ''])[:2]
 proc.wait(10)
-os.unlink(out.name)
 ok(seen and seen['holder'] == holder and str(seen['token']) == token and
    (seen['info'] or '').startswith('host=') and ' pid=%d ' % proc.pid in seen['info'] + ' ',
    'the contract client reads fence run\'s lease: its FENCE_HOLDER, FENCE_TOKEN and description '
@@ -402,4 +408,5 @@ finally:
 
 C.close()
 CD.close()
+shutil.rmtree(TMP)
 done()

@@ -44,4 +44,4 @@ FENCE_BUILD=$B scripts/san-runtime --wrap "$T/bin" "$PY" || exit 1
 export FENCE_CONTRACT_SCRIPTS=$S/usr/share/fence/redis FENCE_CONTRACT_BIN=$S/usr/bin/fence
 export FENCE_LIBDIR=$S/usr/lib PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH=$S/usr/lib/python3/dist-packages:$PWD/tests/contract:$PWD/tests/python
-"$T/bin/python3" tests/contract/interop_cases.py
+TMPDIR=$T "$T/bin/python3" tests/contract/interop_cases.py   # its files go with $T
