@@ -7,6 +7,7 @@ FENCE_CONTRACT_BIN (its fence); TAP lines."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,23 @@ try:
 finally:
     shutil.rmtree(bad)
 
+# The page and the files agree: its version is each file's first line, and
+# it has a section for each installed script and for no other.
+with open('docs/contract.md') as f:
+    page = f.read()
+version = re.search(r'\*\*Contract version (\d+\.\d+)\*\*', page)
+firsts = set()
+for s in cc.SCRIPTS:
+    with open(os.path.join(SCRIPTS, s + '.lua')) as f:
+        firsts.add(f.readline().rstrip('\n'))
+ok(version and firsts == {'-- fence redis contract %s (docs/contract.md)' % version.group(1)}
+   and min(firsts) in page, 'docs/contract.md says contract %s, the first line of every installed '
+   'script' % (version and version.group(1)))
+sections = re.findall(r'^### `(\w+)\.lua`', page, re.M)
+installed = sorted(f[:-len('.lua')] for f in os.listdir(SCRIPTS))
+ok(sorted(sections) == installed == sorted(cc.SCRIPTS),
+   'docs/contract.md has a section for each installed script and no other (%s)' % ', '.join(sections))
+
 # ---- tokens rise across both -------------------------------------------------
 n = name('rise')
 tokens, who = [], []
@@ -174,6 +192,19 @@ ok(new > big + 100 and p.owner == '%s:%d' % (p.holder, new) and C.inspect(n).hol
 ok(PY.renew(p) and PY.release(p), '... renewed and released by the new owner value')
 with C.lease(n, 2000) as l:
     ok(l.token > new, 'the C client\'s next token is above it (%d)' % l.token)
+
+# ---- a flushed script cache; a retried acquire ------------------------------
+n = name('noscript')
+raw.script_flush()
+p = PY.try_acquire(n, 2000)
+ok(p.token > 0, 'after SCRIPT FLUSH the contract client acquires (NOSCRIPT, then EVAL)')
+again = PY._eval('acquire', [PY.key(n), PY.key(n, ':token')], [p.holder, '2000'] + PY.args)
+ok(again == [1, str(p.token)] and C.last_token(n) == p.token,
+   'acquire.lua sent again with the same holder: {1, its token} (%r), nothing issued' % again)
+PY.release(p)
+raw.script_flush()
+with C.lease(n, 2000) as l:
+    ok(l.token > p.token, 'after SCRIPT FLUSH the C client acquires too, the token above')
 
 # ---- each sees the other's lease as busy -------------------------------------
 n = name('busy')
