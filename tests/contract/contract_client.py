@@ -83,7 +83,7 @@ class Client:
                  behind_limit_ms=0, idle_ms=86400000):
         if mode not in ('clock', 'dense'):
             raise ValueError('mode: clock or dense')
-        if len(prefix) > 64 or '{' in prefix or '}' in prefix:
+        if len(prefix.encode()) > 64 or '{' in prefix or '}' in prefix:
             raise ValueError('prefix: 0..64 bytes, no { or }')
         self.r = redis.Redis.from_url(url, decode_responses=True)
         self.prefix, self.mode = prefix, mode
