@@ -221,8 +221,15 @@ void lu_iss_signal(int sig)
         ck_assert_int_eq(kill((pid_t)pid, sig), 0);
         return;
     }
-    char path[1024];
-    snprintf(path, sizeof path, "%s/data/postmaster.pid", tu_env("FENCE_TEST_PG_DIR"));
+    char data[1024];
+    snprintf(data, sizeof data, "%s/data", tu_env("FENCE_TEST_PG_DIR"));
+    lu_pg_signal_cluster(data, sig);
+}
+
+void lu_pg_signal_cluster(const char *data, int sig)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/postmaster.pid", data);
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "cannot read %s", path);
     int pm = 0;
@@ -249,6 +256,39 @@ void lu_iss_signal(int sig)
         closedir(d);
     }
     ck_assert_int_eq(kill(pm, sig), 0);
+}
+
+static char *vvalue(PGconn *c, const char *fmt, va_list ap)
+{
+    char q[2048];
+    vsnprintf(q, sizeof q, fmt, ap);
+    PGresult *r = PQexec(c, q);
+    ExecStatusType t = PQresultStatus(r);
+    ck_assert_msg(t == PGRES_TUPLES_OK || t == PGRES_COMMAND_OK, "%s: %s", q,
+                  PQresultErrorMessage(r));
+    char *v = strdup(t == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
+    PQclear(r);
+    return v;
+}
+
+char *lu_pg_value(PGconn *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *v = vvalue(c, fmt, ap);
+    va_end(ap);
+    return v;
+}
+
+long long lu_pg_num(PGconn *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *v = vvalue(c, fmt, ap);
+    va_end(ap);
+    long long n = strtoll(v, NULL, 10);
+    free(v);
+    return n;
 }
 
 void lu_iss_ensure_up(void)

@@ -46,4 +46,15 @@ void lu_iss_ensure_up(void);
  * 'fence'). */
 void lu_iss_kill_connections(void);
 
+
+/* For the PostgreSQL suites (test_pg_issuer*): run SQL (printf-style) on C,
+ * failing the test on an error; the first value of the first row, malloc'd
+ * ("" when none), or as a number. */
+struct pg_conn;
+char *lu_pg_value(struct pg_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+long long lu_pg_num(struct pg_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Send SIG to the postmaster whose data folder is DATA and to every child
+ * of it. */
+void lu_pg_signal_cluster(const char *data, int sig);
+
 #endif

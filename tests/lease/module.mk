@@ -44,11 +44,11 @@ $(B)/tests/lease/holder: $(B)/tests/lease/holder.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
 # test_pg_issuer: the PostgreSQL issuer on the test PostgreSQL and pgbouncer
 # (fence.sql installed by libfence_pg's fence_pg_install()).
-$(B)/tests/lease/test_pg_issuer: $(LIBFENCE_PG)
+$(B)/tests/lease/test_pg_issuer: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
 $(B)/tests/lease/test_pg_issuer.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
 # test_pg_issuer_fail: its guarantee rows on clusters of its own
 # (scripts/pg-cluster, scripts/pg-standby).
-$(B)/tests/lease/test_pg_issuer_fail: $(LIBFENCE_PG)
+$(B)/tests/lease/test_pg_issuer_fail: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
 $(B)/tests/lease/test_pg_issuer_fail.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
 # issuerutil: the behaviour suites against either issuer (FENCE_TEST_ISSUER;
 # test_heartbeat, run by run-suites as test_heartbeat and test_heartbeat:pg).

@@ -11,6 +11,7 @@
  */
 #include "fence.h"
 #include "fence_pg.h"
+#include "issuerutil.h"
 #include "leaseutil.h"
 
 #include <libpq-fe.h>
@@ -43,39 +44,6 @@ static PGconn *su(void)
     PGconn *c = PQconnectdb(tu_env("FENCE_TEST_PG_CONNINFO"));
     ck_assert_msg(PQstatus(c) == CONNECTION_OK, "PostgreSQL: %s", PQerrorMessage(c));
     return c;
-}
-
-/* Run sql (printf-style); the first value of the first row, malloc'd ("" when
- * none); fails the test on an error. */
-static char *sqlv(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *sqlv(PGconn *c, const char *fmt, ...)
-{
-    char q[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q, sizeof q, fmt, ap);
-    va_end(ap);
-    PGresult *r = PQexec(c, q);
-    ExecStatusType t = PQresultStatus(r);
-    ck_assert_msg(t == PGRES_TUPLES_OK || t == PGRES_COMMAND_OK, "%s: %s", q,
-                  PQresultErrorMessage(r));
-    char *v = strdup(t == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "");
-    PQclear(r);
-    return v;
-}
-
-static long long sqln(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static long long sqln(PGconn *c, const char *fmt, ...)
-{
-    char q[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q, sizeof q, fmt, ap);
-    va_end(ap);
-    char *v = sqlv(c, "%s", q);
-    long long n = strtoll(v, NULL, 10);
-    free(v);
-    return n;
 }
 
 /* The SQLSTATE sql fails with ("" if it succeeds), into state[6]. */
@@ -157,7 +125,7 @@ START_TEST(tokens_strictly_rise)
         if (i % 5 == 4) {
             /* Lost by expiry instead of released: the next is higher too. */
             PGconn *s = su();
-            free(sqlv(s, "UPDATE fence.leases SET expires = clock_timestamp() - interval '1 s'"
+            free(lu_pg_value(s, "UPDATE fence.leases SET expires = clock_timestamp() - interval '1 s'"
                          " WHERE name = '%s'", name));
             PQfinish(s);
             ck_assert_int_eq(fence_release(l), FENCE_LOST);
@@ -177,13 +145,13 @@ START_TEST(acquire_again_same_holder)
     PGconn *s = su();
     const char *name = tu_name("pg-again");
     const char *h = "0123456789abcdef0123456789abcdef";
-    long long t = sqln(s, "SELECT token FROM fence.lease_acquire('%s', '%s', 1000)", name, h);
+    long long t = lu_pg_num(s, "SELECT token FROM fence.lease_acquire('%s', '%s', 1000)", name, h);
     ck_assert_int_ge(t, 1);
-    ck_assert_int_eq(sqln(s, "SELECT token FROM fence.lease_acquire('%s', '%s', 60000)", name, h),
+    ck_assert_int_eq(lu_pg_num(s, "SELECT token FROM fence.lease_acquire('%s', '%s', 60000)", name, h),
                      t);
-    ck_assert_int_eq(sqln(s, "SELECT counter FROM fence.leases WHERE name = '%s'", name), t);
-    ck_assert_int_gt(sqln(s, "SELECT pttl_ms FROM fence.lease_inspect('%s')", name), 50000);
-    char *g = sqlv(s, "SELECT granted FROM fence.lease_acquire('%s', '%s', 1000)", name,
+    ck_assert_int_eq(lu_pg_num(s, "SELECT counter FROM fence.leases WHERE name = '%s'", name), t);
+    ck_assert_int_gt(lu_pg_num(s, "SELECT pttl_ms FROM fence.lease_inspect('%s')", name), 50000);
+    char *g = lu_pg_value(s, "SELECT granted FROM fence.lease_acquire('%s', '%s', 1000)", name,
                    "ffffffffffffffffffffffffffffffff");
     ck_assert_str_eq(g, "f");
     free(g);
@@ -219,11 +187,11 @@ static void renew_many(int n, int batch, long long statements)
     int64_t next = 0;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
     PGconn *s = su();
-    ck_assert_int_eq(sqln(s, "SELECT count(DISTINCT xmin::text) FROM fence.leases"
+    ck_assert_int_eq(lu_pg_num(s, "SELECT count(DISTINCT xmin::text) FROM fence.leases"
                              " WHERE name LIKE '%s-%%' AND expires > clock_timestamp()"
                              " + interval '7800 ms'", base),
                      statements);
-    ck_assert_int_eq(sqln(s, "SELECT count(*) FROM fence.leases WHERE name LIKE '%s-%%'"
+    ck_assert_int_eq(lu_pg_num(s, "SELECT count(*) FROM fence.leases WHERE name LIKE '%s-%%'"
                              " AND expires > clock_timestamp() + interval '7800 ms'", base),
                      n);
     PQfinish(s);
@@ -272,7 +240,7 @@ START_TEST(lost_taken_expired_not_deleted)
     fence_lease *l = NULL;
     EXPECT_RC(fence_acquire(c, name, &lo, &l), FENCE_OK, c);
     /* Taken: another holder in the row (with a higher token). */
-    free(sqlv(s, "UPDATE fence.leases SET holder = 'ffffffffffffffffffffffffffffffff',"
+    free(lu_pg_value(s, "UPDATE fence.leases SET holder = 'ffffffffffffffffffffffffffffffff',"
                  " counter = counter + 1, token = counter + 1 WHERE name = '%s'", name));
     for (int i = 0; i < 100 && atomic_load(&lost_calls) == 0; i++) {
         tu_sleep_ms(10);
@@ -285,7 +253,7 @@ START_TEST(lost_taken_expired_not_deleted)
     char name2[96];
     snprintf(name2, sizeof name2, "%s", tu_name("pg-lost2"));
     EXPECT_RC(fence_try_acquire(c, name2, 5000, &l), FENCE_OK, c);
-    free(sqlv(s, "UPDATE fence.leases SET expires = clock_timestamp() - interval '1 ms'"
+    free(lu_pg_value(s, "UPDATE fence.leases SET expires = clock_timestamp() - interval '1 ms'"
                  " WHERE name = '%s'", name2));
     ck_assert_int_eq(fence_renew(l), FENCE_LOST);
     ck_assert_int_eq(fence_release(l), FENCE_LOST);
@@ -458,7 +426,7 @@ START_TEST(pooler_transaction_mode)
     ck_assert_int_eq(lines, 200);
     /* The pooler's user went through pgbouncer, not around it. */
     PGconn *s = su();
-    ck_assert_int_ge(sqln(s, "SELECT counter FROM fence.leases WHERE name = '%s'", name), 100);
+    ck_assert_int_ge(lu_pg_num(s, "SELECT counter FROM fence.leases WHERE name = '%s'", name), 100);
     PQfinish(s);
 }
 END_TEST
@@ -481,12 +449,12 @@ START_TEST(raise_and_marks)
      * (restored from elsewhere, or written with another issuer's tokens):
      * the next token is above it; a reissue goes above it too. */
     PGconn *s = su();
-    free(sqlv(s, "SELECT fence.advance('%s', 900)", name));
+    free(lu_pg_value(s, "SELECT fence.advance('%s', 900)", name));
     uint64_t fresh = 0;
     EXPECT_RC(fence_lease_reissue(l, 950, &fresh), FENCE_OK, c);
     ck_assert_uint_eq(fresh, 951);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-    free(sqlv(s, "SELECT fence.advance('%s', 2000)", name));
+    free(lu_pg_value(s, "SELECT fence.advance('%s', 2000)", name));
     EXPECT_RC(fence_try_acquire(c, name, 3000, &l), FENCE_OK, c);
     ck_assert_uint_eq(fence_lease_token(l), 2001);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
@@ -542,7 +510,7 @@ START_TEST(holder_paused_past_ttl)
     char q[512];
     snprintf(q, sizeof q, "SELECT fence.advance('%s-res', %llu)", name,
              (unsigned long long)fence_lease_token(l));
-    free(sqlv(s, "%s", q));
+    free(lu_pg_value(s, "%s", q));
     kill(pid, SIGCONT);
     char line[128] = "";
     ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
@@ -588,19 +556,19 @@ START_TEST(bad_input)
     sql_fails(s, "SELECT fence.lease_raise('x', -1)", "22023");
     sql_fails(s, "SELECT fence.lease_raise('x', NULL)", "22023");
     /* The table itself: no privilege for an ordinary role. */
-    free(sqlv(s, "DROP ROLE IF EXISTS pgiss_app; CREATE ROLE pgiss_app LOGIN"));
-    free(sqlv(s, "SET ROLE pgiss_app"));
+    free(lu_pg_value(s, "DROP ROLE IF EXISTS pgiss_app; CREATE ROLE pgiss_app LOGIN"));
+    free(lu_pg_value(s, "SET ROLE pgiss_app"));
     sql_fails(s, "SELECT * FROM fence.leases", "42501");
     sql_fails(s, "UPDATE fence.leases SET counter = 0", "42501");
-    ck_assert_int_ge(sqln(s, "SELECT token FROM fence.lease_acquire('pgiss-app-%d',"
+    ck_assert_int_ge(lu_pg_num(s, "SELECT token FROM fence.lease_acquire('pgiss-app-%d',"
                              " '0123456789abcdef0123456789abcdef', 1000)", (int)getpid()),
                      1);
-    free(sqlv(s, "RESET ROLE"));
+    free(lu_pg_value(s, "RESET ROLE"));
     PQfinish(s);
     /* A database without fence.sql: refused at open, saying what to do. */
     s = su();
-    free(sqlv(s, "DROP DATABASE IF EXISTS pgiss_bare"));
-    free(sqlv(s, "CREATE DATABASE pgiss_bare"));
+    free(lu_pg_value(s, "DROP DATABASE IF EXISTS pgiss_bare"));
+    free(lu_pg_value(s, "CREATE DATABASE pgiss_bare"));
     char url[256];
     snprintf(url, sizeof url, "postgresql://postgres@127.0.0.1:%s/pgiss_bare",
              tu_env("FENCE_TEST_PG_PORT"));
@@ -608,7 +576,7 @@ START_TEST(bad_input)
     ck_assert_int_eq(fence_client_open_url(&c, url), FENCE_ECONFIG);
     ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), "fence.sql version 7"));
     fence_client_close(c);
-    free(sqlv(s, "DROP DATABASE pgiss_bare"));
+    free(lu_pg_value(s, "DROP DATABASE pgiss_bare"));
     PQfinish(s);
     /* A password never shows: not in the URL shown, not in a message. */
     snprintf(url, sizeof url, "postgresql://postgres:s3cr3t-pw@127.0.0.1:1/postgres");

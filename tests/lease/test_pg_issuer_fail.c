@@ -10,9 +10,9 @@
  */
 #include "fence.h"
 #include "fence_pg.h"
+#include "issuerutil.h"
 #include "leaseutil.h"
 
-#include <dirent.h>
 #include <libpq-fe.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -42,24 +42,6 @@ static PGconn *conn_at(int port)
     PGconn *c = PQconnectdb(ci);
     ck_assert_msg(PQstatus(c) == CONNECTION_OK, "port %d: %s", port, PQerrorMessage(c));
     return c;
-}
-
-static long long sqln(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static long long sqln(PGconn *c, const char *fmt, ...)
-{
-    char q[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q, sizeof q, fmt, ap);
-    va_end(ap);
-    PGresult *r = PQexec(c, q);
-    ExecStatusType t = PQresultStatus(r);
-    ck_assert_msg(t == PGRES_TUPLES_OK || t == PGRES_COMMAND_OK, "%s: %s", q,
-                  PQresultErrorMessage(r));
-    long long n = t == PGRES_TUPLES_OK && PQntuples(r) > 0 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
-                                                          : 0;
-    PQclear(r);
-    return n;
 }
 
 static void install_at(int port)
@@ -112,40 +94,9 @@ static void cluster_stop(const cluster *k)
 /* SIGSTOP or SIGCONT the cluster's postmaster and all its children. */
 static void cluster_signal(const cluster *k, int sig)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/data/postmaster.pid", k->dir);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    int pm = 0;
-    ck_assert_int_eq(fscanf(f, "%d", &pm), 1);
-    fclose(f);
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int pid = atoi(e->d_name);
-        if (pid <= 0) {
-            continue;
-        }
-        char stat[64], buf[512];
-        snprintf(stat, sizeof stat, "/proc/%d/stat", pid);
-        FILE *s = fopen(stat, "r");
-        if (s == NULL) {
-            continue;
-        }
-        int ppid = 0;
-        if (fgets(buf, sizeof buf, s) != NULL) {
-            const char *close_paren = strrchr(buf, ')');
-            if (close_paren != NULL) {
-                sscanf(close_paren + 2, "%*c %d", &ppid);
-            }
-        }
-        fclose(s);
-        if (ppid == pm) {
-            kill(pid, sig);
-        }
-    }
-    closedir(d);
-    kill(pm, sig);
+    char data[600];
+    snprintf(data, sizeof data, "%s/data", k->dir);
+    lu_pg_signal_cluster(data, sig);
 }
 
 static atomic_int lost_calls, lost_reason;
@@ -261,7 +212,7 @@ START_TEST(server_paused_past_ttl)
     ck_assert_msg(lost_after <= 600 + 100, "lost %lld ms after the stop", (long long)lost_after);
     ck_assert_int_eq(fence_renew(l), FENCE_LOST);
     PGconn *s = conn_at(k.port);
-    ck_assert_int_eq(sqln(s, "SELECT (fence.lease_renew(ARRAY['%s'], ARRAY['%s'], ARRAY[%llu],"
+    ck_assert_int_eq(lu_pg_num(s, "SELECT (fence.lease_renew(ARRAY['%s'], ARRAY['%s'], ARRAY[%llu],"
                              " ARRAY[600]::bigint[]))[1]::int", nm, holder,
                           (unsigned long long)old),
                      0);
@@ -311,12 +262,12 @@ static void caught_up(const pair *p)
     snprintf(lsn, sizeof lsn, "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     for (int i = 0; i < 300; i++) {
-        if (sqln(sc, "SELECT (pg_last_wal_replay_lsn() >= '%s'::pg_lsn)::int", lsn) == 1) {
+        if (lu_pg_num(sc, "SELECT (pg_last_wal_replay_lsn() >= '%s'::pg_lsn)::int", lsn) == 1) {
             break;
         }
         tu_sleep_ms(10);
     }
-    ck_assert_int_eq(sqln(sc, "SELECT (pg_last_wal_replay_lsn() >= '%s'::pg_lsn)::int", lsn), 1);
+    ck_assert_int_eq(lu_pg_num(sc, "SELECT (pg_last_wal_replay_lsn() >= '%s'::pg_lsn)::int", lsn), 1);
     PQfinish(pc);
     PQfinish(sc);
 }
