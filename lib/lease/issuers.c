@@ -38,7 +38,7 @@ static const issuer_entry issuers[] = {
      &fence__redis_issuer},
     /* Issue 28 section 3 and issue 29: their options are added with them. */
     {"postgresql", "PostgreSQL", {"postgresql://", "postgres://", NULL}, 0, NULL},
-    {"etcd", "etcd", {"etcd://", "etcds://", NULL}, 0, NULL},
+    {"etcd", "etcd", {"etcd://", "etcds://", NULL}, OPT_PREFIX | OPT_TLS, &fence__etcd_issuer},
 };
 #define NISSUERS (sizeof issuers / sizeof issuers[0])
 

@@ -4,7 +4,8 @@
 # never libpq or SQLite: $(LEASE_LIBS) (the top Makefile), which whatever
 # links libfence links too.  The Redis issuer's Lua lives in
 # lib/lease/redis/*.lua, embedded at build time.
-LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c lib/lease/async/*.c))
+LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c lib/lease/etcd/*.c \
+                             lib/lease/async/*.c))
 LEASE_LUA := $(sort $(wildcard lib/lease/redis/*.lua))
 $(eval $(call embed_rule,$(B)/lib/lease/lua_embed.c,fence__lua_,$(LEASE_LUA)))
 $(eval $(call library,fence,lib/lease,$(LEASE_SRC),$(B)/lib/lease/lua_embed.c,LEASE_LIBS))
