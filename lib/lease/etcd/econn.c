@@ -720,7 +720,13 @@ fence_status fence__et_stream(fence__etcd *et, fence__et_line *ln, const char *p
     free(body);
     wipe_free(auth);
     if (sc.stopped) {
+        atomic_store(&et->preferred, ln->member);
         return FENCE_OK;
+    }
+    if (t.cc != CURLE_OK && t.cc != CURLE_OPERATION_TIMEDOUT) {
+        /* That member is down: the next stream asks another. */
+        atomic_store(&et->preferred, (ln->member + 1) % et->nmembers);
+        atomic_fetch_add(&et->reconnects, 1);
     }
     if (t.cc == CURLE_OPERATION_TIMEDOUT && fence__now_us() >= deadline_us - 1000) {
         *timed_out = 1;

@@ -7,7 +7,7 @@
  * timeout); the core's validity still runs from the TTL asked for, so it
  * ends first.
  *
- *   acquire  /v3/lease/grant (a spare kept for the next attempt), then one
+ *   acquire  /v3/lease/grant (revoked again when the name is busy), then one
  *            txn: if the owner key was never created and the floor is as
  *            last seen, put the owner key "<holder>:<off>[:<info>]" with
  *            the lease; else read both.  Token = off + the txn's revision.
@@ -429,6 +429,9 @@ static void lease_revoke(fence__issuer *is, int64_t id, int64_t deadline_us)
     }
 }
 
+static fence_status keepalive(fence__issuer *is, fence__et_line *ln, const int64_t *ids,
+                              size_t n, int64_t deadline_us, int *alive);
+
 /* The token off + rev, checked. */
 static int token_of(uint64_t off, int64_t rev, uint64_t *token)
 {
@@ -446,6 +449,12 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
     g->granted = 0;
     g->pttl_ms = -1;
     g->behind_us = 0;
+    if (r->spare != 0) {
+        /* Granted by an earlier call: its TTL started before this call's
+         * validity does.  Never used for a grant now. */
+        lease_revoke(is, r->spare, deadline_us);
+        r->spare = 0;
+    }
     for (int round = 0; round < 4; round++) {
         fence_status st = grant(is, l, deadline_us);
         if (st != FENCE_OK) {
@@ -525,13 +534,29 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
                 lease_revoke(is, r->spare, deadline_us);
             }
             r->spare = 0;
+            /* Its etcd lease was granted by the earlier call: renewed now,
+             * so that it outlasts the validity this call starts. */
+            int alive = -1;
+            pthread_mutex_lock(&is->cmd_lock);
+            st = keepalive(is, &is->cmd, &olease, 1, deadline_us, &alive);
+            pthread_mutex_unlock(&is->cmd_lock);
+            if (st != FENCE_OK) {
+                return st;
+            }
+            if (alive != 1) {
+                return FENCE_OK; /* it expired meanwhile: held by nobody we know of */
+            }
             r->lease = olease;
             r->rev = orev;
             r->off = ooff;
             g->granted = 1;
             return FENCE_OK;
         }
-        return FENCE_OK; /* held by another; the spare is kept for the next attempt */
+        /* Held by another.  The spare goes: a later attempt's TTL must not
+         * start before that attempt. */
+        lease_revoke(is, r->spare, deadline_us);
+        r->spare = 0;
+        return FENCE_OK;
     }
     return fail(is, FENCE_ECONN, "%s: acquire '%s': the name kept changing under the txn",
                 is->et.display, l->name);
@@ -540,7 +565,7 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
 /* ---- renewals --------------------------------------------------------------------------- */
 
 typedef struct ka_ctx {
-    fence__ilease *const *ls;
+    const int64_t *ids;
     size_t n, next;
     int *alive;
     size_t got;
@@ -556,7 +581,7 @@ static int on_keepalive(void *arg, json_t *v)
     }
     for (size_t j = 0; j < k->n; j++) {
         size_t i = (k->next + j) % k->n;
-        if (ROOM(k->ls[i])->lease == id && k->alive[i] == -1) {
+        if (k->ids[i] == id && k->alive[i] == -1) {
             k->alive[i] = ttl > 0;
             k->next = i + 1;
             break;
@@ -565,32 +590,31 @@ static int on_keepalive(void *arg, json_t *v)
     return ++k->got >= k->n;
 }
 
-/* Keepalives of ls[0..n) in one request on ln: alive[i] 1, 0 (expired)
- * or -1 (no answer). */
-static fence_status keepalive(fence__issuer *is, fence__et_line *ln, fence__ilease *const *ls,
+/* Keepalives of the etcd leases ids[0..n) in one request on ln (the
+ * messages one after another in its body, the answers streamed back):
+ * alive[i] 1, 0 (expired: TTL 0) or -1 (no answer).  Bounded by the
+ * engine's own budget too. */
+static fence_status keepalive(fence__issuer *is, fence__et_line *ln, const int64_t *ids,
                               size_t n, int64_t deadline_us, int *alive)
 {
+    int64_t own = fence__now_us() +
+                  ((int64_t)is->et.connect_timeout_ms + is->et.io_timeout_ms) * 1000;
+    deadline_us = deadline_us < own ? deadline_us : own;
     size_t cap = n * 32 + 1, len = 0;
     char *body = malloc(cap);
     if (body == NULL) {
         return nomem(is);
     }
     for (size_t i = 0; i < n; i++) {
-        json_t *o = json_pack("{s:o}", "ID", idjson(ROOM(ls[i])->lease));
-        char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-        if (s == NULL || len + strlen(s) + 1 > cap) {
-            free(s);
+        int m = snprintf(body + len, cap - len, "{\"ID\":\"%" PRId64 "\"}", ids[i]);
+        if (m < 0 || (size_t)m >= cap - len) {
             free(body);
             return nomem(is);
         }
-        memcpy(body + len, s, strlen(s));
-        len += strlen(s);
-        free(s);
+        len += (size_t)m;
         alive[i] = -1;
     }
-    body[len] = '\0';
-    ka_ctx k = {ls, n, 0, alive, 0};
+    ka_ctx k = {ids, n, 0, alive, 0};
     int timed_out = 0;
     fence_status st = fence__et_stream(&is->et, ln, "/v3/lease/keepalive", NULL, body,
                                        deadline_us, on_keepalive, &k, &timed_out);
@@ -642,17 +666,23 @@ static fence_status ei_renew(fence__issuer *is, fence__ilease *const *ls, size_t
                              int64_t deadline_us, int *results, int64_t *sent_us)
 {
     int *alive = malloc(2 * n * sizeof *alive);
-    if (alive == NULL) {
+    int64_t *ids = malloc(n * sizeof *ids);
+    if (alive == NULL || ids == NULL) {
+        free(alive);
+        free(ids);
         return nomem(is);
     }
     int *mine = alive + n;
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = ROOM(ls[i])->lease;
+    }
     fence__et_line *ln = &is->hb;
     if (chan != FENCE__CHAN_HEARTBEAT) {
         pthread_mutex_lock(&is->cmd_lock);
         ln = &is->cmd;
     }
     *sent_us = fence__now_us();
-    fence_status st = keepalive(is, ln, ls, n, deadline_us, alive);
+    fence_status st = keepalive(is, ln, ids, n, deadline_us, alive);
     for (size_t i = 0; st == FENCE_OK && i < n; i += MAX_TXN_OPS) {
         size_t m = n - i < MAX_TXN_OPS ? n - i : MAX_TXN_OPS;
         fence_status s = check_keys(is, ln, ls + i, m, deadline_us, mine + i);
@@ -673,6 +703,7 @@ static fence_status ei_renew(fence__issuer *is, fence__ilease *const *ls, size_t
         pthread_mutex_unlock(&is->cmd_lock);
     }
     free(alive);
+    free(ids);
     return st;
 }
 
