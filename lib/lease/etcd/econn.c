@@ -548,7 +548,9 @@ fence_status fence__et_call(fence__etcd *et, fence__et_line *ln, const char *pat
                 reauthed = 1;
                 continue;
             }
-            if (c == GRPC_UNAUTHENTICATED || c == GRPC_PERMISSION_DENIED) {
+            if (c == GRPC_UNAUTHENTICATED || c == GRPC_PERMISSION_DENIED ||
+                strstr(msg, "user name is empty") != NULL ||
+                strstr(msg, "authentication failed") != NULL) {
                 st = fence__et_fail(et, FENCE_EAUTH, "%s: %s: %s", et->display, path,
                                     msg[0] ? msg : "refused");
                 break;
@@ -723,8 +725,9 @@ fence_status fence__et_stream(fence__etcd *et, fence__et_line *ln, const char *p
         atomic_store(&et->preferred, ln->member);
         return FENCE_OK;
     }
-    if (t.cc != CURLE_OK && t.cc != CURLE_OPERATION_TIMEDOUT) {
-        /* That member is down: the next stream asks another. */
+    if (t.cc != CURLE_OK) {
+        /* That member is down or hangs (or a watch just ran out of time):
+         * the next stream asks another. */
         atomic_store(&et->preferred, (ln->member + 1) % et->nmembers);
         atomic_fetch_add(&et->reconnects, 1);
     }
