@@ -75,3 +75,13 @@ $(B)/tests/bench/py/bench_python_c.o: tests/bench/bench_python_c.c
 	$(CC) $(REAL_CFLAGS) -Ilib/lease -MMD -MP -c -o $@ $<
 $(B)/tests/bench/py/bench_python_c: $(B)/tests/bench/py/bench_python_c.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
+
+# bench_etcd (issue 29): the etcd issuer vs the same gateway calls in a bare
+# libcurl loop (etcd_acquire_release_vs_floor_ratio, goal <= 1.2), beside
+# etcdctl lock and python3-etcd3gw's Lock (tests/bench/bench_etcd3gw.py),
+# and one renewal call over 10,000 leases (the issuer's ops, linked from
+# the static libfence).
+BENCH_BINS += $(B)/tests/bench/bench_etcd
+$(B)/tests/bench/bench_etcd.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_etcd: $(B)/tests/bench/bench_etcd.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
