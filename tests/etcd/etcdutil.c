@@ -155,7 +155,7 @@ const char *eu_cluster_member(const eu_cluster *c, int k)
 
 void eu_count_lost(fence_lease *l, int reason, void *user)
 {
-    (void)l;
-    (void)reason;
+    fprintf(stderr, "lost: %s (%s): %s\n", fence_lease_name(l), fence_status_name(reason),
+            fence_client_errmsg(fence_lease_client(l)));
     atomic_fetch_add((atomic_int *)user, 1);
 }

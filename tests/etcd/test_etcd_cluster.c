@@ -1,6 +1,8 @@
 /* test_etcd_cluster.c -- the etcd issuer's guarantees on 3-member clusters
  * of its own on loopback (scripts/etcd-cluster): the leader SIGKILLed while
- * a lease is held (kept; the next token higher), a member SIGSTOPped (kept),
+ * a lease is held (kept; the next token higher), a follower SIGSTOPped
+ * (kept), the leader SIGSTOPped and resumed (kept, or -- etcd 3.4 may
+ * revoke it then -- reported lost),
  * quorum lost (no token issued, the holder's lease lost on time, tokens
  * higher once it is back); auth (user+password, the auth token expiring
  * every second) and TLS (certificates made here with openssl); lock churn
@@ -69,6 +71,9 @@ START_TEST(leader_killed)
 }
 END_TEST
 
+/* A follower SIGSTOPped for 2.5 TTLs: the lease is kept (the client moves
+ * to the members that answer), still busy to others, the next token
+ * higher. */
 START_TEST(member_stopped)
 {
     eu_cluster cl;
@@ -78,20 +83,68 @@ START_TEST(member_stopped)
     atomic_int lost = 0;
     fence_lease *l = hold(c, name, 2000, &lost);
     uint64_t t1 = fence_lease_token(l);
-    /* The member the client talks to first (the URL's first). */
-    ck_assert_int_eq(eu_cluster_cmd(&cl, "signal", "1 STOP"), 0);
+    int k = eu_leader(&cl) % 3 + 1; /* a follower */
+    char arg[16];
+    snprintf(arg, sizeof arg, "%d STOP", k);
+    ck_assert_int_eq(eu_cluster_cmd(&cl, "signal", arg), 0);
     tu_sleep_ms(5000);
     ck_assert_int_eq(atomic_load(&lost), 0);
     ck_assert_int_eq(fence_lease_lost(l), 0);
     fence_client *other = open_cluster(&cl, 300);
     fence_lease *lo = NULL;
     EXPECT_RC(fence_try_acquire(other, name, 2000, &lo), FENCE_BUSY, other);
-    ck_assert_int_eq(eu_cluster_cmd(&cl, "signal", "1 CONT"), 0);
+    snprintf(arg, sizeof arg, "%d CONT", k);
+    ck_assert_int_eq(eu_cluster_cmd(&cl, "signal", arg), 0);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     EXPECT_RC(fence_try_acquire(other, name, 2000, &lo), FENCE_OK, other);
     ck_assert_uint_gt(fence_lease_token(lo), t1);
     EXPECT_RC(fence_release(lo), FENCE_OK, other);
     fence_client_close(other);
+    fence_client_close(c);
+    eu_cluster_stop(&cl);
+}
+END_TEST
+
+/* The leader SIGSTOPped for 2.5 TTLs, then resumed.  etcd 3.4.23 may then
+ * revoke a lease that the new leader kept alive all along (the resumed
+ * ex-leader still finds it expired and its revoke goes through: seen in
+ * about one run of three with bare curl keepalives, scripts and all, no
+ * fence involved).  What fence keeps either way: the lease is kept, or its
+ * loss is reported (the key gone: the next renewal's check, within one
+ * renewal period and the I/O budget), and every later token is higher. */
+START_TEST(leader_paused)
+{
+    eu_cluster cl;
+    eu_cluster_start(&cl, 3, NULL);
+    fence_client *c = open_cluster(&cl, 300);
+    const char *name = tu_name("etcd-lpause");
+    atomic_int lost = 0;
+    fence_lease *l = hold(c, name, 2000, &lost);
+    uint64_t t1 = fence_lease_token(l);
+    int k = eu_leader(&cl);
+    char arg[16];
+    snprintf(arg, sizeof arg, "%d STOP", k);
+    ck_assert_int_eq(eu_cluster_cmd(&cl, "signal", arg), 0);
+    tu_sleep_ms(5000);
+    ck_assert_int_eq(atomic_load(&lost), 0); /* kept while the leader is away */
+    snprintf(arg, sizeof arg, "%d CONT", k);
+    ck_assert_int_eq(eu_cluster_cmd(&cl, "signal", arg), 0);
+    tu_sleep_ms(3000);
+    int64_t id = eu_owner_lease(eu_cluster_member(&cl, k % 3 + 1), name);
+    int gone = id == 0;
+    if (gone) {
+        /* Revoked behind the holder's back: reported lost by now. */
+        ck_assert_int_eq(atomic_load(&lost), 1);
+        fprintf(stderr, "leader_paused: etcd revoked the lease after the pause; fence reported "
+                "it lost\n");
+    } else {
+        ck_assert_int_eq(atomic_load(&lost), 0);
+    }
+    fence_release(l);
+    fence_lease *l2 = NULL;
+    EXPECT_RC(fence_try_acquire(c, name, 2000, &l2), FENCE_OK, c);
+    ck_assert_uint_gt(fence_lease_token(l2), t1);
+    EXPECT_RC(fence_release(l2), FENCE_OK, c);
     fence_client_close(c);
     eu_cluster_stop(&cl);
 }
@@ -112,10 +165,15 @@ START_TEST(quorum_lost)
     while (atomic_load(&lost) == 0 && tu_now_ms() - t0 < 3000) {
         tu_sleep_ms(10);
     }
-    /* Lost on time: by the end of its validity (the TTL from the last
-     * renewal sent, which was before t0). */
+    /* Lost on time: at the end of its validity, the TTL from the last
+     * renewal etcd answered.  That can come after t0: the leader (member 1)
+     * renews leases on its own, without a quorum, until its election
+     * timeout (250 ms) tells it the quorum is gone -- safe, as a new leader
+     * extends every lease by its TTL.  Plus 150 ms of scheduling. */
     ck_assert_int_eq(atomic_load(&lost), 1);
-    ck_assert_int_le(tu_now_ms() - t0, 1000 + 100);
+    fprintf(stderr, "quorum_lost: the holder's lease lost %" PRId64 " ms after (TTL 1000)\n",
+            tu_now_ms() - t0);
+    ck_assert_int_le(tu_now_ms() - t0, 1000 + 250 + 150);
     /* No token is issued without a quorum. */
     fence_client *other = open_cluster(&cl, 300);
     fence_lease *lo = NULL;
@@ -362,6 +420,7 @@ static Suite *cluster_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, leader_killed);
     tcase_add_test(tc, member_stopped);
+    tcase_add_test(tc, leader_paused);
     tcase_add_test(tc, quorum_lost);
     tcase_add_test(tc, auth);
     tcase_add_test(tc, tls);

@@ -33,6 +33,17 @@
 #define DEFAULT_TIMEOUT_MS 2000
 #define MAX_PREFIX 64
 #define MAX_TXN_OPS 128 /* etcd's --max-txn-ops default */
+#define GROUP_MAX 100   /* names per etcd lease */
+
+/* A group of a client's names sharing one etcd lease (below). */
+typedef struct egroup {
+    int64_t id;         /* the etcd lease */
+    int64_t ttl_ms;     /* its names' TTL */
+    int64_t server_ttl; /* seconds, as granted */
+    int members;        /* names in it (and acquires joining it) */
+    int dead;           /* answered TTL 0: never joined again */
+    struct egroup *next;
+} egroup;
 
 struct fence__issuer {
     fence__etcd et;
@@ -43,16 +54,18 @@ struct fence__issuer {
     fence__et_line cmd;
     int cmd_down;
     fence__et_line hb; /* the heartbeat's, under the core's heartbeat lock */
+    pthread_mutex_t grp_lock; /* the groups */
+    egroup *groups;
+    int group_max;     /* names per etcd lease */
 };
 
 /* A lease's room. */
 typedef struct eroom {
     int64_t lease;     /* the etcd lease holding the owner key (0: none) */
-    int64_t spare;     /* granted, not yet used (0: none) */
+    struct egroup *grp;/* the group it joined (NULL: none) */
     int64_t rev;       /* the revision of the owner key's put */
     uint64_t off;      /* the floor's value in that put */
     int64_t floor_mod; /* the floor's mod_revision as last seen (0: absent) */
-    int64_t server_ttl;/* seconds, as granted */
     char *owner, *floor;
     size_t owner_len, floor_len;
     char buf[];
@@ -212,6 +225,8 @@ static fence_status ei_open(fence__issuer **out, const fence_client_options *o,
     is->et.errslot = env->errslot;
     pthread_mutex_init(&is->cmd_lock, NULL);
     pthread_mutex_init(&is->et.auth_lock, NULL);
+    pthread_mutex_init(&is->grp_lock, NULL);
+    is->group_max = GROUP_MAX;
     *out = is;
     return setup(is, o);
 }
@@ -223,6 +238,12 @@ static void ei_close(fence__issuer *is)
     fence__et_free(&is->et);
     pthread_mutex_destroy(&is->cmd_lock);
     pthread_mutex_destroy(&is->et.auth_lock);
+    pthread_mutex_destroy(&is->grp_lock);
+    while (is->groups != NULL) {
+        egroup *g = is->groups;
+        is->groups = g->next;
+        free(g); /* their etcd leases expire by their TTL */
+    }
     free(is->prefix);
     free(is);
 }
@@ -393,13 +414,87 @@ static int64_t server_ttl_s(int64_t ttl_ms)
     return (ttl_ms + 999) / 1000; /* whole seconds, rounded up */
 }
 
-/* Grant l a spare etcd lease if it has none. */
-static fence_status grant(fence__issuer *is, fence__ilease *l, int64_t deadline_us)
+static void lease_revoke(fence__issuer *is, int64_t id, int64_t deadline_us)
 {
-    eroom *r = ROOM(l);
-    if (r->spare != 0) {
-        return FENCE_OK;
+    json_t *resp = NULL;
+    if (cmd_call(is, "/v3/lease/revoke", json_pack("{s:o}", "ID", idjson(id)), deadline_us,
+                 &resp, NULL, NULL) == FENCE_OK) {
+        json_decref(resp);
     }
+}
+
+static fence_status keepalive(fence__issuer *is, fence__et_line *ln, const int64_t *ids,
+                              size_t n, int64_t deadline_us, int *alive);
+
+/* ---- groups: names sharing one etcd lease ------------------------------------------
+ * A client's leases with the same TTL share etcd leases, up to GROUP_MAX
+ * names each, so that renewing them costs one keepalive per etcd lease.
+ * A name joins a group only after a keepalive of it in the same acquire
+ * call (or in a group granted by that call): its etcd lease then ends
+ * after the validity the call starts.  A group's etcd lease is revoked
+ * when its last name is released; one that answered TTL 0 is dead (its
+ * names are lost) and never joined again. */
+
+static egroup *group_find(fence__issuer *is, int64_t id)
+{
+    for (egroup *g = is->groups; g != NULL; g = g->next) {
+        if (g->id == id) {
+            return g;
+        }
+    }
+    return NULL;
+}
+
+/* Join a live group of ttl_ms with room, or NULL (none). */
+static egroup *group_join(fence__issuer *is, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&is->grp_lock);
+    egroup *g = is->groups;
+    while (g != NULL && (g->dead || g->ttl_ms != ttl_ms || g->members >= is->group_max)) {
+        g = g->next;
+    }
+    if (g != NULL) {
+        g->members++;
+    }
+    pthread_mutex_unlock(&is->grp_lock);
+    return g;
+}
+
+/* Leave g; the last one out revokes its etcd lease. */
+static void group_leave(fence__issuer *is, egroup *g, int64_t deadline_us)
+{
+    pthread_mutex_lock(&is->grp_lock);
+    int last = --g->members == 0;
+    if (last) {
+        for (egroup **p = &is->groups; *p != NULL; p = &(*p)->next) {
+            if (*p == g) {
+                *p = g->next;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&is->grp_lock);
+    if (last) {
+        if (!g->dead) {
+            lease_revoke(is, g->id, deadline_us);
+        }
+        free(g);
+    }
+}
+
+static void group_dead(fence__issuer *is, egroup *g)
+{
+    pthread_mutex_lock(&is->grp_lock);
+    g->dead = 1;
+    pthread_mutex_unlock(&is->grp_lock);
+}
+
+/* A new group of l's TTL with l in it: /v3/lease/grant, the TTL rounded up
+ * to whole seconds (etcd raises it to its minimum). */
+static fence_status group_new(fence__issuer *is, const fence__ilease *l, int64_t deadline_us,
+                              egroup **out)
+{
+    *out = NULL;
     json_t *resp = NULL;
     fence_status st = cmd_call(is, "/v3/lease/grant",
                                json_pack("{s:I}", "TTL", (json_int_t)server_ttl_s(l->ttl_ms)),
@@ -412,25 +507,54 @@ static fence_status grant(fence__issuer *is, fence__ilease *l, int64_t deadline_
         ttl * 1000 < l->ttl_ms) {
         st = fail(is, FENCE_EPROTO, "%s: lease grant: unexpected reply (ID %" PRId64 ", TTL %"
                   PRId64 " s for %" PRId64 " ms asked)", is->et.display, id, ttl, l->ttl_ms);
-    } else {
-        r->spare = id;
-        r->server_ttl = ttl;
     }
     json_decref(resp);
+    egroup *g = st == FENCE_OK ? calloc(1, sizeof *g) : NULL;
+    if (st == FENCE_OK && g == NULL) {
+        lease_revoke(is, id, deadline_us);
+        return nomem(is);
+    }
+    if (g != NULL) {
+        g->id = id;
+        g->ttl_ms = l->ttl_ms;
+        g->server_ttl = ttl;
+        g->members = 1;
+        pthread_mutex_lock(&is->grp_lock);
+        g->next = is->groups;
+        is->groups = g;
+        pthread_mutex_unlock(&is->grp_lock);
+        *out = g;
+    }
     return st;
 }
 
-static void lease_revoke(fence__issuer *is, int64_t id, int64_t deadline_us)
+/* A group for l, its etcd lease alive as of this call: a joined one kept
+ * alive now, or a new one. */
+static fence_status group_for(fence__issuer *is, const fence__ilease *l, int64_t deadline_us,
+                              egroup **out)
 {
-    json_t *resp = NULL;
-    if (cmd_call(is, "/v3/lease/revoke", json_pack("{s:o}", "ID", idjson(id)), deadline_us,
-                 &resp, NULL, NULL) == FENCE_OK) {
-        json_decref(resp);
+    for (;;) {
+        egroup *g = group_join(is, l->ttl_ms);
+        if (g == NULL) {
+            return group_new(is, l, deadline_us, out);
+        }
+        int alive = -1;
+        pthread_mutex_lock(&is->cmd_lock);
+        fence_status st = keepalive(is, &is->cmd, &g->id, 1, deadline_us, &alive);
+        is->cmd_down = st == FENCE_ECONN;
+        pthread_mutex_unlock(&is->cmd_lock);
+        if (st != FENCE_OK) {
+            group_leave(is, g, deadline_us);
+            return st;
+        }
+        if (alive == 1) {
+            *out = g;
+            return FENCE_OK;
+        }
+        group_dead(is, g); /* expired: its names are lost */
+        group_leave(is, g, deadline_us);
     }
 }
-
-static fence_status keepalive(fence__issuer *is, fence__et_line *ln, const int64_t *ids,
-                              size_t n, int64_t deadline_us, int *alive);
 
 /* The token off + rev, checked. */
 static int token_of(uint64_t off, int64_t rev, uint64_t *token)
@@ -449,14 +573,9 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
     g->granted = 0;
     g->pttl_ms = -1;
     g->behind_us = 0;
-    if (r->spare != 0) {
-        /* Granted by an earlier call: its TTL started before this call's
-         * validity does.  Never used for a grant now. */
-        lease_revoke(is, r->spare, deadline_us);
-        r->spare = 0;
-    }
     for (int round = 0; round < 4; round++) {
-        fence_status st = grant(is, l, deadline_us);
+        egroup *grp = NULL;
+        fence_status st = group_for(is, l, deadline_us, &grp);
         if (st != FENCE_OK) {
             return st;
         }
@@ -465,8 +584,7 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
                                 floor_cmp(r));
         json_t *put = json_pack("[{s:{s:o, s:o, s:o}}]", "request_put", "key",
                                 kjson(r->owner, r->owner_len), "value",
-                                owner_value(l, r->off, holder_info), "lease",
-                                idjson(r->spare));
+                                owner_value(l, r->off, holder_info), "lease", idjson(grp->id));
         json_t *rd = json_pack("[o, o]", range_op(r->owner, r->owner_len, 0),
                                range_op(r->floor, r->floor_len, 0));
         json_t *resp = NULL;
@@ -474,27 +592,30 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
         st = cmd_call(is, "/v3/kv/txn", json_pack("{s:o, s:o, s:o}", "compare", cmp, "success",
                                                   put, "failure", rd),
                       deadline_us, &resp, NULL, &code);
-        if (st == FENCE_EPROTO && code == 5) { /* our spare expired: grant again */
-            r->spare = 0;
+        if (st == FENCE_EPROTO && code == 5) { /* the group's etcd lease just expired */
+            group_dead(is, grp);
+            group_leave(is, grp, deadline_us);
             continue;
         }
         if (st != FENCE_OK) {
+            /* The put may have happened: the group stays joined (a repeated
+             * acquire finds the key on it); unused, it expires. */
             return st;
         }
         int64_t rev = 0;
         fence__et_int(json_object_get(resp, "header"), "revision", &rev);
         if (json_is_true(json_object_get(resp, "succeeded"))) {
+            json_decref(resp);
             if (token_of(r->off, rev, &g->token) != 0) {
-                json_decref(resp);
+                group_leave(is, grp, deadline_us);
                 return fail(is, FENCE_EPROTO, "%s: acquire '%s': revision %" PRId64 " with "
                             "floor %" PRIu64 " is no token", is->et.display, l->name, rev,
                             r->off);
             }
-            r->lease = r->spare;
-            r->spare = 0;
+            r->grp = grp;
+            r->lease = grp->id;
             r->rev = rev;
             g->granted = 1;
-            json_decref(resp);
             return FENCE_OK;
         }
         json_t *okv = range_kv(resp, 0), *fkv = range_kv(resp, 1);
@@ -502,18 +623,16 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
         int64_t fmod;
         if (parse_floor(fkv, &foff, &fmod) != 0) {
             json_decref(resp);
+            group_leave(is, grp, deadline_us);
             return fail(is, FENCE_EPROTO, "%s: the floor key of '%s' is not a number",
                         is->et.display, l->name);
         }
-        int floor_moved = fmod != r->floor_mod;
         r->floor_mod = fmod;
         r->off = foff;
         if (okv == NULL) {
+            /* The floor moved, or released between compare and read. */
             json_decref(resp);
-            if (!floor_moved) {
-                /* Released between the compare and the read: try again. */
-                continue;
-            }
+            group_leave(is, grp, deadline_us);
             continue;
         }
         char holder[FENCE_HOLDER_LEN + 1];
@@ -524,38 +643,43 @@ static fence_status ei_acquire(fence__issuer *is, fence__ilease *l, const char *
         fence__et_int(okv, "mod_revision", &orev);
         fence__et_int(okv, "lease", &olease);
         json_decref(resp);
-        if (ours) {
-            /* A repeated acquire: the lease and token it already has. */
-            if (token_of(ooff, orev, &g->token) != 0 || olease == 0) {
-                return fail(is, FENCE_EPROTO, "%s: the owner key of '%s' is malformed",
-                            is->et.display, l->name);
-            }
-            if (olease != r->spare) {
-                lease_revoke(is, r->spare, deadline_us);
-            }
-            r->spare = 0;
-            /* Its etcd lease was granted by the earlier call: renewed now,
+        if (ours && olease != grp->id) {
+            /* A repeated acquire whose first put went on another of our
+             * groups (joined by that call, never left): keep it alive now,
              * so that it outlasts the validity this call starts. */
+            pthread_mutex_lock(&is->grp_lock);
+            egroup *prev = group_find(is, olease);
+            pthread_mutex_unlock(&is->grp_lock);
             int alive = -1;
-            pthread_mutex_lock(&is->cmd_lock);
-            st = keepalive(is, &is->cmd, &olease, 1, deadline_us, &alive);
-            pthread_mutex_unlock(&is->cmd_lock);
+            if (prev != NULL) {
+                pthread_mutex_lock(&is->cmd_lock);
+                st = keepalive(is, &is->cmd, &olease, 1, deadline_us, &alive);
+                pthread_mutex_unlock(&is->cmd_lock);
+            }
+            group_leave(is, grp, deadline_us);
             if (st != FENCE_OK) {
                 return st;
             }
-            if (alive != 1) {
-                return FENCE_OK; /* it expired meanwhile: held by nobody we know of */
+            if (prev == NULL || alive != 1) {
+                return FENCE_OK; /* not a lease of ours we can keep: not granted */
             }
+            grp = prev;
+        }
+        if (ours) {
+            /* A repeated acquire: the lease and token it already has. */
+            if (token_of(ooff, orev, &g->token) != 0) {
+                group_leave(is, grp, deadline_us);
+                return fail(is, FENCE_EPROTO, "%s: the owner key of '%s' is malformed",
+                            is->et.display, l->name);
+            }
+            r->grp = grp;
             r->lease = olease;
             r->rev = orev;
             r->off = ooff;
             g->granted = 1;
             return FENCE_OK;
         }
-        /* Held by another.  The spare goes: a later attempt's TTL must not
-         * start before that attempt. */
-        lease_revoke(is, r->spare, deadline_us);
-        r->spare = 0;
+        group_leave(is, grp, deadline_us); /* held by another */
         return FENCE_OK;
     }
     return fail(is, FENCE_ECONN, "%s: acquire '%s': the name kept changing under the txn",
@@ -608,10 +732,43 @@ static fence_status keepalive(fence__issuer *is, fence__et_line *ln, const int64
 }
 
 /* Whether each owner key of ls[0..n) (n <= MAX_TXN_OPS) is still on its
- * lease at its revision: mine[i] 1 or 0. */
+ * lease at its revision: mine[i] 1 or 0.  First one txn comparing every
+ * key's mod_revision with its put's (a delete or a replace changes it; a
+ * put with another lease is a replace): all still ours, the usual answer,
+ * costs one small reply -- the gateway's JSON of 128 ranges costs ~20 ms.
+ * Only when one differs are the keys read to say which. */
 static fence_status check_keys(fence__issuer *is, fence__et_line *ln, fence__ilease *const *ls,
                                size_t n, int64_t deadline_us, int *mine)
 {
+    json_t *cmps = json_array();
+    for (size_t i = 0; cmps != NULL && i < n; i++) {
+        const eroom *r = ROOM(ls[i]);
+        json_t *c = json_pack("{s:s, s:o, s:o}", "target", "MOD", "key",
+                              kjson(r->owner, r->owner_len), "mod_revision", idjson(r->rev));
+        if (c == NULL || json_array_append_new(cmps, c) != 0) {
+            json_decref(cmps);
+            cmps = NULL;
+        }
+    }
+    json_t *creq = cmps != NULL ? json_pack("{s:o}", "compare", cmps) : NULL;
+    if (creq == NULL) {
+        return nomem(is);
+    }
+    json_t *cresp = NULL;
+    fence_status cst = fence__et_call(&is->et, ln, "/v3/kv/txn", creq, deadline_us, &cresp,
+                                      NULL, NULL);
+    json_decref(creq);
+    if (cst != FENCE_OK) {
+        return cst;
+    }
+    int all = json_is_true(json_object_get(cresp, "succeeded"));
+    json_decref(cresp);
+    if (all) {
+        for (size_t i = 0; i < n; i++) {
+            mine[i] = 1;
+        }
+        return FENCE_OK;
+    }
     json_t *ops = json_array();
     for (size_t i = 0; ops != NULL && i < n; i++) {
         const eroom *r = ROOM(ls[i]);
@@ -643,6 +800,12 @@ static fence_status check_keys(fence__issuer *is, fence__et_line *ln, fence__ile
     return FENCE_OK;
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 static fence_status ei_renew(fence__issuer *is, fence__ilease *const *ls, size_t n, int chan,
                              int64_t deadline_us, int *results, int64_t *sent_us)
 {
@@ -663,7 +826,21 @@ static fence_status ei_renew(fence__issuer *is, fence__ilease *const *ls, size_t
         ln = &is->cmd;
     }
     *sent_us = fence__now_us();
-    fence_status st = keepalive(is, ln, ids, n, deadline_us, alive);
+    /* One keepalive per etcd lease: the distinct ones, sorted. */
+    size_t nu = 0;
+    qsort(ids, n, sizeof *ids, cmp_id);
+    for (size_t i = 0; i < n; i++) {
+        if (nu == 0 || ids[nu - 1] != ids[i]) {
+            ids[nu++] = ids[i];
+        }
+    }
+    int *alive_u = mine; /* room for n; mine is filled later */
+    fence_status st = keepalive(is, ln, ids, nu, deadline_us, alive_u);
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = ROOM(ls[i])->lease;
+        const int64_t *at = bsearch(&id, ids, nu, sizeof *ids, cmp_id);
+        alive[i] = at != NULL ? alive_u[at - ids] : -1;
+    }
     for (size_t i = 0; st == FENCE_OK && i < n; i += MAX_TXN_OPS) {
         size_t m = n - i < MAX_TXN_OPS ? n - i : MAX_TXN_OPS;
         fence_status s = check_keys(is, ln, ls + i, m, deadline_us, mine + i);
@@ -707,12 +884,11 @@ static fence_status ei_release(fence__issuer *is, fence__ilease *l, int64_t dead
     }
     *deleted = json_is_true(json_object_get(resp, "succeeded"));
     json_decref(resp);
-    /* The etcd lease goes too (it holds nothing else); failing that, it
-     * expires by its TTL. */
-    lease_revoke(is, r->lease, deadline_us);
-    if (r->spare != 0) {
-        lease_revoke(is, r->spare, deadline_us);
-        r->spare = 0;
+    /* Out of its group; the last one out revokes the etcd lease (failing
+     * that, it expires by its TTL). */
+    if (r->grp != NULL) {
+        group_leave(is, r->grp, deadline_us);
+        r->grp = NULL;
     }
     return FENCE_OK;
 }
