@@ -6,8 +6,9 @@
  * under the clock assumption of docs/redis.md); the storage libraries
  * reject writes with an older one.  The server that keeps the leases and
  * issues the tokens is an issuer, named by the URL's scheme: Redis
- * (redis://, rediss://, unix://, redis-sentinel://) in this build;
- * postgresql:// and etcd:// are refused as not available here
+ * (redis://, rediss://, unix://, redis-sentinel://) or etcd (etcd://,
+ * etcds://: Raft revisions as tokens, docs/etcd.md) in this build;
+ * postgresql:// is refused as not available here
  * (fence_url_issuer, fence_client_issuer).  Status codes, limits and
  * fence_strerror() are in fence_common.h.  How it works, the Redis key
  * contract and the thread and process rules in full: docs/redis.md;
@@ -96,8 +97,9 @@ typedef struct fence_client_options {
      * rediss://... (TLS), unix:///path[?db=N], or
      * redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master
      * (Sentinel port default 26379; the credentials are the data nodes').
-     * postgresql:// and etcd:// URLs: FENCE_EINVAL, not available in this
-     * build.  Required.  Percent-escapes are decoded in user and password.
+     * etcd: etcd://[user:password@]host[:port][,host[:port]...], etcds://
+     * (TLS; docs/etcd.md).  postgresql:// URLs: FENCE_EINVAL, not available
+     * in this build.  Required.  Percent-escapes are decoded in user and password.
      * Transports, TLS and Sentinel: docs/redis.md. */
     const char *url;
     /* Overrides for the URL's credentials (NULL: take them from the URL).
