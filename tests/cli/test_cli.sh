@@ -170,8 +170,8 @@ check "--url and --redis both: exit 64 (give the URL once)" \
   bash -c "[ $rc = 64 ] && grep -q 'once' '$T/err'"
 for u in postgresql://127.0.0.1:1/db postgres://x@127.0.0.1:1/db; do
   "$F" run --url "$u" "$(name)" -- touch "$T/pg-ran" 2> "$T/err"; rc=$?
-  check "$u: exit 64, not available in this build, the command never runs" \
-    bash -c "[ $rc = 64 ] && grep -q 'not available in this build' '$T/err' && [ ! -e '$T/pg-ran' ]"
+  check "$u: the PostgreSQL issuer, unreachable (closed port): exit 69, the command never runs" \
+    bash -c "[ $rc = 69 ] && grep -q 'postgresql://' '$T/err' && [ ! -e '$T/pg-ran' ]"
 done
 "$F" run --url etcd://127.0.0.1:1 "$(name)" -- touch "$T/etcd-ran" 2> "$T/err"; rc=$?
 check "etcd://127.0.0.1:1 (built in, unreachable): exit 69, the command never runs" \
@@ -184,8 +184,8 @@ for opt in "--token-mode dense" "--allow-eviction" "--min-replicas 1" "--tls"; d
 done
 FENCE_REDIS_CACERT=/nonexistent FENCE_REDIS_PASSWORD=x "$F" status --url postgresql://127.0.0.1:1/db x \
   2> "$T/err"; rc=$?
-check "FENCE_REDIS_* defaults are not options of a postgresql:// URL (not available: 64)" \
-  bash -c "[ $rc = 64 ] && grep -q 'not available in this build' '$T/err'"
+check "FENCE_REDIS_* defaults are not options of a postgresql:// URL (unreachable: 69, not 64)" \
+  bash -c "[ $rc = 69 ] && ! grep -q 'option of the Redis issuer' '$T/err'"
 "$F" run --url ftp://127.0.0.1/x "$(name)" -- true 2> "$T/err"; rc=$?
 check "an unknown scheme: exit 64, the schemes listed" \
   bash -c "[ $rc = 64 ] && grep -q 'unsupported URL scheme' '$T/err'"
