@@ -58,33 +58,17 @@ static const char *member;
 
 /* ---- the floor: the same calls by a bare libcurl loop ---------------------------- */
 
+/* A reply's bytes (the first cap - 1 of them), NUL-terminated. */
 typedef struct buf {
-    char d[8192];
-    size_t n;
+    char *d;
+    size_t n, cap;
 } buf;
 
 static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 {
     buf *b = arg;
     size_t n = size * nmemb;
-    if (b->n + n < sizeof b->d) {
-        memcpy(b->d + b->n, p, n);
-        b->n += n;
-        b->d[b->n] = '\0';
-    }
-    return n;
-}
-
-typedef struct bigbuf {
-    char d[1 << 20];
-    size_t n;
-} bigbuf;
-
-static size_t on_write_big(char *p, size_t size, size_t nmemb, void *arg)
-{
-    bigbuf *b = arg;
-    size_t n = size * nmemb;
-    if (b->n + n < sizeof b->d) {
+    if (b->n + n < b->cap) {
         memcpy(b->d + b->n, p, n);
         b->n += n;
         b->d[b->n] = '\0';
@@ -93,7 +77,8 @@ static size_t on_write_big(char *p, size_t size, size_t nmemb, void *arg)
 }
 
 static CURL *floor_h;
-static buf floor_buf;
+static char floor_bytes[8192];
+static buf floor_buf = {floor_bytes, 0, sizeof floor_bytes};
 static struct curl_slist *floor_hdr;
 
 static void floor_post(const char *path, const char *body)
@@ -241,12 +226,13 @@ static void side_by_side(void)
 static double grpc_started(const char *method)
 {
     CURL *h = curl_easy_init();
-    static bigbuf b;
+    static char bytes[1 << 20];
+    buf b = {bytes, 0, sizeof bytes};
     char url[200], pat[128];
     snprintf(url, sizeof url, "http://%s/metrics", member);
     b.n = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write_big);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     CURLcode cc = curl_easy_perform(h);
     curl_easy_cleanup(h);

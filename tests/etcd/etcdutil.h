@@ -7,18 +7,11 @@
 #ifndef FENCE_ETCDUTIL_H
 #define FENCE_ETCDUTIL_H
 #include "fence.h"
+#include "leaseutil.h" /* EXPECT_RC */
 #include "testutil.h"
 
 #include <jansson.h>
 #include <stdint.h>
-
-#define EXPECT_RC(expr, want, c)                                                        \
-    do {                                                                                \
-        int rc_ = (expr);                                                               \
-        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (errmsg: \"%s\")",    \
-                      #expr, fence_status_name(rc_), fence_status_name(want),           \
-                      (c) != NULL ? fence_client_errmsg(c) : "-");                      \
-    } while (0)
 
 /* A client on url (NULL: the test etcd) with default options. */
 fence_client *eu_open(const char *url);

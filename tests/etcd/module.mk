@@ -3,7 +3,7 @@
 ETCD_TESTS := etcd etcd_cluster
 ETCD_TEST_BINS := $(ETCD_TESTS:%=$(B)/tests/etcd/test_%)
 TEST_BINS += $(ETCD_TEST_BINS)
-$(B)/tests/etcd/%.o: MOD_CFLAGS += -Ilib/lease -Itests/etcd
+$(B)/tests/etcd/%.o: MOD_CFLAGS += -Ilib/lease -Itests/etcd -Itests/lease
 $(ETCD_TEST_BINS): $(B)/tests/etcd/test_%: $(B)/tests/etcd/test_%.o $(B)/tests/etcd/etcdutil.o \
 		$(TESTUTIL_OBJ) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) $(CHECK_LIBS)
