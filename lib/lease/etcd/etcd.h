@@ -10,8 +10,10 @@
  *              (/v3/auth/authenticate, the token renewed when etcd says it
  *              is invalid), one call = one POST with its deadline, moving
  *              to the next member when one does not answer
- *   eissuer.c  the keys and the token rule, each operation as one or two
- *              calls, waiting (/v3/watch), the ops table
+ *   ecall.c, egroup.c, ewait.c, eissuer.c   the issuer above it
+ *              (eissuer.h): the keys and the token rule, each operation as
+ *              one or two calls, groups and renewals, waiting (/v3/watch),
+ *              the ops table
  *
  * Keys, under the prefix (default "fence/"):
  *   <prefix>o/NAME   the owner key: "<holder>" or "<holder>:<off>" ... see
