@@ -59,6 +59,8 @@ REAL_LDFLAGS := -pthread $(SAN_FLAGS) $(LDFLAGS)
 # install step first; fallbacks keep the build going without pkg-config.
 HIREDIS_LIBS = $(or $(shell pkg-config --libs hiredis 2>/dev/null),-lhiredis)
 SSL_LIBS     = $(or $(shell pkg-config --libs openssl 2>/dev/null),-lssl -lcrypto)
+CURL_LIBS    = $(or $(shell pkg-config --libs libcurl 2>/dev/null),-lcurl)
+JANSSON_LIBS = $(or $(shell pkg-config --libs jansson 2>/dev/null),-ljansson)
 PQ_CFLAGS    = $(or $(shell pkg-config --cflags libpq 2>/dev/null),-I/usr/include/postgresql)
 PQ_LIBS      = $(or $(shell pkg-config --libs libpq 2>/dev/null),-lpq)
 SQLITE_LIBS  = $(or $(shell pkg-config --libs sqlite3 2>/dev/null),-lsqlite3)
@@ -90,8 +92,9 @@ LIBFENCE_PG     := $(B)/libfence_pg.a
 LIBFENCE_SQLITE := $(B)/libfence_sqlite.a
 LIBFENCE_GATE   := $(B)/libfence_gate.a
 #   What libfence links (hiredis for RESP, OpenSSL for TLS, libpq for the
-#   PostgreSQL issuer), and so what every program linking libfence links too.
-LEASE_LIBS = $(HIREDIS_LIBS) $(SSL_LIBS) $(PQ_LIBS)
+#   PostgreSQL issuer, libcurl and jansson for etcd's JSON gateway), and so
+#   what every program linking libfence links too.
+LEASE_LIBS = $(HIREDIS_LIBS) $(SSL_LIBS) $(PQ_LIBS) $(CURL_LIBS) $(JANSSON_LIBS)
 #   What the test suites share.
 TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
 #   The one table of cases of the store rule (tests/common/rule_cases.tsv),
@@ -165,7 +168,8 @@ endef
 
 # Every module; a missing one is an error, not a silent skip.
 MODULES := lib/lease lib/pg lib/pgext lib/sqlite lib/gate cli examples \
-           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench tests/fuzz tests/async
+           tests tests/lease tests/pg tests/sqlite tests/gate tests/net tests/bench tests/fuzz tests/async \
+           tests/etcd
 include $(MODULES:%=%/module.mk)
 
 all: $(LIBS_STATIC) $(LIBS_SHARED) $(PC_FILES) $(BINS) $(EXTENSIONS) $(PG_EXTENSIONS)

@@ -390,6 +390,8 @@ fence_stop_all() {
       [ -d "$d" ] || continue
       if [ -f "$d/pg-cluster" ]; then
         scripts/pg-cluster stop "${d%/}" >/dev/null 2>&1
+      elif [ -f "$d/etcd-cluster" ]; then
+        scripts/etcd-cluster stop "${d%/}" >/dev/null 2>&1
       else
         scripts/redis-set stop "${d%/}" >/dev/null 2>&1
       fi

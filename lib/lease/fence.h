@@ -6,9 +6,9 @@
  * under the clock assumption of docs/redis.md); the storage libraries
  * reject writes with an older one.  The server that keeps the leases and
  * issues the tokens is an issuer, named by the URL's scheme: Redis
- * (redis://, rediss://, unix://, redis-sentinel://) in this build;
- * postgresql:// and etcd:// are refused as not available here
- * (fence_url_issuer, fence_client_issuer).  Status codes, limits and
+ * (redis://, rediss://, unix://, redis-sentinel://), PostgreSQL
+ * (postgresql://, postgres://) or etcd (etcd://, etcds://: Raft revisions
+ * as tokens, docs/etcd.md) (fence_url_issuer, fence_client_issuer).  Status codes, limits and
  * fence_strerror() are in fence_common.h.  How it works, the Redis key
  * contract and the thread and process rules in full: docs/redis.md;
  * timeouts and the issuers: docs/api.md.
@@ -98,9 +98,10 @@ typedef struct fence_client_options {
      * (Sentinel port default 26379; the credentials are the data nodes').
      * PostgreSQL: postgresql:// or postgres://, libpq's URI form (its
      * parameters in the query, and fence_wait=notify|poll: docs/issuers.md);
-     * the database needs fence.sql 7.  etcd:// URLs: FENCE_EINVAL, not
-     * available in this build.  Required.  Percent-escapes are decoded in
-     * user and password.  Transports, TLS and Sentinel: docs/redis.md. */
+     * the database needs fence.sql 7.  etcd:
+     * etcd://[user:password@]host[:port][,host[:port]...], etcds:// (TLS;
+     * docs/etcd.md).  Required.  Percent-escapes are decoded in user and
+     * password.  Transports, TLS and Sentinel: docs/redis.md. */
     const char *url;
     /* Overrides for the URL's credentials (NULL: take them from the URL).
      * Credentials never appear in messages. */
@@ -199,7 +200,7 @@ FENCE_API const char *fence_client_url(const fence_client *c);
  * other text (NULL too).  Static strings. */
 FENCE_API const char *fence_url_issuer(const char *url);
 
-/* The issuer of an open client ("redis", "postgresql"); "" for NULL. */
+/* The issuer of an open client ("redis", "postgresql", "etcd"); "" for NULL. */
 FENCE_API const char *fence_client_issuer(const fence_client *c);
 
 /* ------------------------------------------------------------------ */

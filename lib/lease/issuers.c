@@ -39,8 +39,7 @@ static const issuer_entry issuers[] = {
     /* PostgreSQL takes none of the Redis options: its own (fence_wait) is a
      * parameter of its URL (lib/lease/pg/pconn.c). */
     {"postgresql", "PostgreSQL", {"postgresql://", "postgres://", NULL}, 0, &fence__pg_issuer},
-    /* Issue 29: its options are added with it. */
-    {"etcd", "etcd", {"etcd://", "etcds://", NULL}, 0, NULL},
+    {"etcd", "etcd", {"etcd://", "etcds://", NULL}, OPT_PREFIX | OPT_TLS, &fence__etcd_issuer},
 };
 #define NISSUERS (sizeof issuers / sizeof issuers[0])
 

@@ -4,7 +4,8 @@
 # never libpq or SQLite: $(LEASE_LIBS) (the top Makefile), which whatever
 # links libfence links too.  The Redis issuer's Lua lives in
 # lib/lease/redis/*.lua, embedded at build time.
-LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c lib/lease/async/*.c))
+LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c lib/lease/etcd/*.c \
+                             lib/lease/async/*.c))
 # The PostgreSQL issuer (lib/lease/pg/): libfence links libpq itself
 # (docs/issuers.md says why); the checkers still link no issuer.
 LEASE_SRC += $(sort $(wildcard lib/lease/pg/*.c))

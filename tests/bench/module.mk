@@ -84,3 +84,13 @@ BENCH_BINS += $(B)/tests/bench/bench_pg_issuer
 $(B)/tests/bench/bench_pg_issuer.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_CFLAGS)
 $(B)/tests/bench/bench_pg_issuer: $(B)/tests/bench/bench_pg_issuer.o $(LIBFENCE_PG) $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) $(PQ_LIBS)
+
+# bench_etcd (issue 29): the etcd issuer vs the same gateway calls in a bare
+# libcurl loop (etcd_acquire_release_vs_floor_ratio, goal <= 1.2), beside
+# etcdctl lock and python3-etcd3gw's Lock (tests/bench/bench_etcd3gw.py),
+# and one renewal call over 10,000 leases (the issuer's ops, linked from
+# the static libfence).
+BENCH_BINS += $(B)/tests/bench/bench_etcd
+$(B)/tests/bench/bench_etcd.o: MOD_CFLAGS += -Ilib/lease
+$(B)/tests/bench/bench_etcd: $(B)/tests/bench/bench_etcd.o $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)

@@ -585,7 +585,8 @@ START_TEST(metrics_prometheus)
 END_TEST
 
 /* The URL's scheme picks the issuer.  Those this build lacks are refused
- * as such (never stood in for), an option of another issuer by name, and
+ * as such (never stood in for), an option of another issuer by name, a
+ * bad etcd URL or TLS option by the etcd issuer, and
  * the Redis issuer describes its server. */
 static const struct {
     const char *name;
@@ -598,8 +599,9 @@ static const struct {
      "unknown fence parameter 'fence_wait=sometimes'"},
     {"pg_libpq_param", "postgres://u@127.0.0.1:1/db?nope=1", "postgresql", NULL,
      "invalid PostgreSQL URL: invalid URI query parameter"},
-    {"etcd", "etcd://127.0.0.1:1", "etcd", NULL, "the etcd issuer (etcd:// URLs)"},
-    {"etcds", "etcds://127.0.0.1:1,127.0.0.1:2", "etcd", NULL, "not available in this build"},
+    {"etcd_nohost", "etcd://", "etcd", NULL, "etcd URL: no host"},
+    {"etcds_token_mode", "etcds://127.0.0.1:1,127.0.0.1:2", "etcd", "token_mode",
+     "token_mode is an option of the Redis issuer only; this URL names the etcd issuer"},
     {"pg_token_mode", "postgresql://127.0.0.1:1/db", "postgresql", "token_mode",
      "token_mode is an option of the Redis issuer only; this URL names the PostgreSQL issuer"},
     {"pg_prefix", "postgresql://127.0.0.1:1/db", "postgresql", "prefix", "prefix is an option"},

@@ -45,7 +45,14 @@
  *   RULE    1 clock tokens, the new rule: max(n + 1, now) + J on a new
  *             incarnation (lib/lease/redis/issue.lua, issue 19);
  *           2 clock tokens, the old rule: max(n + 1, now + J);
- *           0 dense tokens: n + 1.
+ *           0 dense tokens: n + 1;
+ *           3 consensus tokens (etcd, lib/lease/etcd/eissuer.c): the
+ *             floor's offset + the cluster's revision, one counter that a
+ *             write raises and a failover never loses (Raft commits it on
+ *             a quorum before the answer, and a new leader has every
+ *             committed entry); no clock is read.  The replicas' copies,
+ *             LAGMAX, NOREPL and the clock offsets then change nothing
+ *             the issuer reads: the model checks that they cannot matter.
  *   J       the jump (token_jump_ms), in ticks.
  *   BEHIND, AHEAD   the range of the promoted replica's clock offset
  *           relative to the master's, in ticks.
@@ -124,6 +131,7 @@
 #define NEW_RULE 1
 #define OLD_RULE 2
 #define DENSE 0
+#define CONSENSUS 3
 #define NONE 0 /* no run: the counter is missing (or was never written) */
 
 byte now;            /* the shared time, in ticks */
@@ -154,6 +162,10 @@ byte mark;           /* the store's mark for the resource (0: none) */
 byte markh;          /* the holder recorded with the mark (0: none) */
 byte newest;         /* the newest holder whose write was admitted */
 byte top;            /* the highest token issued */
+#if RULE == CONSENSUS
+byte rev;            /* the cluster's revision (committed: survives failovers) */
+byte foff;           /* the name's floor offset (the floor key) */
+#endif
 
 inline max2(a, b, r) {
   if
@@ -167,7 +179,10 @@ inline max2(a, b, r) {
  * run_id (missing, or written by another incarnation) gets the jump. */
 inline issue(m, t) {
   clk = now + off[m];
-#if RULE == DENSE
+#if RULE == CONSENSUS
+  rev++;                               /* the acquire txn's put */
+  t = foff + rev
+#elif RULE == DENSE
   t = cn[m] + 1;                       /* HSET n only: run unchanged */
 #else
   if
@@ -184,7 +199,9 @@ inline issue(m, t) {
   ct[m] = clk;
 #endif
 #endif
+#if RULE != CONSENSUS
   cn[m] = t
+#endif
 }
 
 /* One holder: acquire (the k-th acquisition), then at any later moment
@@ -265,14 +282,26 @@ end_world:             /* nothing left to do is a valid end */
   do
   :: atomic { now < TMAX -> now++; issued = 0 }
   :: atomic { held -> held = 0; printf("the lease expires\n") }
-#if !NOREPL
+#if !NOREPL && RULE != CONSENSUS
   :: atomic {
        phase == 0 && (cn[1] != cn[0] || crun[1] != crun[0]) ->
        cn[1] = cn[0]; crun[1] = crun[0]; COPY_T(1, 0);
        printf("replication: the replica's counter is n=%d run=%d\n", cn[1], crun[1])
      }
 #endif
-#if RAISE
+#if RAISE && RULE == CONSENSUS
+  :: atomic {
+       !raised ->
+       raised = 1;
+       /* fence token raise: the floor so that the next token is above
+        * the master's clock + RAISE (eissuer.c, raised_off) */
+       if
+       :: now + off[master] + RAISE > foff + rev -> foff = now + off[master] + RAISE - rev
+       :: else
+       fi;
+       printf("raise: the floor is %d (revision %d, clock %d)\n", foff, rev, now + off[master])
+     }
+#elif RAISE
   :: atomic {
        phase == 0 && !raised ->
        raised = 1;
@@ -293,7 +322,13 @@ end_world:             /* nothing left to do is a valid end */
               off[1] - off[0], cn[1], crun[1])
 #endif
      }
-#if REJOIN
+#if REJOIN && RULE == CONSENSUS
+  :: atomic {
+       phase == 1 ->
+       phase = 3; master = 0;
+       printf("failover: server 0 (back) is the leader again\n")
+     }
+#elif REJOIN
   :: atomic {
        phase == 1 ->
        phase = 2; cn[0] = cn[1]; crun[0] = crun[1]; COPY_T(0, 1);

@@ -169,6 +169,14 @@ holds rejoin_fresh_clock "two failovers, a new identity at every promotion: no s
 holds rejoin_fresh_lag_J "two failovers, a new identity at every promotion: lag within J, raise, clock behind by up to J + 3" \
   -DRULE=1 -DREJOIN=1 -DFRESHID=1 -DRAISE=5 -DLAGMAX=2 -DBEHIND=5 -DAHEAD=2 -DSTRICT=1
 
+# (f') consensus tokens (etcd): the same failovers, clocks skewed both ways
+# past the jump, a raise, the old leader back -- no clock assumption, and
+# tokens strictly increase.
+holds consensus_skew "consensus tokens (etcd's revision), a failover to a member whose clock is 5 behind or 2 ahead, a raise, tokens strictly increase" \
+  -DRULE=3 -DBEHIND=5 -DAHEAD=2 -DRAISE=5 -DSTRICT=1
+holds consensus_rejoin "consensus tokens, two failovers (the old leader back), clocks 4 behind to 4 ahead: tokens strictly increase" \
+  -DRULE=3 -DREJOIN=1 -DBEHIND=4 -DAHEAD=4 -DSTRICT=1
+
 # (f) clock_behind_limit_ms: the check compares the clock with the t of
 # the counter the new master has, not with the lost tokens' times, so it
 # is no guarantee.
