@@ -45,7 +45,7 @@ static int has_password(const char *url)
 static fence_status strip_params(fence__issuer *is, const char *url)
 {
     size_t len = strlen(url);
-    is->url = malloc(len + 1);
+    is->url = calloc(1, len + 1); /* zeroed: a string at every step, also on an early return */
     if (is->url == NULL) {
         return fence__pq_fail(is, FENCE_ENOMEM, "out of memory");
     }

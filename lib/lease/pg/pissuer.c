@@ -395,7 +395,8 @@ static fence_status pi_describe(fence__issuer *is, int64_t deadline_us, fence_is
     field(out, "fsync", fsync, strcmp(fsync, "on") != 0
                                    ? "a crash can lose issued tokens: they may repeat" : "");
     field(out, "synchronous_standby_names", sync[0] != '\0' ? sync : "none",
-          sync[0] == '\0' ? "none: a failover to a standby can lose the newest tokens" : "");
+          sync[0] == '\0' ? "no synchronous standby: after a failover the newest tokens can be "
+                             "issued again" : "");
     field(out, "role", standby ? "standby" : "primary",
           standby ? "a standby issues no token (read-only)" : "");
     field(out, "wait", is->wait_mode == FENCE__PG_WAIT_POLL ? "poll" : "notify",
