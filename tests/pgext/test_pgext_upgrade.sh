@@ -70,6 +70,8 @@ cd "$(dirname "$0")/../.." || exit 1
 B=${FENCE_BUILD:-build}
 PGC=${PG_CONFIG:-pg_config}
 VERSIONS=(1.0 1.1 1.2 1.3)
+# The version under test (lib/pgext/fence.control's default_version).
+CUR=$(sed -n "s/^default_version = '\\(.*\\)'$/\\1/p" lib/pgext/fence.control)
 # The version of the fence.sql under test (what its fence.version() returns).
 NEW=$(sed -n 's/^AS \$\$ SELECT \([0-9][0-9]*\) \$\$;$/\1/p' "$B/sql/postgres/fence.sql" 2>/dev/null)
 H1=0123456789abcdef0123456789abcdef
@@ -604,9 +606,9 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
       "$(w_use 7 "$(upd c_rows 1 fence_token)")" 7
     expect_err "$v after fence.sql $NEW, before ALTER EXTENSION: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
-    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
+    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "$CUR|2" ;;
   ext-first)
-    expect_ok "$v: ALTER EXTENSION fence UPDATE, fence.sql still version 4" "$db" "$alter" "1.4|2"
+    expect_ok "$v: ALTER EXTENSION fence UPDATE, fence.sql still version 4" "$db" "$alter" "$CUR|2"
     expect_err "$v after ALTER EXTENSION, before fence.sql $NEW: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
     expect_err "$v after ALTER EXTENSION, before fence.sql $NEW: no token is refused" "$db" 23Q02 \
@@ -615,9 +617,9 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
       "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
     expect_ok "$v after ALTER EXTENSION, before fence.sql $NEW: fence.advance (version 4's) still admits the old way" \
       "$db" "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
-    expect_ok "$v: fence.sql version $NEW over version 4, extension 1.4" "$db" "$v5" "$NEW" ;;
+    expect_ok "$v: fence.sql version $NEW over version 4, extension $CUR" "$db" "$v5" "$NEW" ;;
   sql-before-swap)
-    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
+    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "$CUR|2" ;;
   esac
   if [ $kept = 1 ]; then
     # The session that loaded the old module keeps it (PostgreSQL never
@@ -645,13 +647,13 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
     "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace AND proname IN ('c_advance', 'c_stamp', 'c_send', 'c_restoring');" 0
   expect_err_msg "$v after: calling fence.c_advance fails (no such function)" "$db" 42883 \
     "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
-  expect_ok "$v after: the extension has c_check, c_guard, c_version" "$db" "$EXT_MEMBERS" \
-    "function fence.c_check(), function fence.c_guard(), function fence.c_version()"
-  expect_ok "fresh ($v's server): fence.sql $NEW, CREATE EXTENSION fence (1.4)" fresh "\\i $B/sql/postgres/fence.sql
+  expect_ok "$v after: the extension has c_check, c_guard, c_use_token, c_version" "$db" "$EXT_MEMBERS" \
+    "function fence.c_check(), function fence.c_guard(), function fence.c_use_token(bigint,text), function fence.c_version()"
+  expect_ok "fresh ($v's server): fence.sql $NEW, CREATE EXTENSION fence ($CUR)" fresh "\\i $B/sql/postgres/fence.sql
 CREATE EXTENSION fence;
-SELECT extversion FROM pg_extension WHERE extname = 'fence';" 1.4
-  compare "$v after: the extension's functions are a fresh 1.4's (symbols, attributes, privileges)" "$db" fresh "$EXT_FUNCS"
-  compare "$v after: the schema is a fresh version $NEW + 1.4's" "$db" fresh "$SNAPSHOT"
+SELECT extversion FROM pg_extension WHERE extname = 'fence';" "$CUR"
+  compare "$v after: the extension's functions are a fresh $CUR's (symbols, attributes, privileges)" "$db" fresh "$EXT_FUNCS"
+  compare "$v after: the schema is a fresh version $NEW + $CUR's" "$db" fresh "$SNAPSHOT"
   val "$db" "$TRIGGERS" > "$T/$v.triggers.after"
   if cmp -s "$T/$v.triggers.before" "$T/$v.triggers.after" && [ -s "$T/$v.triggers.after" ]; then
     ok "$v after: every table keeps its triggers (names, functions, arguments, enabled)"
