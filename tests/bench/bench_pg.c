@@ -60,7 +60,7 @@
  * batch of its connection's plain, in wall time and in the server's CPU
  * (the backends' /proc/PID/schedstat: through pgbouncer the backends of
  * the pool's server connections); a figure is the median of its samples
- * over every cycle (ROUNDS x 30 cycles).  pg_X_vs_plain_ratio is wall
+ * over every cycle (ROUNDS x 40 cycles).  pg_X_vs_plain_ratio is wall
  * time, pg_X_vs_plain_cpu_ratio server CPU (far steadier on a shared
  * machine: the client and other programs are left out).
  * FENCE_BENCH_MODES=row_fenced,plain_token (diagnostic, e.g. under perf)
@@ -81,7 +81,7 @@
 
 #define ROWS 10000
 #define BATCH 20   /* transactions in a row of one mode */
-#define CYCLES 30  /* cycles per round */
+#define CYCLES 40  /* cycles per round */
 #define ROUNDS 9
 #define MAX_ROUNDS 64
 #define MAX_SAMPLES (MAX_ROUNDS * CYCLES)
