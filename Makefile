@@ -270,7 +270,7 @@ uninstall-pgext:
 # What make install puts where, and exactly what make uninstall removes.
 # The source lists are the same for both, so uninstall removes the files
 # install wrote and nothing else (no globs, no rm -r); of the folders only
-# fence's own ($(LIBDIR)/fence, the sql folders under $(DATADIR), and
+# fence's own ($(LIBDIR)/fence, the sql and redis folders under $(DATADIR), and
 # $(DATADIR) itself when it is named "fence"), each only when empty.
 PC_IN      := $(foreach p,$(notdir $(PC_FILES)),$(firstword $(wildcard lib/*/$(p).in)))
 MAN1       := $(sort $(wildcard man/*.1))
@@ -285,6 +285,20 @@ PY_SRC     := $(sort $(wildcard python/fence/*.py))
 PY_FILES    = $(notdir $(PY_SRC)) _installed.py
 PY_PKGDIR   = $(DESTDIR)$(PYTHONDIR)/fence
 PY_CACHED   = $(PYTHON) -c 'import importlib.util as u, sys; print("\n".join(u.cache_from_source(f) for f in sys.argv[1:]))'
+# The Redis contract (docs/contract.md): each script exactly as the Redis
+# issuer sends it (rscripts.c: issue.lua, a newline, then acquire.lua or
+# reissue.lua; the others as they are), in $(B)/redis and installed in
+# $(DATADIR)/redis, for clients in other languages.
+REDIS_SCRIPTS := acquire reissue renew renew_batch release token_raise inspect
+REDIS_SHARE   := $(REDIS_SCRIPTS:%=$(B)/redis/%.lua)
+all: $(REDIS_SHARE)
+install: $(REDIS_SHARE)
+$(B)/redis/acquire.lua $(B)/redis/reissue.lua: $(B)/redis/%.lua: lib/lease/redis/issue.lua lib/lease/redis/%.lua
+	@mkdir -p $(dir $@)
+	{ cat lib/lease/redis/issue.lua && printf '\n' && cat lib/lease/redis/$*.lua; } > $@.tmp && mv $@.tmp $@
+$(B)/redis/%.lua: lib/lease/redis/%.lua
+	@mkdir -p $(dir $@)
+	cp $< $@.tmp && mv $@.tmp $@
 # A root install (no DESTDIR: the system itself) refreshes the dynamic
 # linker's cache, so that programs (and ctypes.util.find_library) find
 # the new sonames; it says so when LIBDIR is not among the folders the
@@ -314,6 +328,7 @@ install: all
 	  install -d '$(DESTDIR)$(DATADIR)/'$$d && install -m 644 sql/$$d/*.sql '$(DESTDIR)$(DATADIR)/'$$d/ || exit 1; \
 	done
 	install -d '$(DESTDIR)$(DATADIR)/postgres' && install -m 644 $(FENCE_SQL) '$(DESTDIR)$(DATADIR)/postgres/fence.sql'
+	install -d '$(DESTDIR)$(DATADIR)/redis' && install -m 644 $(REDIS_SHARE) '$(DESTDIR)$(DATADIR)/redis/'
 	$(if $(MAN1),install -d '$(DESTDIR)$(MANDIR)/man1' && install -m 644 $(MAN1) '$(DESTDIR)$(MANDIR)/man1/')
 	$(if $(MAN3),install -d '$(DESTDIR)$(MANDIR)/man3' && install -m 644 $(MAN3) '$(DESTDIR)$(MANDIR)/man3/')
 	install -d '$(DESTDIR)$(BASHCOMPDIR)'
@@ -344,6 +359,8 @@ uninstall:
 	done
 	rm -f '$(DESTDIR)$(DATADIR)/postgres/fence.sql'
 	rmdir '$(DESTDIR)$(DATADIR)/postgres' 2>/dev/null || true
+	for f in $(REDIS_SCRIPTS); do rm -f '$(DESTDIR)$(DATADIR)/redis/'$$f.lua; done
+	rmdir '$(DESTDIR)$(DATADIR)/redis' 2>/dev/null || true
 	$(if $(filter fence,$(notdir $(DATADIR))),rmdir '$(DESTDIR)$(DATADIR)' 2>/dev/null || true)
 	for f in $(notdir $(MAN1)); do rm -f '$(DESTDIR)$(MANDIR)/man1/'$$f; done
 	for f in $(notdir $(MAN3)); do rm -f '$(DESTDIR)$(MANDIR)/man3/'$$f; done
@@ -369,7 +386,7 @@ help:
 	@echo 'make torture      a bounded fault run, TORTURE_SECONDS long (150)'
 	@echo 'make tests-build  the test binaries, the CLI, the examples, the SQLite and PostgreSQL extensions, without running'
 	@echo 'make deps         install the Debian packages needed to build and test (scripts/install-deps)'
-	@echo 'make install      libraries, headers, .pc, fence, SQLite extension, SQL, man pages, bash completion,'
+	@echo 'make install      libraries, headers, .pc, fence, SQLite extension, SQL, Redis scripts, man pages, bash completion,'
 	@echo '                  the Python package (PREFIX=$(PREFIX) DESTDIR LIBDIR INCLUDEDIR BINDIR DATADIR PKGCONFIGDIR'
 	@echo '                  MANDIR BASHCOMPDIR PYTHON PYTHONDIR); as root without DESTDIR it runs ldconfig;'
 	@echo '                  and the PostgreSQL extension when its folders (below) are writable; else one line'

@@ -13,7 +13,8 @@
 # Python package installed where python3 looks under the prefix and
 # finding its libraries there (a clear error when they are not); a root
 # install without DESTDIR running ldconfig (none under DESTDIR); the
-# completion found by bash-completion's loader.  Needs no server.  Run by
+# completion found by bash-completion's loader; the Redis scripts in
+# share/fence/redis (docs/contract.md).  Needs no server.  Run by
 # scripts/run-suites from the repo root with FENCE_BUILD set; reuses that
 # build (make install rebuilds nothing that is up to date).
 set -u
@@ -58,6 +59,17 @@ for f in usr/bin/fence usr/include/fence.h usr/include/fence_common.h usr/includ
          usr/share/bash-completion/completions/fence; do
   check "installed /$f" test -f "$S/$f"
 done
+# The Redis contract (docs/contract.md): every script as the Redis issuer
+# sends it (tests/contract/test_contract.sh checks the bytes against the C
+# client's on a real Redis), each beginning with the contract's version.
+for f in acquire reissue renew renew_batch release token_raise inspect; do
+  check "installed /usr/share/fence/redis/$f.lua, the contract's first line" \
+    test "$(head -n 1 "$S/usr/share/fence/redis/$f.lua" 2>/dev/null)" = '-- fence redis contract 1.0 (docs/contract.md)'
+done
+check "... acquire.lua and reissue.lua begin with issue.lua, then their own text" \
+  bash -c 'cd lib/lease/redis && for f in acquire reissue; do cmp -s <(cat issue.lua; printf "\n"; cat $f.lua) "$1/$f.lua" || exit 1; done' _ "$S/usr/share/fence/redis"
+check "... and no other file there ($(ls "$S/usr/share/fence/redis" | tr '\n' ' '))" \
+  test "$(ls "$S/usr/share/fence/redis" | wc -l)" = 7
 PYS=$S/usr/lib/python3/dist-packages/fence    # Debian's python3 searches it for PREFIX=/usr
 for f in __init__.py _client.py _lib.py pg.py sqlite.py _installed.py; do
   check "the Python package: ${PYS#"$S"}/$f" test -f "$PYS/$f"
@@ -112,7 +124,8 @@ else
   check "make install PREFIX=\$T/user/opt as $who exits 0 (exit $rc)" test $rc -eq 0
   [ $rc -eq 0 ] || sed 's/^/# /' "$T/user-install.log"
   for f in bin/fence include/fence.h include/fence_pg.h lib/libfence.so lib/libfence_pg.a \
-           lib/pkgconfig/fence.pc lib/fence/fence_sqlite_ext.so share/fence/postgres/fence.sql; do
+           lib/pkgconfig/fence.pc lib/fence/fence_sqlite_ext.so share/fence/postgres/fence.sql \
+           share/fence/redis/acquire.lua share/fence/redis/release.lua; do
     check "... installs $f" test -e "$U/opt/$f"
   done
   UPY=$("$PY" python/sitedir.py "$U/opt")

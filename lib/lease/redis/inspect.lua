@@ -1,3 +1,4 @@
+-- fence redis contract 1.0 (docs/contract.md)
 -- inspect.lua: read a lease's state without changing it.
 -- KEYS[1] owner key, KEYS[2] counter (a hash, field n; a fence 0.1 string
 -- counter is read as it is, not migrated), KEYS[3] (optional) the holder

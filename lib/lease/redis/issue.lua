@@ -1,3 +1,4 @@
+-- fence redis contract 1.0 (docs/contract.md)
 -- issue.lua: the one issuance rule of fencing tokens.  Not a script of its
 -- own: the Redis issuer puts it in front of acquire.lua and reissue.lua
 -- (rscripts.c), which end by calling issue() and granted().

@@ -1,3 +1,4 @@
+-- fence redis contract 1.0 (docs/contract.md)
 -- release.lua: compare-and-delete, then wake the waiters.
 -- KEYS[1] owner key; ARGV[1] owner value, ARGV[2] release channel
 -- Returns 1 when deleted, 0 when the key is gone or holds another owner

@@ -1,3 +1,4 @@
+-- fence redis contract 1.0 (docs/contract.md)
 -- renew.lua: extend the TTL only while we still own the lease.
 -- KEYS[1] owner key, KEYS[2] (optional) its holder description "<owner
 -- key>:info" (same hash slot); ARGV[1] owner value "<owner id>:<token>",

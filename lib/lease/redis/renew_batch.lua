@@ -1,3 +1,4 @@
+-- fence redis contract 1.0 (docs/contract.md)
 -- renew_batch.lua: renew many leases in one call (the heartbeat's pass).
 -- n leases: KEYS[1..n] owner keys; ARGV[2i-1] owner value, ARGV[2i] ttl ms
 -- (negative: the lease's holder description "<owner key>:info" gets the

@@ -1,3 +1,4 @@
+-- fence redis contract 1.0 (docs/contract.md)
 -- token_raise.lua: raise the counter to at least a floor; never lowers it.
 -- KEYS[1] counter (a hash: n = last token, run = run_id; acquire.lua);
 -- ARGV[1] floor (decimal, 0..2^63-1)
