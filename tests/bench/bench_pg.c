@@ -119,7 +119,12 @@ static const char SQL_USE_C[] =
  * read without the lock; an empty PL/pgSQL function, as invoker and as
  * SECURITY DEFINER (fence.advance is one); the lock inside such a
  * function; and fence.advance's hot path folded into its locking query
- * (diag_folded: the rule computed by the SELECT ... FOR UPDATE itself).  Resource 'bench', whose mark is the steady token. */
+ * (diag_folded: the rule computed by the SELECT ... FOR UPDATE itself).
+ * And of the portable token statement: fence.use_token by name
+ * (diag_use_plpgsql) and a leaner PL/pgSQL one (diag_use_lean: one IF
+ * for every refusal, then fence.use_token for its exact error;
+ * diag_use_simple: its three set_config as assignments, PL/pgSQL's simple
+ * expressions, instead of one PERFORM).  Resource 'bench', whose mark is the steady token. */
 #define DIAG_TOK "SELECT fence.c_use_token($1::pg_catalog.int8, $2), "
 static const char SQL_DIAG_ADVANCE[] = DIAG_TOK "fence.advance('bench', $1::pg_catalog.int8)";
 static const char SQL_DIAG_LOCK[] =
@@ -130,6 +135,13 @@ static const char SQL_DIAG_INVOKER[] = DIAG_TOK "public.diag_invoker('bench', $1
 static const char SQL_DIAG_DEFINER[] = DIAG_TOK "public.diag_definer('bench', $1::pg_catalog.int8)";
 static const char SQL_DIAG_LOCK_PL[] = DIAG_TOK "public.diag_lock('bench', $1::pg_catalog.int8)";
 static const char SQL_DIAG_FOLDED[] = DIAG_TOK "public.diag_folded('bench', $1::pg_catalog.int8)";
+/* A leaner portable use_token: one IF for every refusal (which then
+ * calls fence.use_token for its exact error), one PERFORM. */
+static const char SQL_DIAG_USE_PL[] = "SELECT fence.use_token($1::pg_catalog.int8, $2)";
+static const char SQL_DIAG_USE_LEAN[] = "SELECT public.diag_use_lean($1::pg_catalog.int8, $2)";
+/* The same with three assignments (PL/pgSQL's simple expressions) for the
+ * PERFORM. */
+static const char SQL_DIAG_USE_SIMPLE[] = "SELECT public.diag_use_simple($1::pg_catalog.int8, $2)";
 static const char SQL_DIAG_LOCK_PL_DEF[] =
     DIAG_TOK "public.diag_lock_definer('bench', $1::pg_catalog.int8)";
 /* The PL/pgSQL functions they call (created in each database). */
@@ -153,7 +165,25 @@ static const char SQL_DIAG_FUNCS[] =
     " OR pg_catalog.current_setting('fence.xact', true) OPERATOR(pg_catalog.=)"
     " pg_catalog.pg_current_xact_id()::pg_catalog.text) INTO s, ok FROM fence.marks m"
     " WHERE m.resource OPERATOR(pg_catalog.=) diag_folded.resource FOR UPDATE;"
-    " IF ok THEN RETURN s; END IF; RETURN fence.advance(resource, token); END$$";
+    " IF ok THEN RETURN s; END IF; RETURN fence.advance(resource, token); END$$;"
+    "CREATE FUNCTION public.diag_use_lean(token bigint, holder text DEFAULT NULL) RETURNS bigint"
+    " LANGUAGE plpgsql AS $$BEGIN"
+    " IF token IS NULL OR token OPERATOR(pg_catalog.<=) 0 OR (holder IS NOT NULL AND holder"
+    " OPERATOR(pg_catalog.<>) '' AND holder OPERATOR(pg_catalog.!~) '^[0-9a-f]{32}$') THEN"
+    " RETURN fence.use_token(token, holder); END IF;"
+    " PERFORM pg_catalog.set_config('fence.token', token::pg_catalog.text, true),"
+    " pg_catalog.set_config('fence.holder', COALESCE(holder, ''), true),"
+    " pg_catalog.set_config('fence.xact', pg_catalog.pg_current_xact_id()::pg_catalog.text, true);"
+    " RETURN token; END$$;"
+    "CREATE FUNCTION public.diag_use_simple(token bigint, holder text DEFAULT NULL) RETURNS bigint"
+    " LANGUAGE plpgsql AS $$DECLARE v text; BEGIN"
+    " IF token IS NULL OR token OPERATOR(pg_catalog.<=) 0 OR (holder IS NOT NULL AND holder"
+    " OPERATOR(pg_catalog.<>) '' AND holder OPERATOR(pg_catalog.!~) '^[0-9a-f]{32}$') THEN"
+    " RETURN fence.use_token(token, holder); END IF;"
+    " v := pg_catalog.set_config('fence.token', token::pg_catalog.text, true);"
+    " v := pg_catalog.set_config('fence.holder', COALESCE(holder, ''), true);"
+    " v := pg_catalog.set_config('fence.xact', pg_catalog.pg_current_xact_id()::pg_catalog.text, true);"
+    " RETURN token; END$$";
 
 typedef struct mode_def {
     const char *name;
@@ -218,6 +248,9 @@ static const mode_def modes[] = {
     {"diag_invoker", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_INVOKER, 2, 0, NULL, 0},
     {"diag_definer", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_DEFINER, 2, 0, NULL, 0},
     {"diag_lock_plpgsql", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_LOCK_PL, 2, 0, NULL, 0},
+    {"diag_use_plpgsql", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_USE_PL, 2, 0, NULL, 0},
+    {"diag_use_lean", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_USE_LEAN, 2, 0, NULL, 0},
+    {"diag_use_simple", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_USE_SIMPLE, 2, 0, NULL, 0},
     {"diag_folded", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_FOLDED, 2, 0, NULL, 0},
     {"diag_lock_plpgsql_definer", UNPOOLED, H_NAMED, "plain_accounts", SQL_DIAG_LOCK_PL_DEF, 2, 0,
      NULL, 0},
