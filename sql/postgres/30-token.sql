@@ -77,17 +77,11 @@ $$;
 -- and a holder that is not '' or 32 lowercase hex digits (reason=malformed
 -- setting=fence.holder); a refused call sets nothing.  No SET clause (one
 -- would undo the settings at return) and nothing that reads search_path.
--- Assigns the transaction an id (it is about to write anyway).  The three
--- settings are three assignments, which PL/pgSQL evaluates as simple
--- expressions, not one PERFORM, which it runs as a query through SPI: a
--- few microseconds less per transaction (version 7; docs/measurements.md,
--- "PostgreSQL: binding the token").
+-- Assigns the transaction an id (it is about to write anyway).
 CREATE OR REPLACE FUNCTION fence.use_token(token bigint, holder text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
-DECLARE
-    done pg_catalog.text;
 BEGIN
     IF use_token.token IS NULL THEN
         RAISE EXCEPTION 'fence: use_token: no fencing token (NULL)'
@@ -103,9 +97,9 @@ BEGIN
             USING ERRCODE = '23Q02', DETAIL = 'reason=malformed setting=fence.holder',
                   HINT = 'The holder is the lease''s holder id, 32 lowercase hex digits, or NULL or empty for none.';
     END IF;
-    done := pg_catalog.set_config('fence.token', use_token.token::pg_catalog.text, true);
-    done := pg_catalog.set_config('fence.holder', COALESCE(use_token.holder, ''), true);
-    done := pg_catalog.set_config('fence.xact', pg_catalog.pg_current_xact_id()::pg_catalog.text, true);
+    PERFORM pg_catalog.set_config('fence.token', use_token.token::pg_catalog.text, true),
+            pg_catalog.set_config('fence.holder', COALESCE(use_token.holder, ''), true),
+            pg_catalog.set_config('fence.xact', pg_catalog.pg_current_xact_id()::pg_catalog.text, true);
     RETURN use_token.token;
 END
 $$;
