@@ -89,9 +89,9 @@ LIBFENCE        := $(B)/libfence.a
 LIBFENCE_PG     := $(B)/libfence_pg.a
 LIBFENCE_SQLITE := $(B)/libfence_sqlite.a
 LIBFENCE_GATE   := $(B)/libfence_gate.a
-#   What libfence links (hiredis for RESP, OpenSSL for TLS), and so what
-#   every program linking libfence links too.
-LEASE_LIBS = $(HIREDIS_LIBS) $(SSL_LIBS)
+#   What libfence links (hiredis for RESP, OpenSSL for TLS, libpq for the
+#   PostgreSQL issuer), and so what every program linking libfence links too.
+LEASE_LIBS = $(HIREDIS_LIBS) $(SSL_LIBS) $(PQ_LIBS)
 #   What the test suites share.
 TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
 #   The one table of cases of the store rule (tests/common/rule_cases.tsv),

@@ -37,13 +37,14 @@ enum {
 /* The connection options' help (every subcommand takes them). */
 #define CLI_CONN_HELP                                                                         \
     "Connection options:\n"                                                                  \
-    "  --url URL            the issuer, by the URL's scheme: Redis (this build's):\n"       \
+    "  --url URL            the issuer, by the URL's scheme: Redis:\n"                       \
     "  --redis URL          redis://[user:password@]host[:port][/db],\n"                    \
     "                       rediss://... (TLS), unix:///path[?db=N] or\n"                   \
-    "                       redis-sentinel://[[user:]password@]host[:port][,host...][/db]#master\n" \
-    "                       (postgresql:// and etcd:// are refused as not available\n"     \
-    "                       in this build; default $FENCE_URL, else $FENCE_REDIS_URL,\n"  \
-    "                       else " CLI_DEFAULT_URL ")\n"                                   \
+    "                       redis-sentinel://[[user:]password@]host[:port][,host...][/db]#master;\n" \
+    "                       PostgreSQL: postgresql://[user@]host[:port]/db[?fence_wait=poll]\n" \
+    "                       (libpq's URI form; fence.sql 7 in that database; etcd:// is\n"   \
+    "                       refused as not available in this build; default $FENCE_URL,\n" \
+    "                       else $FENCE_REDIS_URL, else " CLI_DEFAULT_URL ")\n"           \
     "  --password-file FILE the server's password, the one line in FILE, a regular\n"      \
     "                       file (not a FIFO, pipe or device; default, for Redis URLs:\n"  \
     "                       $FENCE_REDIS_PASSWORD, else the URL's; a password in a\n"      \

@@ -25,7 +25,7 @@ static const char usage[] =
     "  token   the last fencing token issued for NAME (0 if none)\n"
     "\n"
     "Server: --url URL (or --redis URL), else $FENCE_URL, else $FENCE_REDIS_URL, else\n"
-    CLI_DEFAULT_URL "; the URL's scheme names the issuer (Redis in this build).\n"
+    CLI_DEFAULT_URL "; the URL's scheme names the issuer (Redis, PostgreSQL).\n"
     "Password: --password-file FILE or $FENCE_REDIS_PASSWORD (not in the URL:\n"
     "others can see a command line).  TLS: --tls (or rediss://), --cacert FILE,\n"
     "--cacertdir DIR, --cert FILE, --key FILE, --sni NAME, --insecure.\n"

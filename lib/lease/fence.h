@@ -96,9 +96,11 @@ typedef struct fence_client_options {
      * rediss://... (TLS), unix:///path[?db=N], or
      * redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master
      * (Sentinel port default 26379; the credentials are the data nodes').
-     * postgresql:// and etcd:// URLs: FENCE_EINVAL, not available in this
-     * build.  Required.  Percent-escapes are decoded in user and password.
-     * Transports, TLS and Sentinel: docs/redis.md. */
+     * PostgreSQL: postgresql:// or postgres://, libpq's URI form (its
+     * parameters in the query, and fence_wait=notify|poll: docs/issuers.md);
+     * the database needs fence.sql 7.  etcd:// URLs: FENCE_EINVAL, not
+     * available in this build.  Required.  Percent-escapes are decoded in
+     * user and password.  Transports, TLS and Sentinel: docs/redis.md. */
     const char *url;
     /* Overrides for the URL's credentials (NULL: take them from the URL).
      * Credentials never appear in messages. */
@@ -197,7 +199,7 @@ FENCE_API const char *fence_client_url(const fence_client *c);
  * other text (NULL too).  Static strings. */
 FENCE_API const char *fence_url_issuer(const char *url);
 
-/* The issuer of an open client ("redis"); "" for NULL. */
+/* The issuer of an open client ("redis", "postgresql"); "" for NULL. */
 FENCE_API const char *fence_client_issuer(const fence_client *c);
 
 /* ------------------------------------------------------------------ */

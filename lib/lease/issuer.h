@@ -174,5 +174,6 @@ typedef struct fence__issuer_ops {
 
 /* The issuers built into this library (their ops; issuers.c lists them). */
 extern const fence__issuer_ops fence__redis_issuer;
+extern const fence__issuer_ops fence__pg_issuer;   /* lib/lease/pg/ */
 
 #endif

@@ -36,8 +36,10 @@ static const issuer_entry issuers[] = {
      OPT_PREFIX | OPT_TOKEN_MODE | OPT_TOKEN_JUMP | OPT_ALLOW_EVICTION | OPT_MIN_REPLICAS |
          OPT_REPLICA_TIMEOUT | OPT_TLS | OPT_SENTINEL | OPT_CLOCK_LIMIT | OPT_COUNTER_IDLE,
      &fence__redis_issuer},
-    /* Issue 28 section 3 and issue 29: their options are added with them. */
-    {"postgresql", "PostgreSQL", {"postgresql://", "postgres://", NULL}, 0, NULL},
+    /* PostgreSQL takes none of the Redis options: its own (fence_wait) is a
+     * parameter of its URL (lib/lease/pg/pconn.c). */
+    {"postgresql", "PostgreSQL", {"postgresql://", "postgres://", NULL}, 0, &fence__pg_issuer},
+    /* Issue 29: its options are added with it. */
     {"etcd", "etcd", {"etcd://", "etcds://", NULL}, 0, NULL},
 };
 #define NISSUERS (sizeof issuers / sizeof issuers[0])

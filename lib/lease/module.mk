@@ -5,6 +5,10 @@
 # links libfence links too.  The Redis issuer's Lua lives in
 # lib/lease/redis/*.lua, embedded at build time.
 LEASE_SRC := $(sort $(wildcard lib/lease/*.c lib/lease/redis/*.c lib/lease/async/*.c))
+# The PostgreSQL issuer (lib/lease/pg/): libfence links libpq itself
+# (docs/issuers.md says why); the checkers still link no issuer.
+LEASE_SRC += $(sort $(wildcard lib/lease/pg/*.c))
+$(B)/lib/lease/pg/%.o: MOD_CFLAGS += $(PQ_CFLAGS)
 LEASE_LUA := $(sort $(wildcard lib/lease/redis/*.lua))
 $(eval $(call embed_rule,$(B)/lib/lease/lua_embed.c,fence__lua_,$(LEASE_LUA)))
 $(eval $(call library,fence,lib/lease,$(LEASE_SRC),$(B)/lib/lease/lua_embed.c,LEASE_LIBS))

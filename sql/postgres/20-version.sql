@@ -22,17 +22,17 @@ DECLARE
     v integer;
 BEGIN
     SELECT m.version INTO v FROM fence.meta m;
-    IF v > 6 THEN
-        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 6; refusing to downgrade', v;
+    IF v > 7 THEN
+        RAISE EXCEPTION 'fence: schema version % is installed, this script is version 7; refusing to downgrade', v;
     END IF;
     PERFORM pg_catalog.set_config('fence.install_from', COALESCE(v, 0)::text, true);
 END
 $install$;
 
-INSERT INTO fence.meta (version) VALUES (6)
+INSERT INTO fence.meta (version) VALUES (7)
 ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version;
 
 -- The schema version of this install script.
 CREATE OR REPLACE FUNCTION fence.version() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT 6 $$;
+AS $$ SELECT 7 $$;

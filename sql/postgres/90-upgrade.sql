@@ -4,6 +4,11 @@
 -- and make install use; it runs as one transaction (BEGIN in
 -- 10-schema.sql, COMMIT in 90-upgrade.sql).  See docs/postgres.md.
 
+-- Version 7 adds the issuer's table and functions (75-leases.sql: CREATE
+-- TABLE IF NOT EXISTS fence.leases, CREATE OR REPLACE of its functions,
+-- their EXECUTE to PUBLIC when the install comes from a version below 7):
+-- an upgrade from 6 gets them there, and changes nothing else.
+
 -- ------------------------------------------------------------------
 -- Upgrade: tables protected by an older version get the current triggers
 -- ------------------------------------------------------------------

@@ -75,3 +75,12 @@ $(B)/tests/bench/py/bench_python_c.o: tests/bench/bench_python_c.c
 	$(CC) $(REAL_CFLAGS) -Ilib/lease -MMD -MP -c -o $@ $<
 $(B)/tests/bench/py/bench_python_c: $(B)/tests/bench/py/bench_python_c.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
+
+# Issue 28: the PostgreSQL issuer's acquire+release against two one-row
+# UPDATE commits (pg_acquire_release_vs_floor_ratio, goal <= 1.2) and beside
+# pg_try_advisory_lock + pg_advisory_unlock, on a PostgreSQL of its own with
+# fsync on (scripts/pg-standby start BASE solo); renewing 10,000 leases.
+BENCH_BINS += $(B)/tests/bench/bench_pg_issuer
+$(B)/tests/bench/bench_pg_issuer.o: MOD_CFLAGS += -Ilib/lease -Ilib/pg $(PQ_CFLAGS)
+$(B)/tests/bench/bench_pg_issuer: $(B)/tests/bench/bench_pg_issuer.o $(LIBFENCE_PG) $(LIBFENCE)
+	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS) $(PQ_LIBS)

@@ -3,6 +3,7 @@ LEASE_TESTS := lease client heartbeat badinput tokens failover
 LEASE_TESTS += holderinfo
 LEASE_TESTS += tls sentinel cluster
 LEASE_TESTS += skew pipe threads
+LEASE_TESTS += pg_issuer pg_issuer_fail
 LEASE_TEST_BINS := $(LEASE_TESTS:%=$(B)/tests/lease/test_%)
 TEST_BINS += $(LEASE_TEST_BINS) $(B)/tests/lease/holder
 $(B)/tests/lease/%.o: MOD_CFLAGS += -Ilib/lease -Itests/lease
@@ -41,3 +42,15 @@ $(B)/tests/lease/skewclient: $(B)/tests/lease/skewclient.o $(LIBFENCE)
 # suites for the multi-process cases (kill -9, cross-process exclusion).
 $(B)/tests/lease/holder: $(B)/tests/lease/holder.o $(LIBFENCE)
 	$(CC) -o $@ $^ $(REAL_LDFLAGS) $(LEASE_LIBS)
+# test_pg_issuer: the PostgreSQL issuer on the test PostgreSQL and pgbouncer
+# (fence.sql installed by libfence_pg's fence_pg_install()).
+$(B)/tests/lease/test_pg_issuer: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
+$(B)/tests/lease/test_pg_issuer.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
+# test_pg_issuer_fail: its guarantee rows on clusters of its own
+# (scripts/pg-cluster, scripts/pg-standby).
+$(B)/tests/lease/test_pg_issuer_fail: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
+$(B)/tests/lease/test_pg_issuer_fail.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
+# issuerutil: the behaviour suites against either issuer (FENCE_TEST_ISSUER;
+# test_heartbeat, run by run-suites as test_heartbeat and test_heartbeat:pg).
+$(B)/tests/lease/test_heartbeat: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
+$(B)/tests/lease/issuerutil.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg

@@ -594,9 +594,10 @@ static const struct {
     const char *option; /* set this Redis option, or NULL */
     const char *says;   /* in the message */
 } issuer_cases[] = {
-    {"postgresql", "postgresql://127.0.0.1:1/db", "postgresql", NULL,
-     "the PostgreSQL issuer (postgresql:// URLs) is not available in this build"},
-    {"postgres", "postgres://u@127.0.0.1:1/db", "postgresql", NULL, "not available in this build"},
+    {"pg_param", "postgresql://127.0.0.1:1/db?fence_wait=sometimes", "postgresql", NULL,
+     "unknown fence parameter 'fence_wait=sometimes'"},
+    {"pg_libpq_param", "postgres://u@127.0.0.1:1/db?nope=1", "postgresql", NULL,
+     "invalid PostgreSQL URL: invalid URI query parameter"},
     {"etcd", "etcd://127.0.0.1:1", "etcd", NULL, "the etcd issuer (etcd:// URLs)"},
     {"etcds", "etcds://127.0.0.1:1,127.0.0.1:2", "etcd", NULL, "not available in this build"},
     {"pg_token_mode", "postgresql://127.0.0.1:1/db", "postgresql", "token_mode",
@@ -664,8 +665,9 @@ START_TEST(describe_and_issuer)
     char *saved = redis_url != NULL ? strdup(redis_url) : NULL;
     setenv("FENCE_URL", "postgresql://127.0.0.1:1/db", 1);
     setenv("FENCE_REDIS_URL", tu_env("FENCE_TEST_REDIS_URL"), 1);
-    ck_assert_int_eq(fence_client_open_url(&c, NULL), FENCE_EINVAL);
-    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), "PostgreSQL"));
+    ck_assert_int_eq(fence_client_open_url(&c, NULL), FENCE_ECONN); /* port 1: closed */
+    ck_assert_ptr_nonnull(strstr(fence_client_errmsg(c), "postgresql://127.0.0.1:1/db"));
+    ck_assert_str_eq(fence_client_issuer(c), "postgresql");
     fence_client_close(c);
     unsetenv("FENCE_URL");
     EXPECT_RC(fence_client_open_url(&c, NULL), FENCE_OK, c);

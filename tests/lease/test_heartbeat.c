@@ -5,10 +5,14 @@
  * callback; exactly once per lease also when memory has run out) and
  * fence_lease_valid_ms().  Real redis-server from
  * scripts/with-servers; the Redis-stopping test always restarts it.
+ * FENCE_TEST_ISSUER=pg runs every case against the PostgreSQL issuer on the
+ * test PostgreSQL instead (issuerutil.h: what a case does to the server,
+ * said once for both; run-suites runs it as test_heartbeat:pg).
  */
 #include "casetable.h"
 #include "failalloc.h"
 #include "fence.h"
+#include "issuerutil.h"
 #include "leaseutil.h"
 
 #include <inttypes.h>
@@ -26,11 +30,9 @@
 
 START_TEST(heartbeat_keeps_lease_alive)
 {
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
-    char nm[256], k[600];
+    fence_client *c = lu_iss_open();
+    char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("alive"));
-    lu_owner_key(k, sizeof k, nm);
     lu_lost lr;
     lu_lost_init(&lr);
     fence_metrics m0 = lu_metrics(c);
@@ -46,8 +48,8 @@ START_TEST(heartbeat_keeps_lease_alive)
         if (v < min_valid) {
             min_valid = v;
         }
-        char *val = lu_rget(r, k);
-        ck_assert_msg(val != NULL, "owner key gone after %" PRId64 " ms", tu_now_ms() - t0);
+        char *val = lu_iss_owner(nm);
+        ck_assert_msg(val != NULL, "lease gone from the server after %" PRId64 " ms", tu_now_ms() - t0);
         ck_assert_str_eq(val, fence_lease_owner(l));
         free(val);
     }
@@ -65,7 +67,6 @@ START_TEST(heartbeat_keeps_lease_alive)
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     ck_assert_int_eq(atomic_load(&lr.calls), 0);
     ck_assert_uint_eq(lu_metrics(c).leases_held, 0);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
@@ -76,7 +77,7 @@ START_TEST(heartbeat_many_leases)
     enum { N = 300 };
     fence_client_options o;
     fence_client_options_init(&o);
-    o.url = tu_env("FENCE_TEST_REDIS_URL");
+    o.url = lu_iss_url();
     o.renew_batch = 64;
     fence_client *c = NULL;
     EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
@@ -90,36 +91,31 @@ START_TEST(heartbeat_many_leases)
         ls[i] = lu_acquire_cb(c, nm, 400, 0, 0, NULL);
     }
     tu_sleep_ms(1200); /* 3 TTLs */
-    redisContext *r = tu_redis();
-    for (int i = 0; i < N; i++) {
-        char nm[256], k[600];
+    for (int i = 0; i < N; i += lu_iss_pg() ? 10 : 1) { /* (a connection per look on PostgreSQL) */
+        char nm[256];
         snprintf(nm, sizeof nm, "%s-%d", base, i);
-        lu_owner_key(k, sizeof k, nm);
         ck_assert_msg(!fence_lease_lost(ls[i]), "lease %d lost", i);
-        ck_assert_msg(lu_rexists(r, k) == 1, "lease %d: key gone", i);
+        ck_assert_msg(lu_iss_held(nm), "lease %d: gone from the server", i);
     }
     ck_assert_uint_eq(lu_metrics(c).leases_held, N);
     for (int i = 0; i < N; i++) {
         EXPECT_RC(fence_release(ls[i]), FENCE_OK, c);
     }
     free(ls);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(no_heartbeat_expires)
 {
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
-    char nm[256], k[600];
+    fence_client *c = lu_iss_open();
+    char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("nohb"));
-    lu_owner_key(k, sizeof k, nm);
     lu_lost lr;
     lu_lost_init(&lr);
     fence_lease *l = lu_acquire_cb(c, nm, 150, 0, 1, &lr);
     tu_sleep_ms(300);
-    ck_assert_int_eq(lu_rexists(r, k), 0);
+    ck_assert_int_eq(lu_iss_held(nm), 0);
     ck_assert_int_eq(fence_lease_valid_ms(l), 0);
     /* Nobody renewed: the callback fires only when a renewal is refused. */
     EXPECT_RC(fence_renew(l), FENCE_LOST, c);
@@ -130,18 +126,15 @@ START_TEST(no_heartbeat_expires)
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     EXPECT_RC(fence_release(l), FENCE_LOST, c);
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(renew_manual)
 {
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
-    char nm[256], k[600];
+    fence_client *c = lu_iss_open();
+    char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("renew"));
-    lu_owner_key(k, sizeof k, nm);
     fence_lease *l = lu_acquire_cb(c, nm, 300, 0, 1, NULL);
     fence_metrics m0 = lu_metrics(c);
     for (int i = 0; i < 4; i++) { /* 600 ms: twice the TTL */
@@ -151,21 +144,20 @@ START_TEST(renew_manual)
         int64_t after = fence_lease_valid_ms(l);
         ck_assert_msg(after > before + 100, "valid_ms %" PRId64 " -> %" PRId64 " on renew",
                       before, after);
-        long long pttl = lu_rpttl(r, k);
+        long long pttl = lu_iss_pttl(nm);
         ck_assert_msg(pttl > 200 && pttl <= 300, "PTTL %lld after renew", pttl);
     }
     fence_metrics m1 = lu_metrics(c);
     ck_assert_uint_eq(m1.renew_ok - m0.renew_ok, 4);
     ck_assert_int_eq(fence_lease_lost(l), 0);
     EXPECT_RC(fence_release(l), FENCE_OK, c);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(valid_ms_semantics)
 {
-    fence_client *c = lu_open_client();
+    fence_client *c = lu_iss_open();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("valid"));
     const int64_t ttl = 1000, margin = ttl / 100 + 2; /* 12 */
@@ -199,16 +191,14 @@ END_TEST
 
 START_TEST(manual_mode_run)
 {
-    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
-    redisContext *r = tu_redis();
+    fence_client *c = lu_iss_open_mode(FENCE_HEARTBEAT_MANUAL);
     int64_t next = 12345;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
     ck_assert_int_eq(next, -1); /* nothing held */
     EXPECT_RC(fence_heartbeat_run(c, NULL), FENCE_OK, c);
 
-    char nm[256], k[600];
+    char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("manual"));
-    lu_owner_key(k, sizeof k, nm);
     lu_lost lr;
     lu_lost_init(&lr);
     fence_lease *l = lu_acquire_cb(c, nm, 300, 100, 0, &lr);
@@ -223,7 +213,10 @@ START_TEST(manual_mode_run)
         ck_assert_msg(next >= 0 && next <= 100, "next_ms %" PRId64, next);
         ck_assert_int_eq(fence_lease_lost(l), 0);
     }
-    lu_expect_get(r, k, fence_lease_owner(l));
+    char *own = lu_iss_owner(nm);
+    ck_assert_msg(own != NULL && strcmp(own, fence_lease_owner(l)) == 0, "the server has %s",
+                  own != NULL ? own : "nothing");
+    free(own);
     fence_metrics m1 = lu_metrics(c);
     ck_assert_msg(m1.renew_ok - m0.renew_ok >= 7, "%" PRIu64 " renewals in 1 s at 100 ms",
                   m1.renew_ok - m0.renew_ok);
@@ -235,23 +228,20 @@ START_TEST(manual_mode_run)
     EXPECT_RC(fence_release(l), FENCE_OK, c);
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
     ck_assert_int_eq(next, -1);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(manual_mode_without_run_expires)
 {
-    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
-    redisContext *r = tu_redis();
-    char nm[256], k[600];
+    fence_client *c = lu_iss_open_mode(FENCE_HEARTBEAT_MANUAL);
+    char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("manexp"));
-    lu_owner_key(k, sizeof k, nm);
     lu_lost lr;
     lu_lost_init(&lr);
     fence_lease *l = lu_acquire_cb(c, nm, 150, 0, 0, &lr);
     tu_sleep_ms(300); /* no thread renews it */
-    ck_assert_int_eq(lu_rexists(r, k), 0);
+    ck_assert_int_eq(lu_iss_held(nm), 0);
     ck_assert_int_eq(atomic_load(&lr.calls), 0);
     int64_t next = 0;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
@@ -262,14 +252,13 @@ START_TEST(manual_mode_without_run_expires)
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     EXPECT_RC(fence_release(l), FENCE_LOST, c);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(heartbeat_run_in_thread_mode)
 {
-    fence_client *c = lu_open_client();
+    fence_client *c = lu_iss_open();
     int64_t next = 7;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_ESTATE, c);
     ck_assert_str_ne(fence_client_errmsg(c), "");
@@ -298,23 +287,20 @@ START_TEST(lost_cb)
 {
     const int overwrite = tampering[_i].overwrite;
     const int release_inside = tampering[_i].release_inside;
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
-    char nm[256], k[600];
+    fence_client *c = lu_iss_open();
+    char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name(overwrite ? "taken" : "deleted"));
-    lu_owner_key(k, sizeof k, nm);
     lu_lost lr;
     lu_lost_init(&lr);
     atomic_store(&lr.release_inside, release_inside);
     fence_lease *l = lu_acquire_cb(c, nm, 300, 50, 0, &lr);
     tu_sleep_ms(100);
     ck_assert_int_eq(atomic_load(&lr.calls), 0);
-    redisReply *rep = overwrite
-                          ? redisCommand(r, "SET %s %s PX 5000", k,
-                                         "0123456789abcdef0123456789abcdef:999999")
-                          : redisCommand(r, "DEL %s", k);
-    ck_assert_ptr_nonnull(rep);
-    freeReplyObject(rep);
+    if (overwrite) {
+        lu_iss_take(nm, "0123456789abcdef0123456789abcdef:999999");
+    } else {
+        ck_assert_int_eq(lu_iss_drop(nm), 1);
+    }
     int64_t waited = lu_wait_lost(&lr, 2000);
     tu_sleep_ms(200); /* four more renew periods: no second call */
     ck_assert_msg(atomic_load(&lr.calls) == 1, "on_lost called %d times (waited %" PRId64 " ms)",
@@ -337,38 +323,37 @@ START_TEST(lost_cb)
         ck_assert_int_eq(atomic_load(&lr.calls), 1);
     }
     if (overwrite) { /* the other owner's value is left alone */
-        lu_expect_get(r, k, "0123456789abcdef0123456789abcdef:999999");
+        char *own = lu_iss_owner(nm);
+        ck_assert_msg(own != NULL && strcmp(own, "0123456789abcdef0123456789abcdef:999999") == 0,
+                      "the server has %s", own != NULL ? own : "nothing");
+        free(own);
     }
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(lost_cb_via_renew)
 {
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
-    char nm[256], k[600];
+    fence_client *c = lu_iss_open();
+    char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("viarenew"));
-    lu_owner_key(k, sizeof k, nm);
     lu_lost lr;
     lu_lost_init(&lr);
     fence_lease *l = lu_acquire_cb(c, nm, 5000, 0, 1, &lr);
-    lu_rdel(r, k);
+    ck_assert_int_eq(lu_iss_drop(nm), 1);
     EXPECT_RC(fence_renew(l), FENCE_LOST, c); /* fires on_lost inside */
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     ck_assert_int_eq(atomic_load(&lr.reason), FENCE_LOST);
     EXPECT_RC(fence_renew(l), FENCE_LOST, c);
     EXPECT_RC(fence_release(l), FENCE_LOST, c);
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
 
 START_TEST(lost_cb_never_on_release)
 {
-    fence_client *c = lu_open_client();
+    fence_client *c = lu_iss_open();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("norel"));
     lu_lost lr1, lr2;
@@ -386,11 +371,7 @@ START_TEST(lost_cb_never_on_release)
     tu_sleep_ms(400);
     ck_assert_int_eq(atomic_load(&lr1.calls), 0);
     ck_assert_int_eq(atomic_load(&lr2.calls), 0);
-    redisContext *r = tu_redis();
-    char k[600];
-    lu_owner_key(k, sizeof k, nm2);
-    ck_assert_int_eq(lu_rexists(r, k), 0);
-    redisFree(r);
+    ck_assert_int_eq(lu_iss_held(nm2), 0);
 }
 END_TEST
 
@@ -399,20 +380,18 @@ END_TEST
  * valgrind by make check / make valgrind). */
 START_TEST(lost_without_cb_races_release)
 {
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
+    fence_client *c = lu_iss_open();
     for (int i = 0; i < 150; i++) {
-        char nm[256], k[600];
+        char nm[256];
         snprintf(nm, sizeof nm, "%s", tu_name("racerel"));
-        lu_owner_key(k, sizeof k, nm);
-        fence_lease *l = lu_acquire_cb(c, nm, 60, 10, 0, NULL);
-        ck_assert_int_eq(lu_rdel(r, k), 1);
+        /* (PostgreSQL: a connection per drop; a TTL that outlives it.) */
+        fence_lease *l = lu_acquire_cb(c, nm, lu_iss_pg() ? 300 : 60, 10, 0, NULL);
+        ck_assert_int_eq(lu_iss_drop(nm), 1);
         tu_sleep_ms(i % 15); /* release before, during or after the pass */
         int rc = fence_release(l);
         ck_assert_msg(rc == FENCE_LOST, "release after the key was deleted: %s",
                       fence_status_name(rc));
     }
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
@@ -422,18 +401,18 @@ END_TEST
  * 25 ms, not thousands of times. */
 START_TEST(heartbeat_backs_off_while_down)
 {
-    fence_client *c = lu_open_client();
+    fence_client *c = lu_iss_open();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("backoff"));
     fence_lease *l = lu_acquire_cb(c, nm, 5000, 100, 0, NULL);
     fence_metrics m0 = lu_metrics(c);
-    tu_redis_ctl("stop");
+    lu_iss_ctl("stop");
     int64_t t0 = tu_now_ms();
     tu_sleep_ms(600);
     fence_metrics m1 = lu_metrics(c);
     int64_t took = tu_now_ms() - t0;
     int lost_down = fence_lease_lost(l);
-    tu_redis_ctl("start");
+    lu_iss_ctl("start");
     uint64_t tries = m1.renew_failed - m0.renew_failed;
     fprintf(stderr, "heartbeat_backs_off_while_down: %" PRIu64 " failed renewals in %" PRId64
             " ms\n", tries, took);
@@ -470,13 +449,10 @@ static void pair_lost(fence_lease *lease, int reason, void *user)
 
 START_TEST(lost_cb_skipped_after_release_in_other_cb)
 {
-    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
-    redisContext *r = tu_redis();
-    char a[256], b[256], ka[600], kb[600];
+    fence_client *c = lu_iss_open_mode(FENCE_HEARTBEAT_MANUAL);
+    char a[256], b[256];
     snprintf(a, sizeof a, "%s", tu_name("pairA"));
     snprintf(b, sizeof b, "%s", tu_name("pairB"));
-    lu_owner_key(ka, sizeof ka, a);
-    lu_owner_key(kb, sizeof kb, b);
     fence_lease *la = NULL, *lb = NULL;
     fence_lease_options o;
     fence_lease_options_init(&o, 2000);
@@ -491,8 +467,8 @@ START_TEST(lost_cb_skipped_after_release_in_other_cb)
     atomic_init(&g_pair.calls[0], 0);
     atomic_init(&g_pair.calls[1], 0);
     atomic_init(&g_pair.release_rc, -1);
-    ck_assert_int_eq(lu_rdel(r, ka), 1);
-    ck_assert_int_eq(lu_rdel(r, kb), 1);
+    ck_assert_int_eq(lu_iss_drop(a), 1);
+    ck_assert_int_eq(lu_iss_drop(b), 1);
     tu_sleep_ms(60); /* both due */
     int64_t next = 0;
     fence_heartbeat_run(c, &next);
@@ -500,7 +476,6 @@ START_TEST(lost_cb_skipped_after_release_in_other_cb)
     ck_assert_msg(ca + cb == 1, "callbacks: A %d, B %d (the released one must not run)", ca, cb);
     ck_assert_int_eq(atomic_load(&g_pair.release_rc), FENCE_LOST);
     EXPECT_RC(fence_release(ca == 1 ? la : lb), FENCE_LOST, c);
-    redisFree(r);
     fence_client_close(c);
 }
 END_TEST
@@ -514,7 +489,7 @@ END_TEST
 enum { NOMEM_LEASES = 20 };
 START_TEST(lost_once_without_memory)
 {
-    fence_client *c = lu_open_client();
+    fence_client *c = lu_iss_open();
     lu_lost lr[NOMEM_LEASES];
     fence_lease *l[NOMEM_LEASES];
     for (int i = 0; i < NOMEM_LEASES; i++) {
@@ -552,21 +527,9 @@ END_TEST
 
 /* Redis frozen (SIGSTOP): a short lease that is not due when a pass starts
  * is still reported lost on time, not after the pass's I/O timeout. */
-static long redis_pid(void)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/redis.pid", tu_env("FENCE_TEST_REDIS_DIR"));
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    long pid = 0;
-    ck_assert_int_eq(fscanf(f, "%ld", &pid), 1);
-    fclose(f);
-    return pid;
-}
-
 START_TEST(lost_on_time_while_redis_frozen)
 {
-    fence_client *c = lu_open_client();
+    fence_client *c = lu_iss_open();
     char a[256], b[256];
     snprintf(a, sizeof a, "%s", tu_name("frozenA"));
     snprintf(b, sizeof b, "%s", tu_name("frozenB"));
@@ -574,12 +537,11 @@ START_TEST(lost_on_time_while_redis_frozen)
     lu_lost_init(&lr);
     fence_lease *la = lu_acquire_cb(c, a, 60000, 100, 0, NULL);
     fence_lease *lb = lu_acquire_cb(c, b, 600, 0, 0, &lr);
-    long pid = redis_pid();
     int64_t t0 = tu_now_ms();
-    ck_assert_int_eq(kill((pid_t)pid, SIGSTOP), 0);
+    lu_iss_signal(SIGSTOP);
     int64_t waited = lu_wait_lost(&lr, 1800);
     int64_t valid_left = fence_lease_valid_ms(lb);
-    kill((pid_t)pid, SIGCONT);
+    lu_iss_signal(SIGCONT);
     fprintf(stderr, "lost_on_time_while_redis_frozen: lost after %" PRId64 " ms (TTL 600)\n",
             tu_now_ms() - t0);
     ck_assert_msg(atomic_load(&lr.calls) == 1, "not reported lost within %" PRId64 " ms",
@@ -614,13 +576,10 @@ static void cross_cb(fence_lease *lease, int reason, void *user)
 
 START_TEST(callbacks_releasing_each_other_do_not_deadlock)
 {
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
-    char a[256], b[256], ka[600], kb[600];
+    fence_client *c = lu_iss_open();
+    char a[256], b[256];
     snprintf(a, sizeof a, "%s", tu_name("xA"));
     snprintf(b, sizeof b, "%s", tu_name("xB"));
-    lu_owner_key(ka, sizeof ka, a);
-    lu_owner_key(kb, sizeof kb, b);
     atomic_init(&g_xdone, 0);
     fence_lease_options o;
     fence_lease_options_init(&o, 3000);
@@ -631,8 +590,8 @@ START_TEST(callbacks_releasing_each_other_do_not_deadlock)
     o.no_heartbeat = 1;
     o.on_lost = cross_cb;
     EXPECT_RC(fence_acquire(c, b, &o, &g_xb), FENCE_OK, c);
-    ck_assert_int_eq(lu_rdel(r, ka), 1);
-    ck_assert_int_eq(lu_rdel(r, kb), 1);
+    ck_assert_int_eq(lu_iss_drop(a), 1);
+    ck_assert_int_eq(lu_iss_drop(b), 1);
     tu_sleep_ms(30); /* A's loss is found by the next pass, while B's renew runs */
     EXPECT_RC(fence_renew(g_xb), FENCE_LOST, c);
     int64_t t0 = tu_now_ms();
@@ -642,7 +601,6 @@ START_TEST(callbacks_releasing_each_other_do_not_deadlock)
     ck_assert_int_ge(atomic_load(&g_xdone), 1);
     tu_sleep_ms(300); /* let the other callback finish before closing */
     fence_client_close(c); /* frees whichever lease no callback released */
-    redisFree(r);
 }
 END_TEST
 
@@ -653,7 +611,7 @@ START_TEST(expired_lease_not_renewed_by_a_pass)
 {
     fence_client_options co;
     fence_client_options_init(&co);
-    co.url = tu_env("FENCE_TEST_REDIS_URL");
+    co.url = lu_iss_url();
     co.heartbeat_mode = FENCE_HEARTBEAT_MANUAL;
     co.io_timeout_ms = 1500;
     fence_client *c = NULL;
@@ -663,14 +621,13 @@ START_TEST(expired_lease_not_renewed_by_a_pass)
     lu_lost lr;
     lu_lost_init(&lr);
     fence_lease *l = lu_acquire_cb(c, nm, 200, 0, 0, &lr);
-    long pid = redis_pid();
-    ck_assert_int_eq(kill((pid_t)pid, SIGSTOP), 0);
+    lu_iss_signal(SIGSTOP);
     tu_sleep_ms(250); /* validity gone, no pass run */
     int64_t t0 = tu_now_ms();
     int64_t next = 0;
     fence_heartbeat_run(c, &next);
     int64_t took = tu_now_ms() - t0;
-    kill((pid_t)pid, SIGCONT);
+    lu_iss_signal(SIGCONT);
     ck_assert_msg(took < 500, "the pass took %" PRId64 " ms for an expired lease", took);
     ck_assert_int_eq(atomic_load(&lr.calls), 1);
     fence_release(l);
@@ -684,19 +641,18 @@ START_TEST(timeout_not_retried)
 {
     fence_client_options co;
     fence_client_options_init(&co);
-    co.url = tu_env("FENCE_TEST_REDIS_URL");
+    co.url = lu_iss_url();
     co.io_timeout_ms = 300;
     fence_client *c = NULL;
     EXPECT_RC(fence_client_open(&c, &co), FENCE_OK, c);
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("tmo"));
     fence_lease *l = lu_acquire_cb(c, nm, 10000, 0, 1, NULL);
-    long pid = redis_pid();
-    ck_assert_int_eq(kill((pid_t)pid, SIGSTOP), 0);
+    lu_iss_signal(SIGSTOP);
     int64_t t0 = tu_now_ms();
     int rc = fence_renew(l);
     int64_t took = tu_now_ms() - t0;
-    kill((pid_t)pid, SIGCONT);
+    lu_iss_signal(SIGCONT);
     fprintf(stderr, "timeout_not_retried: %s after %" PRId64 " ms (io_timeout 300)\n",
             fence_status_name(rc), took);
     ck_assert_int_eq(rc, FENCE_ECONN);
@@ -712,29 +668,24 @@ END_TEST
  * really unreachable Redis makes it leave the rest to their TTL. */
 START_TEST(close_releases_after_an_ambiguous_release)
 {
-    fence_client *c = lu_open_client();
-    redisContext *r = tu_redis();
-    char n[3][256], k[3][600];
+    fence_client *c = lu_iss_open();
+    char n[3][256];
     for (int i = 0; i < 3; i++) {
         snprintf(n[i], sizeof n[i], "%s", tu_name("amb"));
-        lu_owner_key(k[i], sizeof k[i], n[i]);
         lu_acquire_cb(c, n[i], 30000, 0, 1, NULL);
     }
     /* close releases the newest first: make its release ambiguous. */
-    ck_assert_int_eq(lu_rdel(r, k[2]), 1);
-    redisReply *rep = redisCommand(r, "CLIENT KILL TYPE normal SKIPME yes");
-    ck_assert_ptr_nonnull(rep);
-    freeReplyObject(rep);
+    ck_assert_int_eq(lu_iss_drop(n[2]), 1);
+    lu_iss_kill_connections();
     fence_client_close(c);
-    ck_assert_int_eq(lu_rexists(r, k[0]), 0);
-    ck_assert_int_eq(lu_rexists(r, k[1]), 0);
-    redisFree(r);
+    ck_assert_int_eq(lu_iss_held(n[0]), 0);
+    ck_assert_int_eq(lu_iss_held(n[1]), 0);
 }
 END_TEST
 
 START_TEST(lost_cb_econn_when_redis_stops)
 {
-    fence_client *c = lu_open_client();
+    fence_client *c = lu_iss_open();
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("econn"));
     lu_lost lr;
@@ -749,7 +700,7 @@ START_TEST(lost_cb_econn_when_redis_stops)
 
     /* From here until Redis is back: record, do not assert. */
     int64_t t0 = tu_now_ms();
-    tu_redis_ctl("stop");
+    lu_iss_ctl("stop");
     int64_t stopped_after = tu_now_ms() - t0;
     int64_t waited = lu_wait_lost(&lr, 4000);
     int64_t noticed = tu_now_ms() - t0;
@@ -759,7 +710,7 @@ START_TEST(lost_cb_econn_when_redis_stops)
     int64_t valid_after = fence_lease_valid_ms(l);
     fence_metrics m1;
     int mrc = fence_client_metrics(c, &m1);
-    tu_redis_ctl("start");
+    lu_iss_ctl("start");
 
     fprintf(stderr, "lost_cb_econn_when_redis_stops: on_lost %d ms after stop began "
             "(stop took %d ms, valid_ms before %d)\n", (int)noticed, (int)stopped_after,
@@ -795,7 +746,7 @@ END_TEST
  * Redis is back (empty: no persistence), the next pass finds it lost. */
 START_TEST(manual_mode_redis_down)
 {
-    fence_client *c = lu_open_client_mode(FENCE_HEARTBEAT_MANUAL);
+    fence_client *c = lu_iss_open_mode(FENCE_HEARTBEAT_MANUAL);
     char nm[256];
     snprintf(nm, sizeof nm, "%s", tu_name("mandown"));
     lu_lost lr;
@@ -805,7 +756,7 @@ START_TEST(manual_mode_redis_down)
     int64_t next = 0;
     EXPECT_RC(fence_heartbeat_run(c, &next), FENCE_OK, c);
 
-    tu_redis_ctl("stop");
+    lu_iss_ctl("stop");
     tu_sleep_ms(15);
     int rc_down = fence_heartbeat_run(c, &next);
     char msg_down[512];
@@ -817,7 +768,7 @@ START_TEST(manual_mode_redis_down)
     tu_sleep_ms(15);
     int rc_down2 = fence_heartbeat_run(c, &next);
     int calls_down2 = atomic_load(&lr.calls);
-    tu_redis_ctl("start");
+    lu_iss_ctl("start");
 
     ck_assert_msg(rc_down == FENCE_ECONN, "heartbeat_run with Redis down: %s (%s)",
                   fence_status_name(rc_down), msg_down);
@@ -833,6 +784,19 @@ START_TEST(manual_mode_redis_down)
     ck_assert_int_eq(rc_down2, FENCE_ECONN);
     ck_assert_int_eq(calls_down2, 0);
 
+    if (lu_iss_pg()) {
+        /* PostgreSQL kept the row (docs/issuers.md): the next pass
+         * reconnects and renews it; the lease was never lost. */
+        tu_sleep_ms(15);
+        int rc = fence_heartbeat_run(c, &next);
+        ck_assert_msg(rc == FENCE_OK, "heartbeat_run after restart: %s (%s)",
+                      fence_status_name(rc), fence_client_errmsg(c));
+        ck_assert_int_eq(atomic_load(&lr.calls), 0);
+        ck_assert_int_eq(fence_lease_lost(l), 0);
+        EXPECT_RC(fence_release(l), FENCE_OK, c);
+        fence_client_close(c);
+        return;
+    }
     /* Back and empty: one of the next passes reconnects and is refused. */
     int rc = -1;
     for (int i = 0; i < 2 && atomic_load(&lr.calls) == 0; i++) {
@@ -871,7 +835,7 @@ static Suite *heartbeat_suite(void)
 
     tc = tcase_create("lost");
     tcase_set_timeout(tc, 30);
-    tcase_add_unchecked_fixture(tc, NULL, lu_ensure_redis_up);
+    tcase_add_unchecked_fixture(tc, NULL, lu_iss_ensure_up);
     CT_ADD_CASES(tc, lost_cb, tampering);
     tcase_add_test(tc, lost_cb_via_renew);
     tcase_add_test(tc, lost_cb_never_on_release);
@@ -892,5 +856,6 @@ static Suite *heartbeat_suite(void)
 
 int main(void)
 {
+    lu_iss_setup();
     return tu_run(heartbeat_suite());
 }

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 /* The schema version of the fence.sql these suites test (fence.version()). */
-#define PG_SQL_VERSION 6
+#define PG_SQL_VERSION 7
 
 extern char g_db[64];  /* this run's database */
 extern char g_app[64]; /* this run's non-superuser role */
