@@ -102,7 +102,7 @@ TESTUTIL_OBJ  := $(B)/tests/common/testutil.o
 RULECASES_OBJ := $(B)/tests/common/rulecases.o
 LEASEUTIL_OBJ := $(B)/tests/lease/leaseutil.o
 
-.PHONY: all test check valgrind bench demo examples install uninstall install-pgext uninstall-pgext clean deps fuzz torture tests-build help
+.PHONY: all test test-pg-versions check valgrind bench demo examples install uninstall install-pgext uninstall-pgext clean deps fuzz torture tests-build help
 all:
 
 # Turn a .pc.in into a .pc.  The sed program is the one `make install`
@@ -195,6 +195,17 @@ test:
 	@scripts/install-deps --if-missing
 	@$(MAKE) --no-print-directory all examples tests-build
 	@scripts/run-tests $(B)
+
+# make test-pg-versions: the portable PostgreSQL suites (libfence_pg API,
+# race, pooler, restore, the upgrade from fence.sql 4) against PostgreSQL
+# 13 to 18 (PG_VERSIONS), the npm registry's server builds, fetched once
+# and cached under $(B)/pg-versions (scripts/pg-versions).  Not part of make
+# test; .ci/run runs it.
+PG_VERSIONS ?= 13 14 15 16 17 18
+test-pg-versions:
+	@scripts/install-deps --if-missing
+	@$(MAKE) --no-print-directory all tests-build
+	@FENCE_BUILD=$(B) scripts/pg-versions test $(PG_VERSIONS)
 
 check:
 	@if [ -z "$(SANITIZER)" ]; then echo "usage: make check SANITIZER=address|undefined|thread" >&2; exit 64; fi
@@ -370,6 +381,7 @@ help:
 	@echo '                  the SQLite extension, the PostgreSQL extension (lib/pgext, PGXS)'
 	@echo 'make examples     the example programs (examples/)'
 	@echo 'make test         every test suite against throwaway Redis and PostgreSQL (installs deps if missing)'
+	@echo 'make test-pg-versions  the portable PostgreSQL suites against PostgreSQL 13 to 18 (npm builds, cached in build/pg-versions)'
 	@echo 'make check SANITIZER=address|undefined|thread   the same suites under a sanitizer'
 	@echo 'make valgrind     the Check suites under valgrind memcheck (shell suites as usual)'
 	@echo 'make bench        the benchmarks (never part of make test); writes docs/benchmarks.md'

@@ -120,9 +120,16 @@ fence_start_redis() {
   printf -v "${var}_DIR" '%s' "$dir"
 }
 
+# The PostgreSQL the test servers run: FENCE_PG_SERVER_BINDIR when set
+# (scripts/pg-versions: a build of another major version, which offers no
+# extension), else Debian's newest under /usr/lib/postgresql.
 fence_pg_bindir() {
   local d
-  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -n "${FENCE_PG_SERVER_BINDIR:-}" ]; then
+    d=$FENCE_PG_SERVER_BINDIR
+  else
+    d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  fi
   [ -n "$d" ] && [ -x "$d/initdb" ] || return 1
   echo "$d"
 }
@@ -237,6 +244,9 @@ fence_start_postgres() {
   bindir=$(fence_pg_bindir) || fence_die "PostgreSQL server binaries not found: run scripts/install-deps"
   dir=$(mktemp -d "${TMPDIR:-/tmp}/fence-pg.XXXXXX")
   chmod 755 "$dir"
+  if ext=$(fence_pgext_dir) && [ -n "${FENCE_PG_SERVER_BINDIR:-}" ]; then
+    fence_die "FENCE_PG_SERVER_BINDIR's PostgreSQL cannot offer the extension: unset FENCE_PGEXT_DIR"
+  fi
   if ext=$(fence_pgext_dir); then
     local sql=${FENCE_PGEXT_SQL_DIR:-lib/pgext}
     mkdir -p "$dir/ext" && cp "$ext/fence.so" "$dir/ext/" && \

@@ -49,8 +49,8 @@ extern "C" {
  * admits a token set any other way, nor one left by an earlier transaction
  * of the connection) and, when resource is not NULL, advance that
  * resource's mark with fence.advance() -- one statement, one round trip,
- * sent unnamed (never a named prepared statement: safe behind a
- * transaction- or statement-mode pooler).
+ * sent unnamed (safe behind a transaction- or statement-mode pooler)
+ * unless conn was declared unpooled (fence_pg_prepare_unpooled).
  * holder: the lease's holder id, FENCE_HOLDER_LEN lowercase hex digits
  * (fence_lease_holder), or NULL for none (the setting becomes '', so a
  * session-level fence.holder never leaks in).  conn must be idle inside a
@@ -83,18 +83,40 @@ FENCE_API fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const c
                                            const char *resource);
 
 /*
- * Kept for compatibility, and only checks conn: FENCE_OK for a connection
- * that is idle, outside a transaction block and out of pipeline mode,
- * FENCE_EINVAL for a NULL conn, FENCE_ECONN for a connection that is not
- * usable, FENCE_ESTATE otherwise.  Sends no query and prepares no
- * statement: fence_pg_set_token and fence_pg_send_token work the same on
- * any connection, always sending unnamed statements and advancing
- * resources with fence.advance.  (Before, it asked once whether the
- * PostgreSQL extension "fence" of versions 1.1 to 1.3 offered
- * fence.c_advance, and had the connection use it; extension 1.4 has no
- * such function.)  Calling it again is harmless.
+ * Optional, once per connection (again after PQreset): asks the server
+ * (one query) whether this database has the extension's
+ * fence.c_use_token (extension 1.5: fence.use_token in C, the same checks,
+ * settings and errors) that the role may call, and if so has
+ * fence_pg_set_token and fence_pg_send_token on conn call it instead of
+ * fence.sql's PL/pgSQL fence.use_token.  Prepares nothing: the statements
+ * stay unnamed, so it is safe behind a transaction- or statement-mode
+ * pooler (every server connection of a pool is the same database).
+ * Without it, or without the extension, fence.use_token is called; if the
+ * extension is dropped later the calls fail (42883), never unfenced.
+ * FENCE_OK; FENCE_EINVAL for a NULL conn; FENCE_ECONN for a connection
+ * that is not usable; FENCE_ESTATE unless idle, outside a transaction
+ * block and out of pipeline mode; FENCE_EDB for a server error; FENCE_ENOMEM.
+ * Calling it again is harmless.
  */
 FENCE_API fence_status fence_pg_prepare(PGconn *conn);
+
+/*
+ * fence_pg_prepare, and the token statements prepared by name on conn
+ * (fence_pg_token_set, fence_pg_token_send, fence_pg_token_advance), which
+ * fence_pg_set_token and fence_pg_send_token then execute by name: no
+ * parsing and planning per transaction.  Only for a connection the
+ * application declares unpooled -- straight to PostgreSQL, or through a
+ * pooler in session mode -- never a guess of the library: a transaction-
+ * or statement-mode pooler (pgbouncer 1.18) does not keep a name for its
+ * client, and the calls then fail (26000), never unfenced.  Nor on a
+ * connection whose application runs DEALLOCATE ALL or DISCARD ALL (the
+ * same 26000).  PQreset forgets the declaration (the new session has no
+ * statement): call it again.  Errors as fence_pg_prepare; when a
+ * statement could not be prepared (FENCE_EDB, e.g. 42P05: the name is
+ * taken), conn keeps sending unnamed statements.  Calling it again is
+ * harmless.
+ */
+FENCE_API fence_status fence_pg_prepare_unpooled(PGconn *conn);
 
 /*
  * Classify a result of a query on conn: FENCE_OK for any success status

@@ -6,6 +6,7 @@
 #include "pg_internal.h"
 
 #include <inttypes.h>
+#include <libpq-events.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,20 +14,68 @@
 
 /* Token and holder in one statement, through fence.use_token() (fence.sql
  * version 5), which binds them to the transaction: no guard admits a token
- * set any other way.  The select list runs left to right: the holder is
- * read back after use_token set it, and fence.advance runs after both.
- * '' for no holder.  Every statement is sent unnamed (PQexecParams), never
- * prepared under a name: a name is state of one server connection, which
- * a transaction-mode pooler does not keep for its client. */
-static const char SQL_SET[] = "SELECT fence.use_token($1::pg_catalog.int8, $2), "
-                              "pg_catalog.current_setting('fence.holder')";
-/* What fence_pg_send_token() sends without a resource: no result column
- * (the caller only classifies the result).  use_token never returns NULL:
- * one row of no columns. */
-static const char SQL_SEND[] = "SELECT WHERE fence.use_token($1::pg_catalog.int8, $2) IS NOT NULL";
-static const char SQL_SET_ADVANCE[] =
-    "SELECT fence.use_token($1::pg_catalog.int8, $2), pg_catalog.current_setting('fence.holder'), "
-    "fence.advance($3, $1::pg_catalog.int8)";
+ * set any other way -- or through fence.c_use_token(), the same function
+ * in C (extension 1.5), when fence_pg_prepare() found it.  The select list
+ * runs left to right: the holder is read back after use_token set it, and
+ * fence.advance runs after both.  '' for no holder.  Sent unnamed
+ * (PQexecParams) unless the application declared the connection unpooled
+ * (fence_pg_prepare_unpooled): a name is state of one server connection,
+ * which a transaction-mode pooler does not keep for its client. */
+enum { Q_SET, Q_SEND, Q_ADVANCE, NQ };
+static const char *const SQL_TOKEN[2][NQ] = {
+    {
+        "SELECT fence.use_token($1::pg_catalog.int8, $2), "
+        "pg_catalog.current_setting('fence.holder')",
+        /* What fence_pg_send_token() sends without a resource: no result
+         * column (the caller only classifies the result).  use_token
+         * never returns NULL: one row of no columns. */
+        "SELECT WHERE fence.use_token($1::pg_catalog.int8, $2) IS NOT NULL",
+        "SELECT fence.use_token($1::pg_catalog.int8, $2), pg_catalog.current_setting('fence.holder'), "
+        "fence.advance($3, $1::pg_catalog.int8)",
+    },
+    {
+        "SELECT fence.c_use_token($1::pg_catalog.int8, $2), "
+        "pg_catalog.current_setting('fence.holder')",
+        "SELECT WHERE fence.c_use_token($1::pg_catalog.int8, $2) IS NOT NULL",
+        "SELECT fence.c_use_token($1::pg_catalog.int8, $2), "
+        "pg_catalog.current_setting('fence.holder'), fence.advance($3, $1::pg_catalog.int8)",
+    },
+};
+/* The names fence_pg_prepare_unpooled gives them on the connection. */
+static const char *const STMT_TOKEN[NQ] = {"fence_pg_token_set", "fence_pg_token_send",
+                                           "fence_pg_token_advance"};
+static const int NPARAMS[NQ] = {2, 2, 3};
+/* Whether fence.c_use_token(bigint, text) exists and may be called: 't',
+ * 'f' or NULL. */
+static const char SQL_HAS_C[] =
+    "SELECT pg_catalog.has_function_privilege(a, 'EXECUTE') FROM "
+    "pg_catalog.to_regprocedure('fence.c_use_token(pg_catalog.int8,pg_catalog.text)') a";
+
+/* Per-connection memory of fence_pg_prepare() and
+ * fence_pg_prepare_unpooled(): libpq instance data of this event
+ * procedure, a pointer to conn_flags[f] where f has USE_C (call
+ * fence.c_use_token) and UNPOOLED (the statements are prepared by name),
+ * or NULL (neither).  PQreset forgets it: a new server connection has
+ * no prepared statement. */
+enum { USE_C = 1, UNPOOLED = 2 };
+/* Never written (not const: libpq keeps a void *). */
+static char conn_flags[4] = {0, USE_C, UNPOOLED, USE_C | UNPOOLED};
+
+static int event_proc(PGEventId id, void *info, void *pass)
+{
+    (void)pass;
+    if (id == PGEVT_CONNRESET) {
+        PQsetInstanceData(((PGEventConnReset *)info)->conn, event_proc, NULL);
+    }
+    return 1;
+}
+
+static int flags_of(const PGconn *conn)
+{
+    const char *f = PQinstanceData(conn, event_proc);
+    return f != NULL ? *f : 0;
+}
+
 static const char SQL_MARK[] = "SELECT fence.mark($1)";
 static const char SQL_MARK_HOLDER[] = "SELECT fence.mark($1), fence.mark_holder($1)";
 
@@ -192,24 +241,36 @@ static fence_status check_in_block(const char *fn, const PGconn *conn)
 typedef struct token_query {
     char tok[24];
     const char *values[3];
-    int nparams;
-    const char *sql;
+    int q;         /* Q_SET, Q_SEND, Q_ADVANCE */
+    int flags;     /* the connection's: USE_C, UNPOOLED */
 } token_query;
 
 /* `send`: for fence_pg_send_token, whose caller only classifies the
  * result (without a resource, the form with no result column). */
-static void token_query_init(token_query *q, uint64_t token, const char *holder,
-                             const char *resource, int send)
+static void token_query_init(token_query *q, const PGconn *conn, uint64_t token,
+                             const char *holder, const char *resource, int send)
 {
     snprintf(q->tok, sizeof q->tok, "%" PRIu64, token);
     q->values[0] = q->tok;
     q->values[1] = holder != NULL ? holder : ""; /* '' is "no holder" to fence.sql */
     q->values[2] = resource;
-    q->nparams = resource != NULL ? 3 : 2;
-    q->sql = resource != NULL ? SQL_SET_ADVANCE : send ? SQL_SEND : SQL_SET;
+    q->q = resource != NULL ? Q_ADVANCE : send ? Q_SEND : Q_SET;
+    q->flags = flags_of(conn);
 }
 
 static const Oid text_types[3] = {TEXTOID_, TEXTOID_, TEXTOID_};
+
+/* Send the query (PQsendQueryPrepared by name on a connection declared
+ * unpooled, else PQsendQueryParams); 1 sent, 0 not (libpq's message). */
+static int token_query_send(PGconn *conn, const token_query *q)
+{
+    if (q->flags & UNPOOLED) {
+        return PQsendQueryPrepared(conn, STMT_TOKEN[q->q], NPARAMS[q->q], q->values, NULL, NULL,
+                                   0);
+    }
+    return PQsendQueryParams(conn, SQL_TOKEN[(q->flags & USE_C) != 0][q->q], NPARAMS[q->q],
+                             text_types, q->values, NULL, NULL, 0);
+}
 
 fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder,
                                 const char *resource, fence_stale *stale)
@@ -226,8 +287,16 @@ fence_status fence_pg_set_token(PGconn *conn, uint64_t token, const char *holder
         return st;
     }
     token_query q;
-    token_query_init(&q, token, holder, resource, 0);
-    PGresult *res = PQexecParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0);
+    token_query_init(&q, conn, token, holder, resource, 0);
+    PGresult *res = NULL;
+    if (token_query_send(conn, &q)) {
+        /* The last result of the one statement (libpq's PQexec way). */
+        PGresult *r;
+        while ((r = PQgetResult(conn)) != NULL) {
+            PQclear(res);
+            res = r;
+        }
+    }
     if (res == NULL) {
         return null_result(fn, conn);
     }
@@ -256,23 +325,107 @@ fence_status fence_pg_send_token(PGconn *conn, uint64_t token, const char *holde
                               "outside it use fence_pg_set_token()", fn);
     }
     token_query q;
-    token_query_init(&q, token, holder, resource, 1);
-    if (!PQsendQueryParams(conn, q.sql, q.nparams, text_types, q.values, NULL, NULL, 0)) {
+    token_query_init(&q, conn, token, holder, resource, 1);
+    if (!token_query_send(conn, &q)) {
         return null_result(fn, conn);
     }
     return fence_pg__ok(conn);
 }
 
-/* Kept for compatibility: it checks its argument and the connection's
- * state, and sends nothing (every statement is sent unnamed, and
- * resources are always advanced with fence.advance). */
+/* Whether this database offers fence.c_use_token to the caller: FENCE_OK
+ * with *c 1 or 0, or the failure (recorded, "fn: " in front). */
+static fence_status ask_c_use_token(const char *fn, PGconn *conn, int *c)
+{
+    *c = 0;
+    PGresult *has = PQexec(conn, SQL_HAS_C);
+    if (has == NULL) {
+        return null_result(fn, conn);
+    }
+    fence_status st = fence_pg_classify(conn, has, NULL);
+    *c = st == FENCE_OK && PQntuples(has) == 1 && PQnfields(has) == 1 &&
+         !PQgetisnull(has, 0, 0) && strcmp(PQgetvalue(has, 0, 0), "t") == 0;
+    PQclear(has);
+    if (st != FENCE_OK) {
+        fence_pg__prefix(conn, fn);
+    }
+    return st;
+}
+
+/* Remember flags on conn (instance data of event_proc).  Leaves the
+ * message slot alone. */
+static int remember(PGconn *conn, int flags)
+{
+    /* Registering fails harmlessly when an earlier call registered it. */
+    (void)PQregisterEventProc(conn, event_proc, "fence_pg", NULL);
+    return PQsetInstanceData(conn, event_proc, flags ? (void *)&conn_flags[flags] : NULL);
+}
+
+static fence_status remember_ok(const char *fn, PGconn *conn, int flags)
+{
+    if (!remember(conn, flags)) {
+        return fence_pg__fail(conn, FENCE_ENOMEM,
+                              "%s: libpq could not register the connection's event procedure",
+                              fn);
+    }
+    return fence_pg__ok(conn);
+}
+
 fence_status fence_pg_prepare(PGconn *conn)
 {
-    fence_status st = check_idle("fence_pg_prepare", conn, "");
+    static const char fn[] = "fence_pg_prepare";
+    int c = 0;
+    fence_status st = check_idle(fn, conn, "");
+    if (st == FENCE_OK) {
+        st = ask_c_use_token(fn, conn, &c);
+    }
     if (st != FENCE_OK) {
         return st;
     }
-    return fence_pg__ok(conn);
+    /* A connection declared unpooled stays so (its statements are there)
+     * unless the choice of function changed: then unnamed again until
+     * fence_pg_prepare_unpooled prepares them anew. */
+    int had = flags_of(conn);
+    int keep = (had & USE_C) == (c ? USE_C : 0) ? (had & UNPOOLED) : 0;
+    return remember_ok(fn, conn, (c ? USE_C : 0) | keep);
+}
+
+fence_status fence_pg_prepare_unpooled(PGconn *conn)
+{
+    static const char fn[] = "fence_pg_prepare_unpooled";
+    int c = 0;
+    fence_status st = check_idle(fn, conn, "");
+    if (st == FENCE_OK) {
+        st = ask_c_use_token(fn, conn, &c);
+    }
+    if (st != FENCE_OK) {
+        return st;
+    }
+    int had = flags_of(conn);
+    if ((had & UNPOOLED) && (had & USE_C) == (c ? USE_C : 0)) {
+        return fence_pg__ok(conn); /* prepared already, the same way */
+    }
+    /* Unnamed statements until every named one is there. */
+    if (!remember(conn, c ? USE_C : 0)) {
+        return remember_ok(fn, conn, 0);
+    }
+    for (int i = 0; i < NQ; i++) {
+        if (had & UNPOOLED) { /* prepared before for the other function */
+            char sql[64];
+            snprintf(sql, sizeof sql, "DEALLOCATE %s", STMT_TOKEN[i]);
+            PQclear(PQexec(conn, sql));
+        }
+        PGresult *r = PQprepare(conn, STMT_TOKEN[i], SQL_TOKEN[c][i], NPARAMS[i], text_types);
+        if (r == NULL) {
+            return null_result(fn, conn);
+        }
+        st = fence_pg_classify(conn, r, NULL);
+        PQclear(r);
+        if (st != FENCE_OK) {
+            fence_pg__prefix(conn, fn);
+            return st;
+        }
+    }
+    return remember_ok(fn, conn, (c ? USE_C : 0) | UNPOOLED);
 }
 
 /* fence_pg_mark's arguments and state. */

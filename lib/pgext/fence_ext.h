@@ -9,6 +9,7 @@
  *            writer's token and the shared error reports
  *   guard.c  fence.c_guard(): BEFORE ROW INSERT/UPDATE/DELETE
  *   check.c  fence.c_check(): AFTER ROW INSERT/UPDATE
+ *   use_token.c  fence.c_use_token(): fence.sql's fence.use_token() in C (1.5)
  * (1.1 to 1.3 also had fence.c_advance, fence.advance() in C: 1.4 dropped
  * it -- it cost as much as the PL/pgSQL fence.advance and needed catalog
  * lookups beyond the interfaces below; docs/postgres-extension.md.)

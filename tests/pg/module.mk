@@ -2,7 +2,7 @@
 # concern, sharing the fixture and helpers of pgutil.c.  scripts/run-suites
 # runs each once per per-row implementation (FENCE_TEST_PG_IMPL=plpgsql,
 # then c: the extension of lib/pgext); test_pg_interop, test_pg_pooler and
-# test_pg_restore once.
+# test_pg_restore and test_pg_token once.
 #   test_pg           install, fencing per row and per resource, modes, COPY, pipelines
 #   test_pg_security  the security review: roles, install ownership, triggers, names
 #   test_pg_api       the C API's edges: arguments, errmsg/sqlstate, fence_stale, grammar
@@ -19,8 +19,12 @@
 #                     restore"), both implementations in one run
 #   test_pg_rules     the store rule, tests/common/rule_cases.tsv, against
 #                     fence.advance, the marks' guards and the row guard
+#   test_pg_token     binding the token: fence.c_use_token against
+#                     fence.use_token, fence_pg_prepare's choice,
+#                     fence_pg_prepare_unpooled's named statements
 PG_TESTS := test_pg test_pg_security test_pg_api test_pg_holder test_pg_interop \
-            test_pg_admin test_pg_race test_pg_pooler test_pg_restore test_pg_rules
+            test_pg_admin test_pg_race test_pg_pooler test_pg_restore test_pg_rules \
+            test_pg_token
 PG_TEST_BINS := $(PG_TESTS:%=$(B)/tests/pg/%)
 TEST_BINS += $(PG_TEST_BINS)
 

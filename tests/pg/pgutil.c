@@ -252,6 +252,33 @@ const char *pg_impl(void)
     return v != NULL && strcmp(v, "c") == 0 ? "c" : "plpgsql";
 }
 
+bool pg_impl_wanted(const char *impl)
+{
+    const char *v = getenv("FENCE_TEST_PG_IMPLS");
+    if (v == NULL || v[0] == '\0') {
+        return true;
+    }
+    size_t n = strlen(impl);
+    for (const char *p = v; (p = strstr(p, impl)) != NULL; p += n) {
+        bool starts = p == v || p[-1] == ',' || p[-1] == ' ';
+        bool ends = p[n] == '\0' || p[n] == ',' || p[n] == ' ';
+        if (starts && ends) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool pg_impl_note(const char *suite, const char *what)
+{
+    if (pg_impl_wanted("c")) {
+        return true;
+    }
+    fprintf(stderr, "# %s: the C guard is left out (FENCE_TEST_PG_IMPLS=%s): %s\n", suite,
+            getenv("FENCE_TEST_PG_IMPLS"), what);
+    return false;
+}
+
 void create_extension(PGconn *c)
 {
     outcome e;

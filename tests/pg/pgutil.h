@@ -29,6 +29,15 @@ void teardown_db(void);
  * (the extension of lib/pgext, which fence.protect() then picks) or
  * "plpgsql" (the portable generated trigger functions; the default). */
 const char *pg_impl(void);
+/* Whether this run covers implementation impl ("c" or "plpgsql") in the
+ * suites that cover both in one run (test_pg_pooler, test_pg_restore):
+ * FENCE_TEST_PG_IMPLS, a list of them (scripts/pg-versions sets
+ * "plpgsql" for servers that cannot load the extension), or both when
+ * unset.  A suite that leaves one out says so on stderr (pg_impl_note). */
+bool pg_impl_wanted(const char *impl);
+/* "# <suite>: the C guard is left out (FENCE_TEST_PG_IMPLS=...): <what>"
+ * on stderr, when pg_impl_wanted("c") is false; returns whether it is. */
+bool pg_impl_note(const char *suite, const char *what);
 /* CREATE EXTENSION fence in the database of c (superuser). */
 void create_extension(PGconn *c);
 

@@ -130,8 +130,12 @@ START_TEST(api_bad_states_and_results)
     PQclear(r);
     PQfinish(c);
 
-    /* A database without fence.sql: a clear FENCE_EDB. */
-    PGconn *plain = connect_as(NULL, NULL);
+    /* A database without fence.sql: a clear FENCE_EDB.  One of this run's
+     * own (the server's default database may have it: other suites of the
+     * same servers install there). */
+    char plain_db[NAME_BUF];
+    side_db("nofence", NULL, plain_db);
+    PGconn *plain = connect_as(plain_db, NULL);
     ok(plain, "BEGIN");
     ck_assert_int_eq(fence_pg_set_token(plain, 5, NULL, "r", &s), FENCE_EDB);
     ck_assert_str_eq(fence_pg_sqlstate(plain), "3F000"); /* schema "fence" does not exist */
@@ -139,6 +143,7 @@ START_TEST(api_bad_states_and_results)
     ck_assert_int_eq(fence_pg_mark(plain, "r", &m), FENCE_EDB);
     ck_assert_str_eq(fence_pg_sqlstate(plain), "3F000");
     PQfinish(plain);
+    drop_side_db(plain_db);
 
     /* A connection that failed. */
     PGconn *bad = PQconnectdb("host=127.0.0.1 port=1 connect_timeout=2");

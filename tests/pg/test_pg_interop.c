@@ -363,7 +363,7 @@ START_TEST(extension_needs_fence_schema)
     ok(c, "ROLLBACK; DROP TABLE lone");
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
     ck_assert_int_eq(num(c, "SELECT fence.version()"), PG_SQL_VERSION);
-    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.4");
+    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.5");
     ck_assert_str_eq(text1(c, "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n"
                               " ON n.oid = e.extnamespace WHERE e.extname = 'fence'"),
                      "fence");
@@ -482,9 +482,10 @@ START_TEST(extension_dump_and_restore)
 }
 END_TEST
 
-/* 1.4 is installed directly (fence--1.4.sql), and every earlier version
- * has a direct update script to it: the old versions' scripts, which
- * create functions this module no longer has, are never run. */
+/* 1.5 is installed directly (fence--1.5.sql); every version before 1.4
+ * has a direct update script to 1.4 and 1.4 one to 1.5: the old
+ * versions' scripts, which create functions this module no longer has,
+ * are never run. */
 START_TEST(extension_update_path)
 {
     char name[NAME_BUF];
@@ -494,16 +495,17 @@ START_TEST(extension_update_path)
     ck_assert_int_eq(fence_pg_install(c), FENCE_OK);
     create_extension(c);
     ok(c, "ALTER EXTENSION fence UPDATE");
-    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.4");
+    ck_assert_str_eq(text1(c, "SELECT extversion FROM pg_extension WHERE extname = 'fence'"), "1.5");
     ck_assert_str_eq(text1(c, "SELECT string_agg(source || '>' || path, ' ' ORDER BY source)"
-                              " FROM pg_extension_update_paths('fence') WHERE target = '1.4'"),
-                     "1.0>1.0--1.4 1.1>1.1--1.4 1.2>1.2--1.4 1.3>1.3--1.4");
+                              " FROM pg_extension_update_paths('fence') WHERE target = '1.5'"),
+                     "1.0>1.0--1.4--1.5 1.1>1.1--1.4--1.5 1.2>1.2--1.4--1.5 1.3>1.3--1.4--1.5 "
+                     "1.4>1.4--1.5");
     ck_assert_int_eq(num(c, "SELECT count(*) FROM pg_extension_update_paths('fence')"
-                            " WHERE target <> '1.4' AND path IS NOT NULL"),
+                            " WHERE target NOT IN ('1.4', '1.5') AND path IS NOT NULL"),
                      0);
     ck_assert_str_eq(text1(c, "SELECT string_agg(proname, ' ' ORDER BY proname) FROM pg_proc"
                               " WHERE pronamespace = 'fence'::regnamespace AND proname LIKE 'c\\_%'"),
-                     "c_check c_guard c_version");
+                     "c_check c_guard c_use_token c_version");
     PQfinish(c);
     drop_side_db(name);
 }

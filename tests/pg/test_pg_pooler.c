@@ -47,6 +47,10 @@
  *      forms work in transaction and session mode, and so does BEGIN;
  *      SELECT fence.use_token(42); UPDATE; COMMIT there, while a plain SET
  *      LOCAL fence.token without fence.use_token is refused (reason=unbound).
+ *   e. fence_pg_prepare_unpooled() on a transaction-mode client (a wrong
+ *      declaration) fails closed: on a server connection that has not its
+ *      statements, fence_pg_set_token and fence_pg_send_token fail 26000
+ *      and nothing is written; on the one that has them they work.
  * Alone (the C database needs the built extension offered):
  *   FENCE_PGEXT_DIR=build/lib/pgext FENCE_SUITES=test_pg_pooler \
  *     scripts/with-servers --pgbouncer -- scripts/run-suites build
@@ -95,14 +99,19 @@ typedef struct impl_db {
     char name[NAME_BUF];
     const char *impl;
 } impl_db;
-#define N_DBS 2
-static impl_db g_dbs[N_DBS];
+#define MAX_DBS 2
+static impl_db g_dbs[MAX_DBS];
+static int g_ndbs = MAX_DBS; /* 1 when the C guard is left out */
 
 static void setup_pooler(void)
 {
     setup_db();
     snprintf(g_dbs[0].name, sizeof g_dbs[0].name, "%s", g_db);
     g_dbs[0].impl = pg_impl();
+    if (!pg_impl_note("test_pg_pooler", "every case runs in the fixture's database only")) {
+        g_ndbs = 1;
+        return;
+    }
     side_db("c", NULL, g_dbs[1].name);
     PGconn *c = connect_as(g_dbs[1].name, NULL);
     PQsetNoticeProcessor(c, quiet_notice, NULL);
@@ -335,7 +344,7 @@ static void leak_case(const impl_db *d, pool_mode m, const char *set_sql, bool s
 
 START_TEST(token_never_reaches_another_client)
 {
-    for (int i = 0; i < N_DBS; i++) {
+    for (int i = 0; i < g_ndbs; i++) {
         const impl_db *d = &g_dbs[i];
         /* A session-level SET survives on the server connection in
          * transaction and statement mode: refused as unbound. */
@@ -498,7 +507,7 @@ static void *worker_main(void *arg)
 
 START_TEST(many_threads_over_two_server_connections)
 {
-    for (int i = 0; i < N_DBS; i++) {
+    for (int i = 0; i < g_ndbs; i++) {
         const impl_db *d = &g_dbs[i];
         const char *table = "many";
         pool_table(d, table, N_THREADS);
@@ -584,7 +593,7 @@ static int pair_of(int r, int j)
 
 START_TEST(prepare_then_set_token_never_26000)
 {
-    for (int i = 0; i < N_DBS; i++) {
+    for (int i = 0; i < g_ndbs; i++) {
         const impl_db *d = &g_dbs[i];
         pool_table(d, "prep", N_CLIENTS);
         pool_flush(d); /* new server connections: no statement of earlier cases */
@@ -739,7 +748,7 @@ static void forms_in(const impl_db *d, pool_mode m)
 
 START_TEST(statement_mode_one_message_forms)
 {
-    for (int i = 0; i < N_DBS; i++) {
+    for (int i = 0; i < g_ndbs; i++) {
         const impl_db *d = &g_dbs[i];
         char what[128];
         snprintf(what, sizeof what, "%s, statement mode", d->impl);
@@ -777,7 +786,7 @@ END_TEST
  * fence.use_token works; SET LOCAL fence.token alone does not. */
 START_TEST(transaction_block_with_use_token)
 {
-    for (int i = 0; i < N_DBS; i++) {
+    for (int i = 0; i < g_ndbs; i++) {
         const impl_db *d = &g_dbs[i];
         pool_mode modes[2] = {TX, SESS};
         pool_flush(d);
@@ -808,6 +817,59 @@ START_TEST(transaction_block_with_use_token)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* e. fence_pg_prepare_unpooled() behind a transaction pooler           */
+/* ------------------------------------------------------------------ */
+
+/* A connection wrongly declared unpooled behind the transaction pool
+ * fails closed: A prepares its statements while B's open transaction
+ * holds the other server connection (so they land on the first); C then
+ * holds the first while B commits, so A's next transactions run on the
+ * second, which has no such statement: fence_pg_set_token and
+ * fence_pg_send_token fail 26000 and nothing is written.  On the first
+ * server connection (C gone, B holding the second again) they work. */
+START_TEST(unpooled_declared_in_transaction_mode_fails_closed)
+{
+    for (int i = 0; i < g_ndbs; i++) {
+        const impl_db *d = &g_dbs[i];
+        pool_table(d, "unp", 1);
+        pool_flush(d);
+        PGconn *a = pool_conn(d->name, TX), *b = pool_conn(d->name, TX),
+               *c = pool_conn(d->name, TX);
+        outcome e;
+        ok(b, "BEGIN");
+        int pid_b = (int)num(b, "SELECT pg_backend_pid()");
+        ck_assert_msg(fence_pg_prepare_unpooled(a) == FENCE_OK, "%s: %s", d->impl,
+                      fence_pg_errmsg(a));
+        ok(c, "BEGIN");
+        int pid_c = (int)num(c, "SELECT pg_backend_pid()");
+        ck_assert_int_ne(pid_b, pid_c);
+        ok(b, "COMMIT");
+        /* A on B's server connection: no statement there. */
+        ok(a, "BEGIN");
+        ck_assert_int_eq((int)num(a, "SELECT pg_backend_pid()"), pid_b);
+        ck_assert_int_eq(set_tok(a, 7, NULL, &e), FENCE_EDB);
+        ck_assert_str_eq(e.sqlstate, "26000");
+        ok(a, "ROLLBACK");
+        ck_assert_int_eq(pipelined_h(a, 7, NULL, NULL, "UPDATE unp SET v = v + 1 WHERE id = 1", &e),
+                         FENCE_EDB);
+        ck_assert_str_eq(row_of(d, "unp", 1), "0,0");
+        /* A on C's (where it prepared them), B holding the other: they
+         * work. */
+        ok(b, "BEGIN");
+        ck_assert_int_eq((int)num(b, "SELECT pg_backend_pid()"), pid_b);
+        ok(c, "COMMIT");
+        ck_assert_int_eq(pipelined_h(a, 8, NULL, NULL, "UPDATE unp SET v = v + 1 WHERE id = 1", &e),
+                         FENCE_OK);
+        ok(b, "COMMIT");
+        ck_assert_str_eq(row_of(d, "unp", 1), "1,8");
+        PQfinish(a);
+        PQfinish(b);
+        PQfinish(c);
+    }
+}
+END_TEST
+
 static Suite *pg_pooler_suite(void)
 {
     Suite *s = suite_create("pg_pooler");
@@ -819,6 +881,7 @@ static Suite *pg_pooler_suite(void)
     tcase_add_test(t, prepare_then_set_token_never_26000);
     tcase_add_test(t, statement_mode_one_message_forms);
     tcase_add_test(t, transaction_block_with_use_token);
+    tcase_add_test(t, unpooled_declared_in_transaction_mode_fails_closed);
     suite_add_tcase(s, t);
     return s;
 }

@@ -70,6 +70,8 @@ cd "$(dirname "$0")/../.." || exit 1
 B=${FENCE_BUILD:-build}
 PGC=${PG_CONFIG:-pg_config}
 VERSIONS=(1.0 1.1 1.2 1.3)
+# The version under test (lib/pgext/fence.control's default_version).
+CUR=$(sed -n "s/^default_version = '\\(.*\\)'$/\\1/p" lib/pgext/fence.control)
 # The version of the fence.sql under test (what its fence.version() returns).
 NEW=$(sed -n 's/^AS \$\$ SELECT \([0-9][0-9]*\) \$\$;$/\1/p' "$B/sql/postgres/fence.sql" 2>/dev/null)
 H1=0123456789abcdef0123456789abcdef
@@ -109,7 +111,18 @@ now() { date +%s.%N; }
 secs() { awk -v s="$1" -v e="$(now)" 'BEGIN{printf "%.1f", e-s}'; }
 t0=$(now)
 
+# FENCE_PGEXT_UPGRADE_PORTABLE=1 (scripts/pg-versions, on a PostgreSQL that
+# cannot load the extension): only the part without the extension, fence.sql
+# 4 to the new version, on the server of scripts/servers.sh's
+# fence_pg_bindir (FENCE_PG_SERVER_BINDIR).
+PORTABLE_ONLY=${FENCE_PGEXT_UPGRADE_PORTABLE:-0}
+if [ "$PORTABLE_ONLY" = 1 ]; then
+  echo "# test_pgext_upgrade: fence.sql 4 to version $NEW only (FENCE_PGEXT_UPGRADE_PORTABLE=1): no extension"
+  VERSIONS=()
+fi
+
 # --- what it needs ----------------------------------------------------------
+if [ "$PORTABLE_ONLY" != 1 ]; then
 pgxs=$("$PGC" --pgxs 2>/dev/null)
 if [ -z "$pgxs" ] || ! [ -f "$pgxs" ]; then
   nok "$PGC --pgxs names PGXS's makefile (install postgresql-server-dev-15: scripts/install-deps)"; finish
@@ -122,10 +135,11 @@ for v in "${VERSIONS[@]}"; do
   grep -qx "default_version = '$v'" "tests/pgext/$v/fence.control" || {
     nok "tests/pgext/$v/fence.control is version $v's"; finish; }
 done
-[ -n "$NEW" ] && [ "$NEW" -ge 5 ] || { nok "$B/sql/postgres/fence.sql says its version (fence.version(), 5 or later)"; finish; }
+fi # PORTABLE_ONLY
 grep -q '^-- fence.sql -- .*version 4\.$' tests/pg/fence_v4.sql || {
   nok "tests/pg/fence_v4.sql is fence.sql version 4"; finish; }
 
+[ -n "$NEW" ] && [ "$NEW" -ge 5 ] || { nok "$B/sql/postgres/fence.sql says its version (fence.version(), 5 or later)"; finish; }
 # --- the old builds, in copies, all at once -----------------------------------
 # The outer make's flags and variables (MAKEFLAGS) are not theirs.
 declare -A build_pid
@@ -144,8 +158,10 @@ for v in "${VERSIONS[@]}"; do
 done
 echo "# old builds: $(secs "$t0") s"
 # The new one: this build's fence.so, the working tree's scripts.
+if [ "$PORTABLE_ONLY" != 1 ]; then
 mkdir -p "$T/new" && cp "$B/lib/pgext/fence.so" lib/pgext/fence.control lib/pgext/fence--*.sql "$T/new/" || {
   nok "copy the new build"; finish; }
+fi
 
 # --- SQL helpers --------------------------------------------------------------
 PSQL='' PORT=''
@@ -604,9 +620,9 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
       "$(w_use 7 "$(upd c_rows 1 fence_token)")" 7
     expect_err "$v after fence.sql $NEW, before ALTER EXTENSION: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
-    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
+    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "$CUR|2" ;;
   ext-first)
-    expect_ok "$v: ALTER EXTENSION fence UPDATE, fence.sql still version 4" "$db" "$alter" "1.4|2"
+    expect_ok "$v: ALTER EXTENSION fence UPDATE, fence.sql still version 4" "$db" "$alter" "$CUR|2"
     expect_err "$v after ALTER EXTENSION, before fence.sql $NEW: the C guard refuses the old way" "$db" 23Q02 \
       "reason=unbound setting=fence.token" "$(w_old 7 "$(upd c_rows 1 fence_token)")"
     expect_err "$v after ALTER EXTENSION, before fence.sql $NEW: no token is refused" "$db" 23Q02 \
@@ -615,9 +631,9 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
       "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
     expect_ok "$v after ALTER EXTENSION, before fence.sql $NEW: fence.advance (version 4's) still admits the old way" \
       "$db" "BEGIN; SET LOCAL fence.holder = '$H1'; SELECT fence.advance('res', 7); COMMIT;" 7
-    expect_ok "$v: fence.sql version $NEW over version 4, extension 1.4" "$db" "$v5" "$NEW" ;;
+    expect_ok "$v: fence.sql version $NEW over version 4, extension $CUR" "$db" "$v5" "$NEW" ;;
   sql-before-swap)
-    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "1.4|2" ;;
+    expect_ok "$v: ALTER EXTENSION fence UPDATE" "$db" "$alter" "$CUR|2" ;;
   esac
   if [ $kept = 1 ]; then
     # The session that loaded the old module keeps it (PostgreSQL never
@@ -645,13 +661,13 @@ SELECT extversion, fence.c_version() FROM pg_extension WHERE extname = 'fence';"
     "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fence'::regnamespace AND proname IN ('c_advance', 'c_stamp', 'c_send', 'c_restoring');" 0
   expect_err_msg "$v after: calling fence.c_advance fails (no such function)" "$db" 42883 \
     "$NO_FUNCTION" "SELECT fence.c_advance('res', 7);"
-  expect_ok "$v after: the extension has c_check, c_guard, c_version" "$db" "$EXT_MEMBERS" \
-    "function fence.c_check(), function fence.c_guard(), function fence.c_version()"
-  expect_ok "fresh ($v's server): fence.sql $NEW, CREATE EXTENSION fence (1.4)" fresh "\\i $B/sql/postgres/fence.sql
+  expect_ok "$v after: the extension has c_check, c_guard, c_use_token, c_version" "$db" "$EXT_MEMBERS" \
+    "function fence.c_check(), function fence.c_guard(), function fence.c_use_token(bigint,text), function fence.c_version()"
+  expect_ok "fresh ($v's server): fence.sql $NEW, CREATE EXTENSION fence ($CUR)" fresh "\\i $B/sql/postgres/fence.sql
 CREATE EXTENSION fence;
-SELECT extversion FROM pg_extension WHERE extname = 'fence';" 1.4
-  compare "$v after: the extension's functions are a fresh 1.4's (symbols, attributes, privileges)" "$db" fresh "$EXT_FUNCS"
-  compare "$v after: the schema is a fresh version $NEW + 1.4's" "$db" fresh "$SNAPSHOT"
+SELECT extversion FROM pg_extension WHERE extname = 'fence';" "$CUR"
+  compare "$v after: the extension's functions are a fresh $CUR's (symbols, attributes, privileges)" "$db" fresh "$EXT_FUNCS"
+  compare "$v after: the schema is a fresh version $NEW + $CUR's" "$db" fresh "$SNAPSHOT"
   val "$db" "$TRIGGERS" > "$T/$v.triggers.after"
   if cmp -s "$T/$v.triggers.before" "$T/$v.triggers.after" && [ -s "$T/$v.triggers.after" ]; then
     ok "$v after: every table keeps its triggers (names, functions, arguments, enabled)"
@@ -692,6 +708,15 @@ p_rows|2|5"
 # The package (fence.so) first, then fence.sql, then ALTER EXTENSION from
 # 1.0 and 1.2; ALTER EXTENSION before fence.sql from 1.1; fence.sql before
 # the package from 1.3.
+if [ "$PORTABLE_ONLY" = 1 ]; then
+  FENCE_PGEXT_DIR='' fence_start_postgres
+  PSQL=$FENCE_PG_BINDIR/psql PORT=$FENCE_PG_PORT
+  echo "# PostgreSQL $("$PSQL" -X -At -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -c 'SHOW server_version') on 127.0.0.1:$PORT"
+  portable
+  stop_pg
+  echo "# total: $(secs "$t0") s"
+  finish
+fi
 upgrade_from 1.0 sql-first
 upgrade_from 1.1 ext-first
 upgrade_from 1.2 sql-first
