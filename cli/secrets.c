@@ -100,8 +100,8 @@ static int userinfo(const char *url, size_t *start, size_t *len, size_t *pw_star
     /* "user:password@" or ":password@"; a lone "password@" (Sentinel URLs)
      * is all password. */
     *pw_start = colon != NULL ? (size_t)(colon + 1 - url) : *start;
-    if (colon == NULL && strncmp(url, "postgres", 8) == 0) {
-        *pw_start = *start + *len; /* a PostgreSQL URL's lone "user@" is a user name */
+    if (colon == NULL && (strncmp(url, "postgres", 8) == 0 || strncmp(url, "etcd", 4) == 0)) {
+        *pw_start = *start + *len; /* a PostgreSQL or etcd URL's lone "user@" is a user name */
     }
     return 1;
 }

@@ -235,6 +235,26 @@ START_TEST(auth)
     fence_client_options_init(&o);
     snprintf(url, sizeof url, "etcd://%s", ep);
     o.url = url;
+    /* The user in the URL, the password as an option (as fence run's
+     * --password-file gives it). */
+    snprintf(url, sizeof url, "etcd://fence@%s", ep);
+    o.url = url;
+    o.password = "fence-pw";
+    c = NULL;
+    EXPECT_RC(fence_client_open(&c, &o), FENCE_OK, c);
+    fence_lease *lu = NULL;
+    EXPECT_RC(fence_try_acquire(c, tu_name("etcd-auth-opt"), 1000, &lu), FENCE_OK, c);
+    EXPECT_RC(fence_release(lu), FENCE_OK, c);
+    fence_client_close(c);
+    /* fence run the same way: the password from --password-file, no
+     * warning about a password in the URL (a lone "user@" is a user). */
+    char sh_cmd[4096];
+    snprintf(sh_cmd, sizeof sh_cmd, "printf 'fence-pw\\n' > %s/pw && %s/fence run --url "
+             "etcd://fence@%s --password-file %s/pw --ttl 1s %s -- sh -c 'test -n \"$FENCE_TOKEN\"' "
+             "2> %s/run.err && ! grep -q warning %s/run.err", cl.dir, tu_env("FENCE_BUILD"), ep,
+             cl.dir, tu_name("etcd-auth-cli"), cl.dir, cl.dir);
+    sh(sh_cmd);
+    snprintf(url, sizeof url, "etcd://%s", ep);
     o.username = "fence";
     o.password = "wrong";
     c = NULL;

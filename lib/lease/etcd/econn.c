@@ -91,19 +91,20 @@ fence_status fence__et_url(fence__etcd *et, const char *url)
     }
     const char *at = memchr(rest, '@', len);
     if (at != NULL) {
+        /* "user@" alone: the password comes from the options (a file, the
+         * environment: never argv); without one the issuer refuses. */
         const char *colon = memchr(rest, ':', (size_t)(at - rest));
+        const char *uend = colon != NULL ? colon : at;
         int bad = 0;
-        if (colon == NULL) {
-            return fence__et_fail(et, FENCE_EINVAL, "etcd URL: a user name needs a password "
-                                  "(user:password@)");
+        et->user = decode(rest, (size_t)(uend - rest), &bad);
+        if (colon != NULL && !bad) {
+            et->password = decode(colon + 1, (size_t)(at - colon - 1), &bad);
         }
-        et->user = decode(rest, (size_t)(colon - rest), &bad);
-        et->password = decode(colon + 1, (size_t)(at - colon - 1), &bad);
         if (bad) {
             return fence__et_fail(et, FENCE_EINVAL, "etcd URL: bad percent-escape in the "
                                   "credentials");
         }
-        if (et->user == NULL || et->password == NULL) {
+        if (et->user == NULL || (colon != NULL && et->password == NULL)) {
             return fence__et_fail(et, FENCE_ENOMEM, "out of memory");
         }
         if (et->user[0] == '\0') {
