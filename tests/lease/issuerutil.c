@@ -325,3 +325,46 @@ void lu_iss_kill_connections(void)
                    " WHERE application_name = 'fence'", 0, NULL));
     PQfinish(c);
 }
+
+/* One look: whether someone waits for NAME's release. */
+static int waiting_now(const char *name)
+{
+    if (!lu_iss_pg()) {
+        char chan[600];
+        snprintf(chan, sizeof chan, "fence:{%s}:released", name);
+        redisContext *r = tu_redis();
+        redisReply *a = redisCommand(r, "PUBSUB NUMSUB %s", chan);
+        redisReply *b = redisCommand(r, "PUBSUB NUMPAT");
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(b);
+        long long subs = 0;
+        if (a->type == REDIS_REPLY_ARRAY && a->elements == 2 &&
+            a->element[1]->type == REDIS_REPLY_INTEGER) {
+            subs = a->element[1]->integer;
+        }
+        long long pats = b->type == REDIS_REPLY_INTEGER ? b->integer : 0;
+        freeReplyObject(a);
+        freeReplyObject(b);
+        redisFree(r);
+        return subs > 0 || pats > 0;
+    }
+    PGconn *c = pg();
+    PGresult *r = pgq(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'fence'"
+                         " AND query = 'LISTEN fence_lease_released'", 0, NULL);
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    PQfinish(c);
+    return n > 0;
+}
+
+int lu_iss_waiting(const char *name, int timeout_ms)
+{
+    int64_t deadline = tu_now_ms() + timeout_ms;
+    while (tu_now_ms() < deadline) {
+        if (waiting_now(name)) {
+            return 1;
+        }
+        tu_sleep_ms(5);
+    }
+    return 0;
+}

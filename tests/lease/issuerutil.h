@@ -1,4 +1,4 @@
-/* issuerutil.h -- the behaviour suites (test_heartbeat) against either
+/* issuerutil.h -- the behaviour suites (test_heartbeat, test_lease) against either
  * issuer: FENCE_TEST_ISSUER=redis (the default) or pg (the PostgreSQL
  * issuer on the test PostgreSQL, fence.sql installed by lu_iss_setup()).
  * What a suite does to the server behind the library's back, said once for
@@ -45,6 +45,11 @@ void lu_iss_ensure_up(void);
  * TYPE normal; PostgreSQL: pg_terminate_backend of application_name
  * 'fence'). */
 void lu_iss_kill_connections(void);
+/* Wait until someone waits for NAME's release, at most timeout_ms; whether
+ * anyone did (Redis: a subscriber on its channel or a pattern; PostgreSQL:
+ * a session of the library's LISTENing on fence_lease_released, the one
+ * channel for every name). */
+int lu_iss_waiting(const char *name, int timeout_ms);
 
 
 /* For the PostgreSQL suites (test_pg_issuer*): run SQL (printf-style) on C,

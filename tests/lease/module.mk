@@ -51,6 +51,7 @@ $(B)/tests/lease/test_pg_issuer.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
 $(B)/tests/lease/test_pg_issuer_fail: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
 $(B)/tests/lease/test_pg_issuer_fail.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
 # issuerutil: the behaviour suites against either issuer (FENCE_TEST_ISSUER;
-# test_heartbeat, run by run-suites as test_heartbeat and test_heartbeat:pg).
+# test_heartbeat and test_lease, run by run-suites as NAME and NAME:pg).
 $(B)/tests/lease/test_heartbeat: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
+$(B)/tests/lease/test_lease: $(B)/tests/lease/issuerutil.o $(LIBFENCE_PG)
 $(B)/tests/lease/issuerutil.o: MOD_CFLAGS += $(PQ_CFLAGS) -Ilib/pg
