@@ -57,6 +57,8 @@
 #ifndef FENCE_ISSUER_H
 #define FENCE_ISSUER_H
 
+#include <stdio.h>
+
 #include "common.h"
 #include "fence.h"
 
@@ -100,6 +102,19 @@ typedef struct fence__iss_env {
     fence__errslot *(*errslot)(void);  /* this thread's slot of libfence */
     int renew_batch;                   /* leases per renewal call (fence_client_options) */
 } fence__iss_env;
+
+/* Appends one key/value/note to a describe answer (fence_client_describe),
+ * quietly dropping what does not fit: every issuer's describe uses it. */
+static inline void fence__iss_field(fence_issuer_info *out, const char *key, const char *value,
+                                    const char *note)
+{
+    if (out->nfields < FENCE_DESCRIBE_FIELDS) {
+        struct fence_issuer_field *f = &out->field[out->nfields++];
+        snprintf(f->key, sizeof f->key, "%s", key);
+        snprintf(f->value, sizeof f->value, "%s", value);
+        snprintf(f->note, sizeof f->note, "%s", note);
+    }
+}
 
 typedef struct fence__issuer_ops {
     const char *name; /* "redis": fence_client_issuer(), `fence status` */

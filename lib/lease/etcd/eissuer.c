@@ -661,16 +661,6 @@ static fence_status ei_inspect(fence__issuer *is, const char *name, int want_inf
 
 /* ---- what the cluster says ------------------------------------------------------------- */
 
-static void field(fence_issuer_info *out, const char *key, const char *value, const char *note)
-{
-    if (out->nfields < FENCE_DESCRIBE_FIELDS) {
-        struct fence_issuer_field *f = &out->field[out->nfields++];
-        snprintf(f->key, sizeof f->key, "%s", key);
-        snprintf(f->value, sizeof f->value, "%s", value);
-        snprintf(f->note, sizeof f->note, "%s", note);
-    }
-}
-
 static fence_status ei_start(fence__issuer *is, int64_t deadline_us)
 {
     json_t *resp = NULL;
@@ -697,14 +687,14 @@ static fence_status ei_describe(fence__issuer *is, int64_t deadline_us, fence_is
     fence__et_int(resp, "leader", &leader);
     fence__et_int(json_object_get(resp, "header"), "member_id", &member);
     char buf[64];
-    field(out, "version", json_is_string(v) ? json_string_value(v) : "", "");
+    fence__iss_field(out, "version", json_is_string(v) ? json_string_value(v) : "", "");
     snprintf(buf, sizeof buf, "%" PRId64, db);
-    field(out, "db_size", buf, "bytes; lock churn grows it until compaction and defrag");
+    fence__iss_field(out, "db_size", buf, "bytes; lock churn grows it until compaction and defrag");
     snprintf(buf, sizeof buf, "%" PRId64, term);
-    field(out, "raft_term", buf, "");
-    field(out, "leader", leader == 0 ? "none" : leader == member ? "this member" : "another",
+    fence__iss_field(out, "raft_term", buf, "");
+    fence__iss_field(out, "leader", leader == 0 ? "none" : leader == member ? "this member" : "another",
           leader == 0 ? "no quorum: no tokens are issued" : "");
-    field(out, "tokens", "revision", "off + the put's Raft revision: no clock involved");
+    fence__iss_field(out, "tokens", "revision", "off + the put's Raft revision: no clock involved");
     json_decref(resp);
     return FENCE_OK;
 }

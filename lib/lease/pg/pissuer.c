@@ -367,16 +367,6 @@ static fence_status pi_inspect(fence__issuer *is, const char *name, int want_inf
 
 /* ---- what the server says ---------------------------------------------------------- */
 
-static void field(fence_issuer_info *out, const char *key, const char *value, const char *note)
-{
-    if (out->nfields < FENCE_DESCRIBE_FIELDS) {
-        struct fence_issuer_field *f = &out->field[out->nfields++];
-        snprintf(f->key, sizeof f->key, "%s", key);
-        snprintf(f->value, sizeof f->value, "%s", value);
-        snprintf(f->note, sizeof f->note, "%s", note);
-    }
-}
-
 static fence_status pi_describe(fence__issuer *is, int64_t deadline_us, fence_issuer_info *out)
 {
     PGresult *r = NULL;
@@ -390,16 +380,16 @@ static fence_status pi_describe(fence__issuer *is, int64_t deadline_us, fence_is
     }
     const char *fsync = PQgetvalue(r, 0, 2), *sync = PQgetvalue(r, 0, 3);
     int standby = strcmp(PQgetvalue(r, 0, 4), "t") == 0;
-    field(out, "server_version", PQgetvalue(r, 0, 0), "");
-    field(out, "fence_sql_version", PQgetvalue(r, 0, 1), "");
-    field(out, "fsync", fsync, strcmp(fsync, "on") != 0
+    fence__iss_field(out, "server_version", PQgetvalue(r, 0, 0), "");
+    fence__iss_field(out, "fence_sql_version", PQgetvalue(r, 0, 1), "");
+    fence__iss_field(out, "fsync", fsync, strcmp(fsync, "on") != 0
                                    ? "a crash can lose issued tokens: they may repeat" : "");
-    field(out, "synchronous_standby_names", sync[0] != '\0' ? sync : "none",
+    fence__iss_field(out, "synchronous_standby_names", sync[0] != '\0' ? sync : "none",
           sync[0] == '\0' ? "no synchronous standby: after a failover the newest tokens can be "
                              "issued again" : "");
-    field(out, "role", standby ? "standby" : "primary",
+    fence__iss_field(out, "role", standby ? "standby" : "primary",
           standby ? "a standby issues no token (read-only)" : "");
-    field(out, "wait", is->wait_mode == FENCE__PG_WAIT_POLL ? "poll" : "notify",
+    fence__iss_field(out, "wait", is->wait_mode == FENCE__PG_WAIT_POLL ? "poll" : "notify",
           is->wait_mode == FENCE__PG_WAIT_POLL ? "waiters poll (fence_wait=poll)"
                                                 : "waiters LISTEN (fence_wait=notify)");
     PQclear(r);

@@ -553,16 +553,6 @@ fence_status fence__ri_server_info(fence__issuer *ri, fence_server_info *out)
     return st;
 }
 
-static void field(fence_issuer_info *out, const char *key, const char *value, const char *note)
-{
-    if (out->nfields < FENCE_DESCRIBE_FIELDS) {
-        struct fence_issuer_field *f = &out->field[out->nfields++];
-        snprintf(f->key, sizeof f->key, "%s", key);
-        snprintf(f->value, sizeof f->value, "%s", value);
-        snprintf(f->note, sizeof f->note, "%s", note);
-    }
-}
-
 static fence_status ri_describe(fence__issuer *ri, int64_t deadline_us, fence_issuer_info *out)
 {
     (void)deadline_us;
@@ -571,10 +561,10 @@ static fence_status ri_describe(fence__issuer *ri, int64_t deadline_us, fence_is
     if (st != FENCE_OK) {
         return st;
     }
-    field(out, "persistence", fence_persistence_name(si.persistence),
+    fence__iss_field(out, "persistence", fence_persistence_name(si.persistence),
           si.persistence == FENCE_PERSIST_OFF
               ? "a restart loses the counters: clock tokens jump past them" : "");
-    field(out, "maxmemory_policy", si.maxmemory_policy,
+    fence__iss_field(out, "maxmemory_policy", si.maxmemory_policy,
           si.maxmemory_policy[0] != '\0' && strcmp(si.maxmemory_policy, "noeviction") != 0
               ? "evicts keys: tokens are refused unless allow_eviction" : "");
     return FENCE_OK;
